@@ -1,0 +1,137 @@
+//! The commands of the Raft log: every change to replicated state is one of
+//! these, applied by [`super::ReplicatedState::apply`].
+//!
+//! Commands carry every input the state machine needs (including the
+//! leader's clock reading), so applying the same log gives the same state on
+//! every coordinator.
+
+use serde::{Deserialize, Serialize};
+use switchyard_proto::model::{
+    CutoverSettings, ObjectName, Resource, ResourceKey, ValidationError,
+};
+
+/// One entry of the replicated log.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Command {
+    /// Create or replace resources, atomically. Routes whose spec changes get
+    /// a pending transition.
+    Apply {
+        /// The resources, as the client sent them.
+        resources: Vec<Resource>,
+        /// Leader's clock when it proposed this, ms since the Unix epoch.
+        now_ms: u64,
+        /// Coordinator-wide cutover defaults in force at proposal time.
+        defaults: CutoverSettings,
+    },
+    /// Remove resources, atomically.
+    Delete {
+        /// What to remove.
+        keys: Vec<ResourceKey>,
+    },
+    /// A proxy joins (or rejoins) the fleet.
+    RegisterProxy {
+        /// Proxy id.
+        id: String,
+        /// Its zone.
+        zone: String,
+        /// Its admin address.
+        admin_address: String,
+    },
+    /// A proxy leaves: it shut down gracefully, or its lease expired.
+    RemoveProxy {
+        /// Proxy id.
+        id: String,
+        /// Why, for logs and status.
+        reason: String,
+    },
+    /// The leader found the policy met: the pending generation becomes
+    /// active.
+    CommitTransition {
+        /// The route.
+        route: ObjectName,
+        /// The pending generation being committed (stale ones are rejected).
+        generation: u64,
+        /// True when committed by the `force` on-timeout action.
+        forced: bool,
+    },
+    /// The leader gave up on a transition (timeout with `keep-old`).
+    AbandonTransition {
+        /// The route.
+        route: ObjectName,
+        /// The pending generation being abandoned.
+        generation: u64,
+        /// Why, shown in status.
+        reason: String,
+    },
+}
+
+/// What an accepted command did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct Outcome {
+    /// One human-readable line per change, e.g. `HTTPRoute ns/r: generation 3 pending`.
+    pub changes: Vec<String>,
+    /// Routes touched and the generation each now has as its newest.
+    pub routes: Vec<(ObjectName, u64)>,
+}
+
+/// Why a command was rejected. A rejected command leaves the state
+/// unchanged.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+pub enum CommandError {
+    /// A resource is not well formed.
+    #[error("invalid resource: {0}")]
+    Invalid(InvalidResource),
+    /// The same object appears twice in one apply.
+    #[error("{key} appears more than once in one apply")]
+    Duplicate {
+        /// The repeated key.
+        key: String,
+    },
+    /// An empty apply or delete.
+    #[error("nothing to do: the request names no resources")]
+    Empty,
+    /// A proxy id or zone that cannot be used.
+    #[error("invalid proxy registration: {0}")]
+    InvalidProxy(String),
+    /// A commit or abandon for a generation that is no longer pending.
+    #[error("route {route}: generation {generation} is not pending ({current})")]
+    NotPending {
+        /// The route.
+        route: String,
+        /// The generation the command named.
+        generation: u64,
+        /// What is pending instead.
+        current: String,
+    },
+}
+
+/// [`ValidationError`] in a serializable shape.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InvalidResource {
+    /// `Kind namespace/name`.
+    pub object: String,
+    /// Field path.
+    pub field: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl std::fmt::Display for InvalidResource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}: {}", self.object, self.field, self.message)
+    }
+}
+
+impl From<ValidationError> for InvalidResource {
+    fn from(e: ValidationError) -> Self {
+        InvalidResource {
+            object: e.object,
+            field: e.field,
+            message: e.message,
+        }
+    }
+}
+
+/// The state machine's answer to one log entry (openraft's `R`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CommandResponse(pub Result<Outcome, CommandError>);

@@ -1,0 +1,3 @@
+//! The replicated state machine (work in progress).
+
+pub mod command;

@@ -1,0 +1,17 @@
+//! switchyard's wire contract and shared domain model.
+//!
+//! - [`pb`]: the generated tonic/prost code of `switchyard.v1` (see
+//!   `proto/switchyard/v1/switchyard.proto` for the evolution rules).
+//! - [`model`]: the domain model every crate speaks — Gateway API shaped
+//!   resources, backends and endpoint sets, route records with active and
+//!   pending generations, readiness policies — with validation at the edge.
+//!
+//! This crate imports neither the proxy nor the coordinator; it holds no IO.
+
+pub mod model;
+
+/// Generated code of package `switchyard.v1`.
+#[allow(missing_docs, clippy::all, clippy::pedantic)]
+pub mod pb {
+    tonic::include_proto!("switchyard.v1");
+}

@@ -1,0 +1,195 @@
+//! Backends: Services, their EndpointSlices, and the ReferenceGrants that
+//! allow routes to reach across namespaces.
+
+use super::meta::{ObjectMeta, ObjectName};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// The EndpointSlice label naming the Service a slice belongs to.
+pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
+
+/// A Service port: the unit a backendRef points at, `namespace/name:port`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct BackendKey {
+    /// The Service.
+    #[serde(flatten)]
+    pub service: ObjectName,
+    /// The Service port.
+    pub port: u16,
+}
+
+impl BackendKey {
+    /// Builds a key from its parts.
+    pub fn new(namespace: impl Into<String>, name: impl Into<String>, port: u16) -> Self {
+        BackendKey {
+            service: ObjectName::new(namespace, name),
+            port,
+        }
+    }
+
+    /// Parses `namespace/name:port`.
+    pub fn parse(text: &str) -> Option<BackendKey> {
+        let (ns, rest) = text.split_once('/')?;
+        let (name, port) = rest.rsplit_once(':')?;
+        if ns.is_empty() || name.is_empty() {
+            return None;
+        }
+        Some(BackendKey::new(ns, name, port.parse().ok()?))
+    }
+}
+
+impl fmt::Display for BackendKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}/{}:{}",
+            self.service.namespace, self.service.name, self.port
+        )
+    }
+}
+
+/// A Service: named ports that map to endpoint ports.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Service {
+    /// Metadata; `switchyard.io/health-path` and friends tune health checks.
+    pub meta: ObjectMeta,
+    /// `spec.ports`.
+    #[serde(default)]
+    pub ports: Vec<ServicePort>,
+}
+
+/// One Service port.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServicePort {
+    /// Port name (EndpointSlice ports are matched by it).
+    #[serde(default)]
+    pub name: Option<String>,
+    /// The Service port number backendRefs use.
+    pub port: u16,
+    /// The endpoints' port when given as a number; `None` means "same as
+    /// `port`" or a named target port resolved through EndpointSlices.
+    #[serde(default)]
+    pub target_port: Option<u16>,
+}
+
+/// An EndpointSlice: some endpoints of one Service.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EndpointSlice {
+    /// Metadata; the label `kubernetes.io/service-name` names the Service.
+    pub meta: ObjectMeta,
+    /// `addressType` (`IPv4`, `IPv6` or `FQDN`).
+    pub address_type: String,
+    /// `ports`: name plus the port endpoints listen on.
+    #[serde(default)]
+    pub ports: Vec<EndpointPort>,
+    /// `endpoints`.
+    #[serde(default)]
+    pub endpoints: Vec<Endpoint>,
+    /// Cluster the slice was read from, for multi-cluster merges.
+    #[serde(default)]
+    pub cluster: Option<String>,
+}
+
+impl EndpointSlice {
+    /// The Service this slice belongs to, from its label.
+    pub fn service_name(&self) -> Option<&str> {
+        self.meta
+            .labels
+            .get(SERVICE_NAME_LABEL)
+            .map(String::as_str)
+    }
+}
+
+/// One EndpointSlice port.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EndpointPort {
+    /// Port name, matching a Service port's name (`None` matches an unnamed
+    /// Service port).
+    #[serde(default)]
+    pub name: Option<String>,
+    /// The port endpoints listen on.
+    pub port: u16,
+}
+
+/// One endpoint with EndpointSlice conditions.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Endpoint {
+    /// Addresses (all for the same endpoint; switchyard uses the first).
+    pub addresses: Vec<String>,
+    /// `conditions.ready` (absent means ready).
+    #[serde(default = "yes")]
+    pub ready: bool,
+    /// `conditions.serving` (absent means same as ready).
+    #[serde(default = "yes")]
+    pub serving: bool,
+    /// `conditions.terminating`.
+    #[serde(default)]
+    pub terminating: bool,
+    /// `zone`.
+    #[serde(default)]
+    pub zone: Option<String>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// A ReferenceGrant: lets objects in other namespaces refer to objects in
+/// this one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReferenceGrant {
+    /// Metadata; the namespace is the one granting access.
+    pub meta: ObjectMeta,
+    /// Who may refer.
+    pub from: Vec<GrantFrom>,
+    /// To what.
+    pub to: Vec<GrantTo>,
+}
+
+/// `spec.from` entry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GrantFrom {
+    /// Group of the referring kind.
+    pub group: String,
+    /// Referring kind (for example `HTTPRoute`).
+    pub kind: String,
+    /// Namespace of the referring objects.
+    pub namespace: String,
+}
+
+/// `spec.to` entry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GrantTo {
+    /// Group of the target kind (empty for core).
+    pub group: String,
+    /// Target kind (for example `Service`).
+    pub kind: String,
+    /// A single object name, or every object of the kind when `None`.
+    #[serde(default)]
+    pub name: Option<String>,
+}
+
+impl ReferenceGrant {
+    /// Whether this grant lets a `from_kind` in `from_namespace` refer to
+    /// the object `to_group/to_kind` named `to_name` in the grant's
+    /// namespace.
+    pub fn permits(
+        &self,
+        from_group: &str,
+        from_kind: &str,
+        from_namespace: &str,
+        to_group: &str,
+        to_kind: &str,
+        to_name: &str,
+    ) -> bool {
+        let from = self.from.iter().any(|f| {
+            f.group == from_group && f.kind == from_kind && f.namespace == from_namespace
+        });
+        let to = self.to.iter().any(|t| {
+            t.group == to_group
+                && t.kind == to_kind
+                && t.name.as_deref().is_none_or(|n| n == to_name)
+        });
+        from && to
+    }
+}

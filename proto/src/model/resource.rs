@@ -1,0 +1,63 @@
+//! [`Resource`]: one stored object of any kind, the unit of `apply` and
+//! `delete`.
+
+use super::backend::{EndpointSlice, ReferenceGrant, Service};
+use super::gateway::{Gateway, GatewayClass, Namespace};
+use super::meta::{Kind, ObjectMeta, ResourceKey};
+use super::route::HttpRoute;
+use serde::{Deserialize, Serialize};
+
+/// One object of a kind switchyard stores.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Resource {
+    /// A GatewayClass.
+    GatewayClass(GatewayClass),
+    /// A Gateway.
+    Gateway(Gateway),
+    /// An HTTPRoute.
+    HttpRoute(HttpRoute),
+    /// A ReferenceGrant.
+    ReferenceGrant(ReferenceGrant),
+    /// A Namespace.
+    Namespace(Namespace),
+    /// A Service.
+    Service(Service),
+    /// An EndpointSlice.
+    EndpointSlice(EndpointSlice),
+}
+
+impl Resource {
+    /// The object's metadata.
+    pub fn meta(&self) -> &ObjectMeta {
+        match self {
+            Resource::GatewayClass(o) => &o.meta,
+            Resource::Gateway(o) => &o.meta,
+            Resource::HttpRoute(o) => &o.meta,
+            Resource::ReferenceGrant(o) => &o.meta,
+            Resource::Namespace(o) => &o.meta,
+            Resource::Service(o) => &o.meta,
+            Resource::EndpointSlice(o) => &o.meta,
+        }
+    }
+
+    /// The object's kind.
+    pub fn kind(&self) -> Kind {
+        match self {
+            Resource::GatewayClass(_) => Kind::GatewayClass,
+            Resource::Gateway(_) => Kind::Gateway,
+            Resource::HttpRoute(_) => Kind::HTTPRoute,
+            Resource::ReferenceGrant(_) => Kind::ReferenceGrant,
+            Resource::Namespace(_) => Kind::Namespace,
+            Resource::Service(_) => Kind::Service,
+            Resource::EndpointSlice(_) => Kind::EndpointSlice,
+        }
+    }
+
+    /// The key the object is stored under.
+    pub fn key(&self) -> ResourceKey {
+        ResourceKey {
+            kind: self.kind(),
+            name: self.meta().object_name(),
+        }
+    }
+}

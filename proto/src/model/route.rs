@@ -1,0 +1,257 @@
+//! `HTTPRoute` as the model holds it: parent references, hostnames, ordered
+//! rules of matches, filters and weighted backend references.
+//!
+//! The semantics (precedence, wildcard hostnames, prefix segments) live in
+//! the proxy's router; this module is only the shape.
+
+use super::meta::ObjectMeta;
+use serde::{Deserialize, Serialize};
+
+/// An HTTPRoute.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HttpRoute {
+    /// Metadata (annotations may carry a cutover policy).
+    pub meta: ObjectMeta,
+    /// `spec.parentRefs`.
+    #[serde(default)]
+    pub parent_refs: Vec<ParentRef>,
+    /// `spec.hostnames`.
+    #[serde(default)]
+    pub hostnames: Vec<String>,
+    /// `spec.rules`, in order.
+    #[serde(default)]
+    pub rules: Vec<RouteRule>,
+}
+
+/// A reference from a route to a Gateway (or one of its listeners).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ParentRef {
+    /// API group; `gateway.networking.k8s.io` by default.
+    pub group: String,
+    /// Kind; `Gateway` by default.
+    pub kind: String,
+    /// Namespace; the route's own when absent.
+    #[serde(default)]
+    pub namespace: Option<String>,
+    /// Gateway name.
+    pub name: String,
+    /// Listener name to attach to.
+    #[serde(default)]
+    pub section_name: Option<String>,
+    /// Listener port to attach to.
+    #[serde(default)]
+    pub port: Option<u16>,
+}
+
+/// One rule of a route.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct RouteRule {
+    /// Optional rule name.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// `matches` (ORed). Empty means "prefix `/`".
+    #[serde(default)]
+    pub matches: Vec<RouteMatch>,
+    /// Filters applied to every request the rule takes.
+    #[serde(default)]
+    pub filters: Vec<Filter>,
+    /// Weighted backends. Empty means every request gets 500.
+    #[serde(default)]
+    pub backend_refs: Vec<BackendRef>,
+}
+
+/// One match: every present condition must hold.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct RouteMatch {
+    /// Path condition; `None` means prefix `/`.
+    #[serde(default)]
+    pub path: Option<PathMatch>,
+    /// Header conditions (names case-insensitive).
+    #[serde(default)]
+    pub headers: Vec<HeaderMatch>,
+    /// Query parameter conditions (names exact).
+    #[serde(default)]
+    pub query_params: Vec<QueryParamMatch>,
+    /// HTTP method, upper case.
+    #[serde(default)]
+    pub method: Option<String>,
+}
+
+/// A path condition.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum PathMatch {
+    /// The whole path, case-sensitive.
+    Exact(String),
+    /// Whole `/` segments of a prefix.
+    PathPrefix(String),
+    /// A regular expression (Rust `regex` syntax) over the whole path.
+    RegularExpression(String),
+}
+
+/// How a string value is compared.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum StringMatchType {
+    /// Equal.
+    #[default]
+    Exact,
+    /// Regular expression over the whole value.
+    RegularExpression,
+}
+
+/// A header condition.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HeaderMatch {
+    /// How to compare.
+    #[serde(default)]
+    pub match_type: StringMatchType,
+    /// Header name (case-insensitive).
+    pub name: String,
+    /// Value or pattern.
+    pub value: String,
+}
+
+/// A query parameter condition.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueryParamMatch {
+    /// How to compare.
+    #[serde(default)]
+    pub match_type: StringMatchType,
+    /// Parameter name (exact).
+    pub name: String,
+    /// Value or pattern.
+    pub value: String,
+}
+
+/// A route or backend filter.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Filter {
+    /// Change request headers before forwarding.
+    RequestHeaderModifier(HeaderModifier),
+    /// Change response headers before answering.
+    ResponseHeaderModifier(HeaderModifier),
+    /// Answer with a redirect instead of forwarding.
+    RequestRedirect(RequestRedirect),
+    /// Rewrite host and/or path before forwarding.
+    UrlRewrite(UrlRewrite),
+    /// Send a copy of the request to another backend; its answer is dropped.
+    RequestMirror(RequestMirror),
+}
+
+/// Header edits: `set` overwrites, `add` appends, `remove` deletes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct HeaderModifier {
+    /// Headers to overwrite.
+    #[serde(default)]
+    pub set: Vec<HeaderValue>,
+    /// Headers to append to.
+    #[serde(default)]
+    pub add: Vec<HeaderValue>,
+    /// Header names to delete.
+    #[serde(default)]
+    pub remove: Vec<String>,
+}
+
+/// A header name and value.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HeaderValue {
+    /// Name.
+    pub name: String,
+    /// Value.
+    pub value: String,
+}
+
+/// A path replacement.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum PathModifier {
+    /// Replace the whole path.
+    ReplaceFullPath(String),
+    /// Replace the matched `PathPrefix`.
+    ReplacePrefixMatch(String),
+}
+
+/// `RequestRedirect`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct RequestRedirect {
+    /// `http` or `https`; the request's when absent.
+    #[serde(default)]
+    pub scheme: Option<String>,
+    /// Host; the request's when absent.
+    #[serde(default)]
+    pub hostname: Option<String>,
+    /// Path change.
+    #[serde(default)]
+    pub path: Option<PathModifier>,
+    /// Port; derived from the scheme or the listener when absent.
+    #[serde(default)]
+    pub port: Option<u16>,
+    /// Status code (301, 302, 303, 307, 308); 302 when absent.
+    #[serde(default)]
+    pub status_code: Option<u16>,
+}
+
+/// `URLRewrite`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct UrlRewrite {
+    /// New Host header.
+    #[serde(default)]
+    pub hostname: Option<String>,
+    /// Path change.
+    #[serde(default)]
+    pub path: Option<PathModifier>,
+}
+
+/// `RequestMirror`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RequestMirror {
+    /// Where the copy goes.
+    pub backend_ref: BackendRef,
+    /// Share of requests mirrored, in percent (100 when absent).
+    #[serde(default)]
+    pub percent: Option<u32>,
+    /// Share as a fraction `numerator/denominator`, if given that way.
+    #[serde(default)]
+    pub fraction: Option<(u32, u32)>,
+}
+
+/// A weighted reference to a backend.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BackendRef {
+    /// API group; empty (core) for a Service.
+    #[serde(default)]
+    pub group: String,
+    /// Kind; `Service` by default.
+    pub kind: String,
+    /// Namespace; the route's own when absent.
+    #[serde(default)]
+    pub namespace: Option<String>,
+    /// Service name.
+    pub name: String,
+    /// Service port; required for Services.
+    #[serde(default)]
+    pub port: Option<u16>,
+    /// Weight; 1 by default, 0 gets no traffic.
+    pub weight: u32,
+    /// Filters applied only when this backend is chosen.
+    #[serde(default)]
+    pub filters: Vec<Filter>,
+}
+
+impl BackendRef {
+    /// A plain Service reference with weight 1.
+    pub fn service(name: impl Into<String>, port: u16) -> Self {
+        BackendRef {
+            group: String::new(),
+            kind: "Service".into(),
+            namespace: None,
+            name: name.into(),
+            port: Some(port),
+            weight: 1,
+            filters: Vec::new(),
+        }
+    }
+
+    /// Whether this names a core `Service` (the only kind switchyard serves).
+    pub fn is_service(&self) -> bool {
+        self.group.is_empty() && self.kind == "Service"
+    }
+}

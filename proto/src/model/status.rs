@@ -1,0 +1,69 @@
+//! What `switchyard status` shows: the leader, every route's generations and
+//! cutover progress, and the proxies.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Status of the whole cluster as one coordinator sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct ClusterStatus {
+    /// Id of the coordinator that answered.
+    pub answered_by: u64,
+    /// Current leader's id, if known.
+    pub leader: Option<u64>,
+    /// Raft term.
+    pub term: u64,
+    /// Last log index applied to this coordinator's state machine.
+    pub applied_index: u64,
+    /// Voters: id to gRPC address.
+    pub members: BTreeMap<u64, String>,
+    /// Every route.
+    pub routes: Vec<RouteStatus>,
+    /// Every registered proxy.
+    pub proxies: Vec<ProxyStatus>,
+}
+
+/// One route's generations and progress.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct RouteStatus {
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// Generation proxies route by; `None` before the first commit.
+    pub active_generation: Option<u64>,
+    /// Generation waiting for readiness; `None` when none.
+    pub pending_generation: Option<u64>,
+    /// Policy of the pending transition, e.g. `all`.
+    #[serde(default)]
+    pub policy: Option<String>,
+    /// Readiness evidence for the pending transition, e.g.
+    /// `2 of 3 proxies ready (zone-a 1/1, zone-b 1/2)`. Known on the leader.
+    #[serde(default)]
+    pub evidence: Option<String>,
+    /// How many live proxies serve the newest generation, e.g.
+    /// `3 of 3 proxies at generation 7`.
+    #[serde(default)]
+    pub applied: Option<String>,
+    /// True when every live proxy serves the newest generation and nothing
+    /// is pending.
+    #[serde(default)]
+    pub ready: bool,
+    /// Why the last transition ended without a commit, if it did.
+    #[serde(default)]
+    pub last_failure: Option<String>,
+}
+
+/// One registered proxy.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct ProxyStatus {
+    /// Proxy id.
+    pub id: String,
+    /// Zone.
+    pub zone: String,
+    /// Admin address it reported.
+    pub admin_address: String,
+    /// Whether its lease is current (known on the leader only; followers
+    /// report `true` for every registered proxy).
+    pub live: bool,
+}
