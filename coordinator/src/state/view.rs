@@ -1,0 +1,2 @@
+//! Read-only views of the state: the proxies' configuration snapshot and
+//! the status rows.
