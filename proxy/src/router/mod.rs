@@ -1,0 +1,146 @@
+//! The proxy's router: compiles Gateways, HTTPRoutes, Services and
+//! ReferenceGrants into an immutable [`RouteTable`] and decides, per request,
+//! where it goes ([`Decision`]).
+//!
+//! It owns Gateway API HTTPRoute semantics: which Gateways and listeners are
+//! served, route attachment, hostname intersection, match precedence,
+//! backend validity and weights, and every filter's effect on a request.
+//!
+//! It deliberately does no IO: no sockets, no clocks, no randomness of its
+//! own (the caller passes a random number), and no logging above `debug`.
+//! Forwarding, mirroring, endpoint selection and warm-up belong to the
+//! server and upstream modules, which consume [`Decision`] and
+//! [`RouteTable::backends`].
+
+use http::{HeaderName, HeaderValue, StatusCode};
+use std::collections::BTreeSet;
+use switchyard_proto::model::{BackendKey, ConfigSnapshot, HttpRoute, ObjectName};
+
+/// Which Gateway listener port a local socket serves, from
+/// `--listener [NS/GATEWAY:]PORT=ADDR`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ListenerKey {
+    /// The Gateway; `None` means every served Gateway with a listener on
+    /// `port`.
+    pub gateway: Option<ObjectName>,
+    /// The Gateway listener port (not the local socket's port): redirects
+    /// derive their default port from it.
+    pub port: u16,
+}
+
+/// A problem found while compiling, for logs and status.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CompileNote {
+    /// The route concerned (for Gateway-level notes, the Gateway's name).
+    pub route: ObjectName,
+    /// What is wrong and what the router does about it.
+    pub message: String,
+}
+
+/// The compiled routing configuration: immutable, `Send + Sync`, meant to be
+/// shared in an `Arc` and swapped atomically as a whole.
+#[derive(Debug, Default)]
+pub struct RouteTable {
+    notes: Vec<CompileNote>,
+    backends: BTreeSet<BackendKey>,
+}
+
+/// What to do with one request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// Send it to a backend.
+    Forward(ForwardPlan),
+    /// Answer it directly (404, 500, redirects).
+    Respond(DirectResponse),
+}
+
+/// How to forward one request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ForwardPlan {
+    /// The route whose rule matched.
+    pub route: ObjectName,
+    /// Index of that rule in the route's `rules`.
+    pub rule_index: usize,
+    /// The Service port chosen (by weight) among the rule's backendRefs.
+    pub backend: BackendKey,
+    /// Request header edits: the rule's filters, then the chosen
+    /// backendRef's filters, in order.
+    pub request_headers: HeaderEdits,
+    /// Response header edits, in the same order.
+    pub response_headers: HeaderEdits,
+    /// URLRewrite hostname: the Host header to send upstream.
+    pub host: Option<String>,
+    /// URLRewrite path: the new path plus the original query.
+    pub path_and_query: Option<String>,
+    /// Backends that get a copy of the request (percentages already
+    /// decided); their answers are dropped.
+    pub mirrors: Vec<BackendKey>,
+}
+
+/// Header edits from header modifier filters.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct HeaderEdits {
+    /// Headers to overwrite.
+    pub set: Vec<(HeaderName, HeaderValue)>,
+    /// Headers to append to (`old,new`).
+    pub add: Vec<(HeaderName, HeaderValue)>,
+    /// Headers to delete.
+    pub remove: Vec<HeaderName>,
+}
+
+impl HeaderEdits {
+    /// Applies the edits: `set` overwrites, `add` appends to any existing
+    /// value as `old,new`, `remove` deletes.
+    pub fn apply(&self, _headers: &mut http::HeaderMap) {}
+}
+
+/// An answer the proxy gives itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DirectResponse {
+    /// Status code.
+    pub status: StatusCode,
+    /// Headers to send (e.g. `Location`).
+    pub headers: Vec<(HeaderName, HeaderValue)>,
+    /// Why, for the `x-switchyard-reason` header.
+    pub reason: String,
+}
+
+impl RouteTable {
+    /// A table that serves nothing: every request gets 404.
+    pub fn empty() -> RouteTable {
+        RouteTable::default()
+    }
+
+    /// Compiles the table from the routes the proxy serves (one generation
+    /// each, chosen by the caller) and the rest of `snapshot`
+    /// (`snapshot.routes` is ignored).
+    pub fn compile(_snapshot: &ConfigSnapshot, _routes: &[HttpRoute]) -> RouteTable {
+        RouteTable::default()
+    }
+
+    /// Decides what to do with one request arriving on `listener`. `random`
+    /// is a uniformly random number used for weighted backend choice and
+    /// mirror percentages.
+    pub fn route(
+        &self,
+        listener: &ListenerKey,
+        _req: &http::request::Parts,
+        _random: u64,
+    ) -> Decision {
+        Decision::Respond(DirectResponse {
+            status: StatusCode::NOT_FOUND,
+            headers: Vec::new(),
+            reason: format!("no route serves port {}", listener.port),
+        })
+    }
+
+    /// Every backend a served rule can send traffic or mirrors to.
+    pub fn backends(&self) -> BTreeSet<BackendKey> {
+        self.backends.clone()
+    }
+
+    /// Problems found while compiling.
+    pub fn notes(&self) -> &[CompileNote] {
+        &self.notes
+    }
+}
