@@ -1,14 +1,346 @@
 //! [`ReplicatedState::apply`]: the one mutator.
+//!
+//! Every command is checked completely before anything changes, so a
+//! rejected command leaves the state exactly as it was. In debug builds the
+//! state's invariants are re-checked after every apply.
 
 use super::*;
+use std::collections::BTreeSet;
+use switchyard_proto::model::{
+    CutoverSettings, HttpRoute, RouteGeneration, Transition, validate_resource,
+};
+
+/// Longest proxy id or zone accepted (a Kubernetes pod name fits).
+const MAX_PROXY_FIELD: usize = 253;
 
 impl ReplicatedState {
     /// Applies the log entry at `index`. Total: never panics; a rejected
-    /// command leaves the state unchanged except for `last_index`, which
-    /// always advances (the entry was applied, its answer was "no").
+    /// command changes nothing but `last_index`, which always advances (the
+    /// entry was applied; its answer was "no").
     pub fn apply(&mut self, index: u64, command: &Command) -> CommandResponse {
         self.last_index = index;
-        let _ = command;
-        CommandResponse(Err(CommandError::Empty))
+        let result = match command {
+            Command::Apply {
+                resources,
+                now_ms,
+                defaults,
+            } => self.apply_resources(index, resources, *now_ms, defaults),
+            Command::Delete { keys } => self.delete_resources(keys),
+            Command::RegisterProxy {
+                id,
+                zone,
+                admin_address,
+            } => self.register_proxy(index, id, zone, admin_address),
+            Command::RemoveProxy { id, reason } => Ok(self.remove_proxy(id, reason)),
+            Command::CommitTransition {
+                route,
+                generation,
+                forced,
+            } => self.commit_transition(route, *generation, *forced),
+            Command::AbandonTransition {
+                route,
+                generation,
+                reason,
+            } => self.abandon_transition(route, *generation, reason),
+        };
+        #[cfg(debug_assertions)]
+        if let Err(broken) = self.check_invariants() {
+            // A broken invariant here is a bug in this file; fail loudly in
+            // debug builds (tests), where it can be fixed.
+            panic!("replicated state invariant broken after {command:?}: {broken}");
+        }
+        CommandResponse(result)
     }
+
+    fn apply_resources(
+        &mut self,
+        index: u64,
+        resources: &[Resource],
+        now_ms: u64,
+        defaults: &CutoverSettings,
+    ) -> Result<Outcome, CommandError> {
+        if resources.is_empty() {
+            return Err(CommandError::Empty);
+        }
+        let mut seen = BTreeSet::new();
+        for resource in resources {
+            let key = resource.key();
+            if !seen.insert(key.clone()) {
+                return Err(CommandError::Duplicate {
+                    key: key.to_string(),
+                });
+            }
+            validate_resource(resource).map_err(|e| CommandError::Invalid(e.into()))?;
+        }
+        // Everything is valid: from here on nothing can fail.
+        let mut outcome = Outcome::default();
+        for resource in resources {
+            match resource {
+                Resource::HttpRoute(route) => {
+                    self.apply_route(index, route, now_ms, defaults, &mut outcome)
+                }
+                other => self.store_resource(index, other, &mut outcome),
+            }
+        }
+        Ok(outcome)
+    }
+
+    fn store_resource(&mut self, index: u64, resource: &Resource, outcome: &mut Outcome) {
+        let key = resource.key();
+        let mut stored = resource.clone();
+        set_revision(&mut stored, 0);
+        let verb = match self.resources.get(&key) {
+            Some(existing) => {
+                let mut old = existing.clone();
+                set_revision(&mut old, 0);
+                if old == stored {
+                    outcome.changes.push(format!("{key} unchanged"));
+                    return;
+                }
+                "configured"
+            }
+            None => "created",
+        };
+        set_revision(&mut stored, index);
+        self.resources.insert(key.clone(), stored);
+        outcome.changes.push(format!("{key} {verb}"));
+    }
+
+    fn apply_route(
+        &mut self,
+        index: u64,
+        route: &HttpRoute,
+        now_ms: u64,
+        defaults: &CutoverSettings,
+        outcome: &mut Outcome,
+    ) {
+        let name = route.meta.object_name();
+        let mut spec = route.clone();
+        spec.meta.revision = 0;
+        let record = self
+            .routes
+            .entry(name.clone())
+            .or_insert_with(|| RouteRecord {
+                name: name.clone(),
+                active: None,
+                pending: None,
+                last_failure: None,
+            });
+        let same = |g: &RouteGeneration| {
+            let mut s = g.spec.clone();
+            s.meta.revision = 0;
+            s == spec
+        };
+        if let Some(pending) = &record.pending
+            && same(&pending.target)
+        {
+            outcome.changes.push(format!(
+                "HTTPRoute {name} unchanged (generation {} pending)",
+                pending.target.generation
+            ));
+            outcome.routes.push((name, pending.target.generation));
+            return;
+        }
+        if let Some(active) = &record.active
+            && same(active)
+        {
+            let generation = active.generation;
+            match record.pending.take() {
+                Some(withdrawn) => outcome.changes.push(format!(
+                    "HTTPRoute {name}: pending generation {} withdrawn, spec equals active generation {generation}",
+                    withdrawn.target.generation
+                )),
+                None => outcome
+                    .changes
+                    .push(format!("HTTPRoute {name} unchanged (generation {generation})")),
+            }
+            outcome.routes.push((name, generation));
+            return;
+        }
+        // Validation already parsed these annotations; the fallback cannot
+        // be reached but keeps this function total.
+        let settings = CutoverSettings::from_annotations(&spec.meta.annotations, *defaults)
+            .unwrap_or(*defaults);
+        let generation = record.newest_generation() + 1;
+        spec.meta.revision = index;
+        let superseded = record.pending.take();
+        record.pending = Some(Transition {
+            target: RouteGeneration { generation, spec },
+            settings,
+            created_ms: now_ms,
+            deadline_ms: now_ms.saturating_add(settings.timeout_ms),
+        });
+        record.last_failure = None;
+        let mut line = format!(
+            "HTTPRoute {name}: generation {generation} pending (policy {}, timeout {}ms)",
+            settings.policy, settings.timeout_ms
+        );
+        if let Some(old) = superseded {
+            line.push_str(&format!(
+                ", supersedes pending generation {}",
+                old.target.generation
+            ));
+        }
+        outcome.changes.push(line);
+        outcome.routes.push((name, generation));
+    }
+
+    fn delete_resources(&mut self, keys: &[ResourceKey]) -> Result<Outcome, CommandError> {
+        if keys.is_empty() {
+            return Err(CommandError::Empty);
+        }
+        let mut outcome = Outcome::default();
+        for key in keys {
+            let removed = if key.kind == switchyard_proto::model::Kind::HTTPRoute {
+                self.routes.remove(&key.name).is_some()
+            } else {
+                self.resources.remove(key).is_some()
+            };
+            let verb = if removed { "deleted" } else { "not found" };
+            outcome.changes.push(format!("{key} {verb}"));
+        }
+        Ok(outcome)
+    }
+
+    fn register_proxy(
+        &mut self,
+        index: u64,
+        id: &str,
+        zone: &str,
+        admin_address: &str,
+    ) -> Result<Outcome, CommandError> {
+        for (field, value) in [("id", id), ("zone", zone)] {
+            if value.is_empty()
+                || value.len() > MAX_PROXY_FIELD
+                || !value.chars().all(|c| c.is_ascii_graphic())
+            {
+                return Err(CommandError::InvalidProxy(format!(
+                    "{field} {value:?} must be 1..{MAX_PROXY_FIELD} printable ASCII characters without spaces"
+                )));
+            }
+        }
+        let verb = if self.proxies.contains_key(id) {
+            "re-registered"
+        } else {
+            "registered"
+        };
+        self.proxies.insert(
+            id.to_string(),
+            ProxyRecord {
+                id: id.to_string(),
+                zone: zone.to_string(),
+                admin_address: admin_address.to_string(),
+                registered_index: index,
+            },
+        );
+        Ok(Outcome {
+            changes: vec![format!("proxy {id} (zone {zone}) {verb}")],
+            routes: vec![],
+        })
+    }
+
+    fn remove_proxy(&mut self, id: &str, reason: &str) -> Outcome {
+        let verb = match self.proxies.remove(id) {
+            Some(_) => "removed",
+            None => "was not registered",
+        };
+        Outcome {
+            changes: vec![format!("proxy {id} {verb}: {reason}")],
+            routes: vec![],
+        }
+    }
+
+    fn pending_mut(
+        &mut self,
+        route: &ObjectName,
+        generation: u64,
+    ) -> Result<&mut RouteRecord, CommandError> {
+        let not_pending = |current: String| CommandError::NotPending {
+            route: route.to_string(),
+            generation,
+            current,
+        };
+        let record = self
+            .routes
+            .get_mut(route)
+            .ok_or_else(|| not_pending("route does not exist".into()))?;
+        match &record.pending {
+            Some(p) if p.target.generation == generation => Ok(record),
+            Some(p) => Err(not_pending(format!(
+                "generation {} is pending",
+                p.target.generation
+            ))),
+            None => Err(not_pending("nothing is pending".into())),
+        }
+    }
+
+    fn commit_transition(
+        &mut self,
+        route: &ObjectName,
+        generation: u64,
+        forced: bool,
+    ) -> Result<Outcome, CommandError> {
+        let record = self.pending_mut(route, generation)?;
+        if let Some(pending) = record.pending.take() {
+            record.active = Some(pending.target);
+        }
+        record.last_failure =
+            forced.then(|| format!("generation {generation} was forced after its cutover timeout"));
+        let how = if forced { "forced" } else { "committed" };
+        Ok(Outcome {
+            changes: vec![format!("HTTPRoute {route}: generation {generation} {how}")],
+            routes: vec![(route.clone(), generation)],
+        })
+    }
+
+    fn abandon_transition(
+        &mut self,
+        route: &ObjectName,
+        generation: u64,
+        reason: &str,
+    ) -> Result<Outcome, CommandError> {
+        let record = self.pending_mut(route, generation)?;
+        record.pending = None;
+        record.last_failure = Some(format!("generation {generation} abandoned: {reason}"));
+        let active = record.active.as_ref().map_or(0, |a| a.generation);
+        Ok(Outcome {
+            changes: vec![format!(
+                "HTTPRoute {route}: generation {generation} abandoned ({reason}); active stays at {active}"
+            )],
+            routes: vec![(route.clone(), active)],
+        })
+    }
+
+    /// The state's invariants: route records keyed by their own name, a
+    /// pending generation always newer than the active one, stored resources
+    /// keyed by their own key and never HTTPRoutes.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        for (name, record) in &self.routes {
+            if &record.name != name {
+                return Err(format!("route record {name} is named {}", record.name));
+            }
+            let active = record.active.as_ref().map_or(0, |a| a.generation);
+            if let Some(p) = &record.pending
+                && p.target.generation <= active
+            {
+                return Err(format!(
+                    "route {name}: pending generation {} is not newer than active {active}",
+                    p.target.generation
+                ));
+            }
+        }
+        for (key, resource) in &self.resources {
+            if &resource.key() != key {
+                return Err(format!("resource {key} is stored as {}", resource.key()));
+            }
+            if matches!(resource, Resource::HttpRoute(_)) {
+                return Err(format!("HTTPRoute {key} stored outside the route records"));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn set_revision(resource: &mut Resource, revision: u64) {
+    resource.meta_mut().revision = revision;
 }

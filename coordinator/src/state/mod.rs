@@ -7,8 +7,8 @@
 //! the leader's soft state (see the cutover engine). `apply` is pure and
 //! deterministic: the same log yields the same state on every coordinator.
 
-pub mod command;
 mod apply;
+pub mod command;
 mod view;
 
 use serde::{Deserialize, Serialize};
@@ -42,3 +42,6 @@ pub struct ReplicatedState {
     /// Registered proxies, by id.
     pub proxies: BTreeMap<String, ProxyRecord>,
 }
+
+#[cfg(test)]
+mod tests;

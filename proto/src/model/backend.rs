@@ -93,10 +93,7 @@ pub struct EndpointSlice {
 impl EndpointSlice {
     /// The Service this slice belongs to, from its label.
     pub fn service_name(&self) -> Option<&str> {
-        self.meta
-            .labels
-            .get(SERVICE_NAME_LABEL)
-            .map(String::as_str)
+        self.meta.labels.get(SERVICE_NAME_LABEL).map(String::as_str)
     }
 }
 
@@ -182,9 +179,10 @@ impl ReferenceGrant {
         to_kind: &str,
         to_name: &str,
     ) -> bool {
-        let from = self.from.iter().any(|f| {
-            f.group == from_group && f.kind == from_kind && f.namespace == from_namespace
-        });
+        let from = self
+            .from
+            .iter()
+            .any(|f| f.group == from_group && f.kind == from_kind && f.namespace == from_namespace);
         let to = self.to.iter().any(|t| {
             t.group == to_group
                 && t.kind == to_kind

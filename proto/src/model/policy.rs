@@ -190,7 +190,11 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         "s" => n.checked_mul(1_000),
         "m" => n.checked_mul(60_000),
         "h" => n.checked_mul(3_600_000),
-        _ => return Err(format!("duration {text:?} has unknown unit {unit:?} (ms, s, m, h)")),
+        _ => {
+            return Err(format!(
+                "duration {text:?} has unknown unit {unit:?} (ms, s, m, h)"
+            ));
+        }
     }
     .ok_or_else(|| format!("duration {text:?} is too large"))?;
     Ok(Duration::from_millis(ms))

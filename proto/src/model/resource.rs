@@ -40,6 +40,20 @@ impl Resource {
         }
     }
 
+    /// The object's metadata, to change (the coordinator stamps
+    /// `revision`).
+    pub fn meta_mut(&mut self) -> &mut ObjectMeta {
+        match self {
+            Resource::GatewayClass(o) => &mut o.meta,
+            Resource::Gateway(o) => &mut o.meta,
+            Resource::HttpRoute(o) => &mut o.meta,
+            Resource::ReferenceGrant(o) => &mut o.meta,
+            Resource::Namespace(o) => &mut o.meta,
+            Resource::Service(o) => &mut o.meta,
+            Resource::EndpointSlice(o) => &mut o.meta,
+        }
+    }
+
     /// The object's kind.
     pub fn kind(&self) -> Kind {
         match self {

@@ -128,11 +128,18 @@ pub fn validate_resource(resource: &Resource) -> Result<(), ValidationError> {
     }
 }
 
-fn validate_meta(c: &Checker, meta: &ObjectMeta, cluster_scoped: bool) -> Result<(), ValidationError> {
+fn validate_meta(
+    c: &Checker,
+    meta: &ObjectMeta,
+    cluster_scoped: bool,
+) -> Result<(), ValidationError> {
     c.dns_subdomain("metadata.name", &meta.name)?;
     if cluster_scoped {
         if !meta.namespace.is_empty() {
-            return Err(c.fail("metadata.namespace", "this kind is cluster-scoped: no namespace"));
+            return Err(c.fail(
+                "metadata.namespace",
+                "this kind is cluster-scoped: no namespace",
+            ));
         }
     } else {
         c.dns_label("metadata.namespace", &meta.namespace)?;
@@ -159,7 +166,10 @@ fn validate_gateway(c: &Checker, o: &Gateway) -> Result<(), ValidationError> {
         let f = format!("spec.listeners[{i}]");
         c.dns_label(&format!("{f}.name"), &l.name)?;
         if !names.insert(&l.name) {
-            return Err(c.fail(format!("{f}.name"), format!("duplicate listener name {:?}", l.name)));
+            return Err(c.fail(
+                format!("{f}.name"),
+                format!("duplicate listener name {:?}", l.name),
+            ));
         }
         c.port(&format!("{f}.port"), l.port)?;
         if let Some(h) = &l.hostname {
@@ -167,9 +177,14 @@ fn validate_gateway(c: &Checker, o: &Gateway) -> Result<(), ValidationError> {
         }
         if let RouteNamespaces::Selector(s) = &l.allowed_routes.namespaces {
             for (j, e) in s.match_expressions.iter().enumerate() {
-                if !matches!(e.operator.as_str(), "In" | "NotIn" | "Exists" | "DoesNotExist") {
+                if !matches!(
+                    e.operator.as_str(),
+                    "In" | "NotIn" | "Exists" | "DoesNotExist"
+                ) {
                     return Err(c.fail(
-                        format!("{f}.allowedRoutes.namespaces.selector.matchExpressions[{j}].operator"),
+                        format!(
+                            "{f}.allowedRoutes.namespaces.selector.matchExpressions[{j}].operator"
+                        ),
                         format!("unknown operator {:?}", e.operator),
                     ));
                 }
@@ -203,14 +218,20 @@ fn validate_rule(c: &Checker, f: &str, rule: &RouteRule) -> Result<(), Validatio
         let mf = format!("{f}.matches[{j}]");
         match &m.path {
             Some(PathMatch::Exact(p)) | Some(PathMatch::PathPrefix(p)) if !p.starts_with('/') => {
-                return Err(c.fail(format!("{mf}.path.value"), format!("path {p:?} must start with '/'")));
+                return Err(c.fail(
+                    format!("{mf}.path.value"),
+                    format!("path {p:?} must start with '/'"),
+                ));
             }
             Some(PathMatch::RegularExpression(p)) => c.regex(&format!("{mf}.path.value"), p)?,
             _ => {}
         }
         for (k, h) in m.headers.iter().enumerate() {
             if h.name.is_empty() || http_token_invalid(&h.name) {
-                return Err(c.fail(format!("{mf}.headers[{k}].name"), format!("{:?} is not a header name", h.name)));
+                return Err(c.fail(
+                    format!("{mf}.headers[{k}].name"),
+                    format!("{:?} is not a header name", h.name),
+                ));
             }
             if h.match_type == StringMatchType::RegularExpression {
                 c.regex(&format!("{mf}.headers[{k}].value"), &h.value)?;
@@ -227,7 +248,15 @@ fn validate_rule(c: &Checker, f: &str, rule: &RouteRule) -> Result<(), Validatio
         if let Some(method) = &m.method
             && !matches!(
                 method.as_str(),
-                "GET" | "HEAD" | "POST" | "PUT" | "DELETE" | "CONNECT" | "OPTIONS" | "TRACE" | "PATCH"
+                "GET"
+                    | "HEAD"
+                    | "POST"
+                    | "PUT"
+                    | "DELETE"
+                    | "CONNECT"
+                    | "OPTIONS"
+                    | "TRACE"
+                    | "PATCH"
             )
         {
             return Err(c.fail(format!("{mf}.method"), format!("unknown method {method:?}")));
@@ -236,10 +265,19 @@ fn validate_rule(c: &Checker, f: &str, rule: &RouteRule) -> Result<(), Validatio
     for (j, filter) in rule.filters.iter().enumerate() {
         validate_filter(c, &format!("{f}.filters[{j}]"), filter)?;
     }
-    let redirects = rule.filters.iter().any(|f| matches!(f, Filter::RequestRedirect(_)));
-    let rewrites = rule.filters.iter().any(|f| matches!(f, Filter::UrlRewrite(_)));
+    let redirects = rule
+        .filters
+        .iter()
+        .any(|f| matches!(f, Filter::RequestRedirect(_)));
+    let rewrites = rule
+        .filters
+        .iter()
+        .any(|f| matches!(f, Filter::UrlRewrite(_)));
     if redirects && rewrites {
-        return Err(c.fail(format!("{f}.filters"), "RequestRedirect and URLRewrite cannot be combined"));
+        return Err(c.fail(
+            format!("{f}.filters"),
+            "RequestRedirect and URLRewrite cannot be combined",
+        ));
     }
     for (j, b) in rule.backend_refs.iter().enumerate() {
         validate_backend_ref(c, &format!("{f}.backendRefs[{j}]"), b)?;
@@ -251,7 +289,9 @@ fn validate_rule(c: &Checker, f: &str, rule: &RouteRule) -> Result<(), Validatio
 }
 
 fn http_token_invalid(name: &str) -> bool {
-    !name.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+    !name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
 }
 
 fn validate_filter(c: &Checker, f: &str, filter: &Filter) -> Result<(), ValidationError> {
@@ -269,12 +309,18 @@ fn validate_filter(c: &Checker, f: &str, filter: &Filter) -> Result<(), Validati
                 && s != "http"
                 && s != "https"
             {
-                return Err(c.fail(format!("{f}.requestRedirect.scheme"), format!("{s:?} is not http or https")));
+                return Err(c.fail(
+                    format!("{f}.requestRedirect.scheme"),
+                    format!("{s:?} is not http or https"),
+                ));
             }
             if let Some(code) = r.status_code
                 && ![301, 302, 303, 307, 308].contains(&code)
             {
-                return Err(c.fail(format!("{f}.requestRedirect.statusCode"), format!("{code} is not a redirect code")));
+                return Err(c.fail(
+                    format!("{f}.requestRedirect.statusCode"),
+                    format!("{code} is not a redirect code"),
+                ));
             }
             if let Some(port) = r.port {
                 c.port(&format!("{f}.requestRedirect.port"), port)?;
@@ -300,14 +346,21 @@ fn validate_filter(c: &Checker, f: &str, filter: &Filter) -> Result<(), Validati
             if let Some((n, d)) = m.fraction
                 && (d == 0 || n > d)
             {
-                return Err(c.fail(format!("{f}.requestMirror.fraction"), "numerator must be <= denominator, denominator > 0"));
+                return Err(c.fail(
+                    format!("{f}.requestMirror.fraction"),
+                    "numerator must be <= denominator, denominator > 0",
+                ));
             }
         }
     }
     Ok(())
 }
 
-fn validate_path_modifier(c: &Checker, f: &str, m: Option<&PathModifier>) -> Result<(), ValidationError> {
+fn validate_path_modifier(
+    c: &Checker,
+    f: &str,
+    m: Option<&PathModifier>,
+) -> Result<(), ValidationError> {
     match m {
         Some(PathModifier::ReplaceFullPath(p)) | Some(PathModifier::ReplacePrefixMatch(p))
             if !p.starts_with('/') =>
@@ -324,7 +377,10 @@ fn validate_backend_ref(c: &Checker, f: &str, b: &BackendRef) -> Result<(), Vali
         c.dns_label(&format!("{f}.namespace"), ns)?;
     }
     if b.weight > MAX_WEIGHT {
-        return Err(c.fail(format!("{f}.weight"), format!("weight {} exceeds {MAX_WEIGHT}", b.weight)));
+        return Err(c.fail(
+            format!("{f}.weight"),
+            format!("weight {} exceeds {MAX_WEIGHT}", b.weight),
+        ));
     }
     if b.is_service() {
         match b.port {
@@ -356,14 +412,23 @@ fn validate_service(c: &Checker, o: &Service) -> Result<(), ValidationError> {
             c.port(&format!("spec.ports[{i}].targetPort"), t)?;
         }
         if !seen.insert(p.port) {
-            return Err(c.fail(format!("spec.ports[{i}].port"), format!("duplicate port {}", p.port)));
+            return Err(c.fail(
+                format!("spec.ports[{i}].port"),
+                format!("duplicate port {}", p.port),
+            ));
         }
     }
-    if let Some(path) = o.meta.annotations.get(super::policy::ANNOTATION_HEALTH_PATH)
+    if let Some(path) = o
+        .meta
+        .annotations
+        .get(super::policy::ANNOTATION_HEALTH_PATH)
         && !path.starts_with('/')
     {
         return Err(c.fail(
-            format!("metadata.annotations[{}]", super::policy::ANNOTATION_HEALTH_PATH),
+            format!(
+                "metadata.annotations[{}]",
+                super::policy::ANNOTATION_HEALTH_PATH
+            ),
             format!("health path {path:?} must start with '/'"),
         ));
     }
@@ -378,14 +443,20 @@ fn validate_slice(c: &Checker, o: &EndpointSlice) -> Result<(), ValidationError>
         ));
     }
     if !matches!(o.address_type.as_str(), "IPv4" | "IPv6" | "FQDN") {
-        return Err(c.fail("addressType", format!("{:?} is not IPv4, IPv6 or FQDN", o.address_type)));
+        return Err(c.fail(
+            "addressType",
+            format!("{:?} is not IPv4, IPv6 or FQDN", o.address_type),
+        ));
     }
     for (i, p) in o.ports.iter().enumerate() {
         c.port(&format!("ports[{i}].port"), p.port)?;
     }
     for (i, e) in o.endpoints.iter().enumerate() {
         if e.addresses.is_empty() {
-            return Err(c.fail(format!("endpoints[{i}].addresses"), "at least one address is required"));
+            return Err(c.fail(
+                format!("endpoints[{i}].addresses"),
+                "at least one address is required",
+            ));
         }
         for (j, a) in e.addresses.iter().enumerate() {
             let ok = match o.address_type.as_str() {
@@ -460,7 +531,9 @@ mod tests {
             rules: vec![],
         };
         assert_eq!(
-            validate_resource(&Resource::HttpRoute(r.clone())).unwrap_err().field,
+            validate_resource(&Resource::HttpRoute(r.clone()))
+                .unwrap_err()
+                .field,
             "metadata.name"
         );
         r.meta.name = "ok".into();

@@ -1,0 +1,279 @@
+//! Unit tests of the state machine's apply: each command's effect and each
+//! rejection leaving the state unchanged.
+
+use super::*;
+use switchyard_proto::model::*;
+
+fn route(name: &str, backend: &str) -> Resource {
+    Resource::HttpRoute(HttpRoute {
+        meta: ObjectMeta::named("default", name),
+        parent_refs: vec![],
+        hostnames: vec![],
+        rules: vec![RouteRule {
+            backend_refs: vec![BackendRef::service(backend, 80)],
+            ..Default::default()
+        }],
+    })
+}
+
+fn service(name: &str) -> Resource {
+    Resource::Service(Service {
+        meta: ObjectMeta::named("default", name),
+        ports: vec![ServicePort {
+            name: None,
+            port: 80,
+            target_port: Some(8080),
+        }],
+    })
+}
+
+fn apply(resources: Vec<Resource>) -> Command {
+    Command::Apply {
+        resources,
+        now_ms: 1_000,
+        defaults: CutoverSettings::default(),
+    }
+}
+
+fn ok(r: CommandResponse) -> Outcome {
+    r.0.expect("command accepted")
+}
+
+fn name(n: &str) -> ObjectName {
+    ObjectName::new("default", n)
+}
+
+#[test]
+fn a_new_route_is_pending_until_committed() {
+    let mut s = ReplicatedState::default();
+    let out = ok(s.apply(1, &apply(vec![route("r", "blue")])));
+    assert_eq!(out.routes, vec![(name("r"), 1)]);
+    let rec = &s.routes[&name("r")];
+    assert!(rec.active.is_none());
+    let pending = rec.pending.as_ref().unwrap();
+    assert_eq!(pending.target.generation, 1);
+    assert_eq!(pending.deadline_ms, 1_000 + 60_000);
+
+    ok(s.apply(
+        2,
+        &Command::CommitTransition {
+            route: name("r"),
+            generation: 1,
+            forced: false,
+        },
+    ));
+    let rec = &s.routes[&name("r")];
+    assert_eq!(rec.active.as_ref().unwrap().generation, 1);
+    assert!(rec.pending.is_none());
+}
+
+#[test]
+fn a_newer_apply_supersedes_the_pending_one() {
+    let mut s = ReplicatedState::default();
+    ok(s.apply(1, &apply(vec![route("r", "blue")])));
+    let out = ok(s.apply(2, &apply(vec![route("r", "green")])));
+    assert!(
+        out.changes[0].contains("supersedes pending generation 1"),
+        "{out:?}"
+    );
+    assert_eq!(
+        s.routes[&name("r")]
+            .pending
+            .as_ref()
+            .unwrap()
+            .target
+            .generation,
+        2
+    );
+    // Committing the superseded generation is refused and changes nothing.
+    let before = s.clone();
+    let err = s
+        .apply(
+            3,
+            &Command::CommitTransition {
+                route: name("r"),
+                generation: 1,
+                forced: false,
+            },
+        )
+        .0
+        .unwrap_err();
+    assert!(matches!(
+        err,
+        CommandError::NotPending { generation: 1, .. }
+    ));
+    assert_eq!(s.routes, before.routes);
+}
+
+#[test]
+fn reapplying_the_same_spec_is_idempotent_and_reverting_withdraws() {
+    let mut s = ReplicatedState::default();
+    ok(s.apply(1, &apply(vec![route("r", "blue")])));
+    ok(s.apply(
+        2,
+        &Command::CommitTransition {
+            route: name("r"),
+            generation: 1,
+            forced: false,
+        },
+    ));
+    let out = ok(s.apply(3, &apply(vec![route("r", "blue")])));
+    assert!(out.changes[0].contains("unchanged"), "{out:?}");
+    assert!(s.routes[&name("r")].pending.is_none());
+
+    ok(s.apply(4, &apply(vec![route("r", "green")])));
+    let out = ok(s.apply(5, &apply(vec![route("r", "blue")])));
+    assert!(out.changes[0].contains("withdrawn"), "{out:?}");
+    let rec = &s.routes[&name("r")];
+    assert!(rec.pending.is_none());
+    assert_eq!(rec.active.as_ref().unwrap().generation, 1);
+    // The next change gets a generation above every one handed out.
+    let out = ok(s.apply(6, &apply(vec![route("r", "green")])));
+    assert_eq!(out.routes, vec![(name("r"), 2)]);
+}
+
+#[test]
+fn abandoning_keeps_the_active_generation_and_says_why() {
+    let mut s = ReplicatedState::default();
+    ok(s.apply(1, &apply(vec![route("r", "blue")])));
+    ok(s.apply(
+        2,
+        &Command::CommitTransition {
+            route: name("r"),
+            generation: 1,
+            forced: false,
+        },
+    ));
+    ok(s.apply(3, &apply(vec![route("r", "green")])));
+    ok(s.apply(
+        4,
+        &Command::AbandonTransition {
+            route: name("r"),
+            generation: 2,
+            reason: "timed out after 60s: 1 of 3 proxies ready".into(),
+        },
+    ));
+    let rec = &s.routes[&name("r")];
+    assert_eq!(rec.active.as_ref().unwrap().generation, 1);
+    assert!(rec.pending.is_none());
+    assert!(
+        rec.last_failure
+            .as_ref()
+            .unwrap()
+            .contains("1 of 3 proxies ready")
+    );
+}
+
+#[test]
+fn rejected_applies_change_nothing_but_the_index() {
+    let mut s = ReplicatedState::default();
+    ok(s.apply(1, &apply(vec![service("blue"), route("r", "blue")])));
+    let before = s.clone();
+
+    let mut bad = route("bad", "x");
+    if let Resource::HttpRoute(r) = &mut bad {
+        r.rules[0].backend_refs[0].port = None;
+    }
+    // The valid service in the same apply must not be stored either.
+    let err = s
+        .apply(2, &apply(vec![service("green"), bad]))
+        .0
+        .unwrap_err();
+    match err {
+        CommandError::Invalid(e) => {
+            assert_eq!(e.object, "HTTPRoute default/bad");
+            assert_eq!(e.field, "spec.rules[0].backendRefs[0].port");
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+    let err = s
+        .apply(3, &apply(vec![service("green"), service("green")]))
+        .0
+        .unwrap_err();
+    assert!(matches!(err, CommandError::Duplicate { .. }));
+    assert!(matches!(
+        s.apply(4, &apply(vec![])).0,
+        Err(CommandError::Empty)
+    ));
+    assert_eq!(s.last_index, 4);
+    let mut after = s.clone();
+    after.last_index = before.last_index;
+    assert_eq!(after, before);
+}
+
+#[test]
+fn resources_are_stamped_with_their_revision_and_deleted_by_key() {
+    let mut s = ReplicatedState::default();
+    ok(s.apply(7, &apply(vec![service("blue")])));
+    let key = service("blue").key();
+    assert_eq!(s.resources[&key].meta().revision, 7);
+    // Unchanged content keeps its revision (endpoint generations stay put).
+    let out = ok(s.apply(8, &apply(vec![service("blue")])));
+    assert!(out.changes[0].ends_with("unchanged"));
+    assert_eq!(s.resources[&key].meta().revision, 7);
+
+    ok(s.apply(9, &apply(vec![route("r", "blue")])));
+    let out = ok(s.apply(
+        10,
+        &Command::Delete {
+            keys: vec![key.clone(), route("r", "blue").key(), service("nope").key()],
+        },
+    ));
+    assert_eq!(
+        out.changes,
+        vec![
+            "Service default/blue deleted",
+            "HTTPRoute default/r deleted",
+            "Service default/nope not found"
+        ]
+    );
+    assert!(s.resources.is_empty() && s.routes.is_empty());
+}
+
+#[test]
+fn proxies_register_and_leave() {
+    let mut s = ReplicatedState::default();
+    ok(s.apply(
+        1,
+        &Command::RegisterProxy {
+            id: "p1".into(),
+            zone: "a".into(),
+            admin_address: "127.0.0.1:1".into(),
+        },
+    ));
+    assert_eq!(s.proxies["p1"].zone, "a");
+    let err = s
+        .apply(
+            2,
+            &Command::RegisterProxy {
+                id: "has space".into(),
+                zone: "a".into(),
+                admin_address: String::new(),
+            },
+        )
+        .0
+        .unwrap_err();
+    assert!(matches!(err, CommandError::InvalidProxy(_)));
+    ok(s.apply(
+        3,
+        &Command::RemoveProxy {
+            id: "p1".into(),
+            reason: "lease expired".into(),
+        },
+    ));
+    assert!(s.proxies.is_empty());
+}
+
+#[test]
+fn the_snapshot_carries_every_kind() {
+    let mut s = ReplicatedState::default();
+    ok(s.apply(1, &apply(vec![service("blue"), route("r", "blue")])));
+    let snap = s.config_snapshot();
+    assert_eq!(snap.version, 1);
+    assert_eq!(snap.services.len(), 1);
+    assert_eq!(snap.routes.len(), 1);
+    let rows = s.route_statuses();
+    assert_eq!(rows[0].pending_generation, Some(1));
+    assert_eq!(rows[0].active_generation, None);
+    assert_eq!(rows[0].policy.as_deref(), Some("all"));
+}
