@@ -1,4 +1,5 @@
 //! switchyard's coordinator: the replicated state machine, the Raft group on
 //! sled that replicates it, and the gRPC services proxies and operators use.
 
+pub mod cutover;
 pub mod state;

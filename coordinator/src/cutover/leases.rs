@@ -1,0 +1,60 @@
+//! Proxy leases: when each proxy was last heard from.
+
+use std::collections::BTreeMap;
+
+/// Last-seen times of proxies, in ms since the Unix epoch.
+#[derive(Debug, Clone, Default)]
+pub struct Leases {
+    last_seen: BTreeMap<String, (String, u64)>,
+}
+
+impl Leases {
+    /// Records that `proxy` (in `zone`) was heard from at `now_ms`. Time
+    /// never goes backwards for a lease, even if the caller's clock does.
+    pub fn renew(&mut self, proxy: &str, zone: &str, now_ms: u64) {
+        let entry = self
+            .last_seen
+            .entry(proxy.to_string())
+            .or_insert_with(|| (zone.to_string(), now_ms));
+        entry.0 = zone.to_string();
+        entry.1 = entry.1.max(now_ms);
+    }
+
+    /// Whether the proxy has a lease at all.
+    pub fn knows(&self, proxy: &str) -> bool {
+        self.last_seen.contains_key(proxy)
+    }
+
+    /// Every proxy with a lease.
+    pub fn ids(&self) -> impl Iterator<Item = &String> {
+        self.last_seen.keys()
+    }
+
+    /// Forgets a proxy.
+    pub fn remove(&mut self, proxy: &str) {
+        self.last_seen.remove(proxy);
+    }
+
+    /// Heard from within `ttl_ms` of `now_ms`.
+    pub fn is_live(&self, proxy: &str, now_ms: u64, ttl_ms: u64) -> bool {
+        self.last_seen
+            .get(proxy)
+            .is_some_and(|(_, seen)| now_ms.saturating_sub(*seen) < ttl_ms)
+    }
+
+    /// Known and silent for at least `ttl_ms`. A proxy the engine has never
+    /// heard of is not expired by this (it has no lease to expire; the
+    /// engine gives every registered proxy a lease when it starts).
+    pub fn is_expired(&self, proxy: &str, now_ms: u64, ttl_ms: u64) -> bool {
+        self.last_seen
+            .get(proxy)
+            .is_some_and(|(_, seen)| now_ms.saturating_sub(*seen) >= ttl_ms)
+    }
+
+    /// Heard from strictly after `since_ms`.
+    pub fn seen_since(&self, proxy: &str, since_ms: u64) -> bool {
+        self.last_seen
+            .get(proxy)
+            .is_some_and(|(_, seen)| *seen > since_ms)
+    }
+}

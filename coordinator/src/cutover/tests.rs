@@ -1,0 +1,393 @@
+//! Unit tests of the pure cutover decision: each policy, each zone case,
+//! leases, the new-leader grace, supersede, timeouts and per-route
+//! isolation.
+
+use super::*;
+use crate::state::{Command, ReplicatedState};
+use switchyard_proto::model::*;
+
+const TTL: u64 = 1_000;
+
+fn settings() -> EngineSettings {
+    EngineSettings { lease_ttl_ms: TTL }
+}
+
+fn service(name: &str) -> Resource {
+    Resource::Service(Service {
+        meta: ObjectMeta::named("default", name),
+        ports: vec![ServicePort {
+            name: None,
+            port: 80,
+            target_port: None,
+        }],
+    })
+}
+
+fn route(name: &str, backend: &str, policy: &str, on_timeout: &str) -> Resource {
+    let mut meta = ObjectMeta::named("default", name);
+    meta.annotations
+        .insert(ANNOTATION_POLICY.into(), policy.into());
+    meta.annotations
+        .insert(ANNOTATION_TIMEOUT.into(), "10s".into());
+    meta.annotations
+        .insert(ANNOTATION_ON_TIMEOUT.into(), on_timeout.into());
+    Resource::HttpRoute(HttpRoute {
+        meta,
+        parent_refs: vec![],
+        hostnames: vec![],
+        rules: vec![RouteRule {
+            backend_refs: vec![BackendRef::service(backend, 80)],
+            ..Default::default()
+        }],
+    })
+}
+
+/// A state with services blue and green, proxies in the given zones
+/// (`p0`, `p1`, ...) and a pending route `r` to green under `policy`.
+fn world(zones: &[&str], policy: &str, on_timeout: &str) -> ReplicatedState {
+    let mut s = ReplicatedState::default();
+    let mut index = 0;
+    let mut apply = |s: &mut ReplicatedState, c: Command| {
+        index += 1;
+        s.apply(index, &c).0.expect("accepted");
+    };
+    for (i, zone) in zones.iter().enumerate() {
+        apply(
+            &mut s,
+            Command::RegisterProxy {
+                id: format!("p{i}"),
+                zone: zone.to_string(),
+                admin_address: String::new(),
+            },
+        );
+    }
+    apply(
+        &mut s,
+        Command::Apply {
+            resources: vec![
+                service("blue"),
+                service("green"),
+                route("r", "green", policy, on_timeout),
+            ],
+            now_ms: 0,
+            defaults: CutoverSettings::default(),
+        },
+    );
+    s
+}
+
+fn green() -> BackendKey {
+    BackendKey::new("default", "green", 80)
+}
+
+fn ready_evidence(generation: u64) -> Vec<(BackendKey, BackendEvidence)> {
+    vec![(
+        green(),
+        BackendEvidence {
+            endpoints_generation: generation,
+            healthy: 1,
+            total: 1,
+        },
+    )]
+}
+
+fn r() -> ObjectName {
+    ObjectName::new("default", "r")
+}
+
+/// Engine started at t=0; every proxy heartbeats at t=10 (ending the
+/// grace), the listed ones report green ready.
+fn engine_with_ready(state: &ReplicatedState, ready: &[usize]) -> CutoverEngine {
+    let mut e = CutoverEngine::new(settings(), state, 0);
+    for id in state.proxies.keys() {
+        assert!(e.heartbeat(state, id, Default::default(), 10));
+    }
+    let generation = state.last_index;
+    for i in ready {
+        assert!(e.report(state, &format!("p{i}"), ready_evidence(generation), 10));
+    }
+    e
+}
+
+fn commits(e: &CutoverEngine, s: &ReplicatedState, now: u64) -> bool {
+    e.decide(s, now)
+        .iter()
+        .any(|d| matches!(d, Decision::Commit { forced: false, .. }))
+}
+
+/// Decisions about routes only (leases expire in long tests too).
+fn route_decisions(e: &CutoverEngine, s: &ReplicatedState, now: u64) -> Vec<Decision> {
+    e.decide(s, now)
+        .into_iter()
+        .filter(|d| !matches!(d, Decision::ExpireProxy { .. }))
+        .collect()
+}
+
+#[test]
+fn all_needs_every_live_proxy() {
+    let s = world(&["a", "a", "a"], "all", "keep-old");
+    assert!(!commits(&engine_with_ready(&s, &[0, 1]), &s, 20));
+    assert!(commits(&engine_with_ready(&s, &[0, 1, 2]), &s, 20));
+}
+
+#[test]
+fn majority_count_and_percent() {
+    let s = world(&["a"; 5], "majority", "keep-old");
+    assert!(!commits(&engine_with_ready(&s, &[0, 1]), &s, 20));
+    assert!(commits(&engine_with_ready(&s, &[0, 1, 2]), &s, 20));
+
+    let s = world(&["a"; 5], "2", "keep-old");
+    assert!(!commits(&engine_with_ready(&s, &[0]), &s, 20));
+    assert!(commits(&engine_with_ready(&s, &[3, 4]), &s, 20));
+
+    let s = world(&["a"; 5], "60%", "keep-old");
+    assert!(!commits(&engine_with_ready(&s, &[0, 1]), &s, 20));
+    assert!(commits(&engine_with_ready(&s, &[0, 1, 2]), &s, 20));
+}
+
+#[test]
+fn per_zone_needs_every_zone_on_its_own() {
+    // Zones a (p0, p1) and b (p2). Majority overall would be 2 of 3.
+    let s = world(&["a", "a", "b"], "per-zone:majority", "keep-old");
+    let e = engine_with_ready(&s, &[0, 1]);
+    assert!(!commits(&e, &s, 20), "zone b has no ready proxy");
+    let v = e.verdict(&s, &r(), 20).unwrap();
+    assert!(v.summary.contains("a 2/2, b 0/1"), "{}", v.summary);
+    // Majority of zone a's two proxies is both of them.
+    assert!(!commits(&engine_with_ready(&s, &[0, 2]), &s, 20));
+    assert!(commits(&engine_with_ready(&s, &[0, 1, 2]), &s, 20));
+
+    let s = world(&["a", "a", "b", "b"], "per-zone:all", "keep-old");
+    assert!(!commits(&engine_with_ready(&s, &[0, 1, 2]), &s, 20));
+    assert!(commits(&engine_with_ready(&s, &[0, 1, 2, 3]), &s, 20));
+}
+
+#[test]
+fn no_live_proxy_is_never_all_ready() {
+    let s = world(&[], "all", "keep-old");
+    let e = CutoverEngine::new(settings(), &s, 0);
+    assert!(!commits(&e, &s, 5_000));
+    assert!(
+        e.verdict(&s, &r(), 5_000)
+            .unwrap()
+            .summary
+            .contains("0 live proxies")
+    );
+}
+
+#[test]
+fn stale_or_unhealthy_evidence_does_not_count() {
+    let s = world(&["a"], "all", "keep-old");
+    let mut e = CutoverEngine::new(settings(), &s, 0);
+    let generation = s.last_index;
+    e.report(
+        &s,
+        "p0",
+        vec![(
+            green(),
+            BackendEvidence {
+                endpoints_generation: generation - 1,
+                healthy: 1,
+                total: 1,
+            },
+        )],
+        10,
+    );
+    assert!(!commits(&e, &s, 20), "evidence about an older endpoint set");
+    e.report(
+        &s,
+        "p0",
+        vec![(
+            green(),
+            BackendEvidence {
+                endpoints_generation: generation,
+                healthy: 0,
+                total: 1,
+            },
+        )],
+        10,
+    );
+    assert!(!commits(&e, &s, 20), "no healthy endpoint");
+    e.report(&s, "p0", ready_evidence(generation), 10);
+    assert!(commits(&e, &s, 20));
+}
+
+#[test]
+fn evidence_from_unregistered_proxies_is_refused() {
+    let s = world(&["a"], "1", "keep-old");
+    let mut e = CutoverEngine::new(settings(), &s, 0);
+    assert!(!e.report(&s, "intruder", ready_evidence(s.last_index), 10));
+    assert!(!e.heartbeat(&s, "intruder", Default::default(), 10));
+    assert!(!commits(&e, &s, 20));
+}
+
+#[test]
+fn a_silent_proxy_expires_and_stops_blocking_all() {
+    let s = world(&["a", "a"], "all", "keep-old");
+    let mut e = engine_with_ready(&s, &[0]);
+    assert!(!commits(&e, &s, 20));
+    // p0 keeps heartbeating, p1 goes silent.
+    e.heartbeat(&s, "p0", Default::default(), 900);
+    let later = 10 + TTL;
+    let decisions = e.decide(&s, later);
+    assert!(
+        decisions.contains(&Decision::ExpireProxy { id: "p1".into() }),
+        "{decisions:?}"
+    );
+    assert!(
+        decisions
+            .iter()
+            .any(|d| matches!(d, Decision::Commit { .. })),
+        "{decisions:?}"
+    );
+}
+
+#[test]
+fn a_new_leader_waits_out_its_grace_unless_everyone_is_back() {
+    let s = world(&["a", "a"], "1", "keep-old");
+    let mut e = CutoverEngine::new(settings(), &s, 1_000);
+    // p0 reconnects and reports; p1 has not reconnected yet.
+    e.report(&s, "p0", ready_evidence(s.last_index), 1_010);
+    assert!(
+        !commits(&e, &s, 1_020),
+        "policy met, but p1 had no TTL to reconnect"
+    );
+    assert!(commits(&e, &s, 1_000 + TTL), "grace over");
+    // If every registered proxy is back, no need to wait.
+    e.heartbeat(&s, "p1", Default::default(), 1_030);
+    assert!(commits(&e, &s, 1_040));
+}
+
+#[test]
+fn a_new_leader_never_expires_live_proxies_at_once() {
+    let s = world(&["a"], "all", "keep-old");
+    let e = CutoverEngine::new(settings(), &s, 50_000);
+    assert!(
+        e.decide(&s, 50_000 + TTL - 1)
+            .iter()
+            .all(|d| !matches!(d, Decision::ExpireProxy { .. }))
+    );
+}
+
+#[test]
+fn timeout_keeps_old_or_forces() {
+    let s = world(&["a"], "all", "keep-old");
+    let mut e = engine_with_ready(&s, &[]);
+    e.heartbeat(&s, "p0", Default::default(), 9_500);
+    assert!(route_decisions(&e, &s, 9_999).is_empty());
+    match &route_decisions(&e, &s, 10_000)[..] {
+        [Decision::Abandon { reason, .. }] => {
+            assert!(reason.contains("timed out after 10000ms"), "{reason}");
+            assert!(reason.contains("0 of 1 proxies ready"), "{reason}");
+        }
+        other => panic!("{other:?}"),
+    }
+    let s = world(&["a"], "all", "force");
+    let e = engine_with_ready(&s, &[]);
+    assert!(matches!(
+        &route_decisions(&e, &s, 10_000)[..],
+        [Decision::Commit { forced: true, .. }]
+    ));
+}
+
+#[test]
+fn decisions_name_the_newest_generation_after_a_supersede() {
+    let mut s = world(&["a"], "all", "keep-old");
+    let index = s.last_index + 1;
+    s.apply(
+        index,
+        &Command::Apply {
+            resources: vec![route("r", "blue", "all", "keep-old")],
+            now_ms: 5,
+            defaults: CutoverSettings::default(),
+        },
+    )
+    .0
+    .unwrap();
+    let mut e = CutoverEngine::new(settings(), &s, 0);
+    e.heartbeat(&s, "p0", Default::default(), 10);
+    // Ready for green (the superseded target) does not help.
+    e.report(&s, "p0", ready_evidence(s.last_index), 10);
+    assert!(!commits(&e, &s, 20));
+    let blue = BackendKey::new("default", "blue", 80);
+    e.report(
+        &s,
+        "p0",
+        vec![(
+            blue,
+            BackendEvidence {
+                endpoints_generation: s.last_index,
+                healthy: 2,
+                total: 2,
+            },
+        )],
+        10,
+    );
+    match &e.decide(&s, 20)[..] {
+        [Decision::Commit { generation, .. }] => assert_eq!(*generation, 2),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_stuck_route_never_delays_another() {
+    let mut s = world(&["a"], "all", "keep-old");
+    // A second route whose backend (blue) is ready while green never is.
+    let index = s.last_index + 1;
+    s.apply(
+        index,
+        &Command::Apply {
+            resources: vec![route("other", "blue", "all", "keep-old")],
+            now_ms: 0,
+            defaults: CutoverSettings::default(),
+        },
+    )
+    .0
+    .unwrap();
+    let mut e = CutoverEngine::new(settings(), &s, 0);
+    let blue = BackendKey::new("default", "blue", 80);
+    e.report(
+        &s,
+        "p0",
+        vec![(
+            blue,
+            BackendEvidence {
+                endpoints_generation: s.last_index,
+                healthy: 1,
+                total: 1,
+            },
+        )],
+        10,
+    );
+    let decisions = e.decide(&s, 20);
+    assert_eq!(decisions.len(), 1, "{decisions:?}");
+    assert!(matches!(&decisions[0], Decision::Commit { route, .. } if route.name == "other"));
+}
+
+#[test]
+fn applied_summary_and_ready() {
+    let mut s = world(&["a", "b"], "all", "keep-old");
+    let index = s.last_index + 1;
+    s.apply(
+        index,
+        &Command::CommitTransition {
+            route: r(),
+            generation: 1,
+            forced: false,
+        },
+    )
+    .0
+    .unwrap();
+    let mut e = CutoverEngine::new(settings(), &s, 0);
+    e.heartbeat(&s, "p0", [(r(), 1)].into(), 10);
+    e.heartbeat(&s, "p1", [(r(), 0)].into(), 10);
+    assert_eq!(
+        e.applied_summary(&s, &r(), 20),
+        Some(("1 of 2 proxies at generation 1".into(), false))
+    );
+    e.heartbeat(&s, "p1", [(r(), 1)].into(), 10);
+    assert_eq!(
+        e.applied_summary(&s, &r(), 20),
+        Some(("2 of 2 proxies at generation 1".into(), true))
+    );
+}

@@ -1,0 +1,74 @@
+//! Policy over evidence: is a transition's readiness policy met, and a
+//! one-line summary of why or why not.
+
+use super::evidence::BackendEvidence;
+use std::collections::{BTreeMap, BTreeSet};
+use switchyard_proto::model::{BackendKey, ReadinessPolicy};
+
+/// The outcome of evaluating a policy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verdict {
+    /// Whether the policy is met.
+    pub met: bool,
+    /// E.g. `2 of 3 proxies ready (zone-a 1/1, zone-b 1/2); policy all`.
+    pub summary: String,
+}
+
+/// Evaluates `policy` for a transition that needs `needed` backends (each
+/// at an endpoint generation), over the `live` proxies (id to zone) and the
+/// evidence each has sent. A proxy is ready when it has evidence showing
+/// every needed backend healthy at (or past) its generation. With no live
+/// proxy the policy is never met.
+pub fn evaluate(
+    policy: &ReadinessPolicy,
+    live: &BTreeMap<String, String>,
+    needed: &BTreeMap<BackendKey, u64>,
+    evidence: &BTreeMap<String, BTreeMap<BackendKey, BackendEvidence>>,
+) -> Verdict {
+    let ready: BTreeSet<&String> = live
+        .keys()
+        .filter(|proxy| {
+            needed.iter().all(|(backend, generation)| {
+                evidence
+                    .get(*proxy)
+                    .and_then(|e| e.get(backend))
+                    .is_some_and(|e| e.ready_at(*generation))
+            })
+        })
+        .collect();
+
+    let mut zones: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
+    for (proxy, zone) in live {
+        let entry = zones.entry(zone.as_str()).or_default();
+        entry.1 += 1;
+        if ready.contains(proxy) {
+            entry.0 += 1;
+        }
+    }
+
+    let met = if live.is_empty() {
+        false
+    } else if policy.per_zone {
+        zones
+            .values()
+            .all(|(ready, total)| *ready >= policy.quorum.required(*total))
+    } else {
+        ready.len() >= policy.quorum.required(live.len())
+    };
+
+    let per_zone: Vec<String> = zones
+        .iter()
+        .map(|(zone, (r, t))| format!("{zone} {r}/{t}"))
+        .collect();
+    let summary = if live.is_empty() {
+        format!("0 live proxies; policy {policy} needs at least one")
+    } else {
+        format!(
+            "{} of {} proxies ready ({}); policy {policy}",
+            ready.len(),
+            live.len(),
+            per_zone.join(", ")
+        )
+    };
+    Verdict { met, summary }
+}
