@@ -67,30 +67,15 @@ impl EndpointGenerations {
 }
 
 /// The backends a route spec sends traffic to, with the endpoint generation
-/// evidence must cover. Refs that are invalid (not a Service, missing, or
-/// weight 0) are left out: the data plane answers 500 for them whatever the
-/// fleet reports, so waiting for them would only block the route. Mirrors
-/// are left out too: a mirror's answer never reaches a client.
+/// evidence must cover. Refs to Services or ports that do not exist are left
+/// out: the data plane answers 500 for them whatever the fleet reports, so
+/// waiting for them would only block the route.
 pub fn required_backends(
     spec: &HttpRoute,
     generations: &EndpointGenerations,
 ) -> BTreeMap<BackendKey, u64> {
-    let mut out = BTreeMap::new();
-    for rule in &spec.rules {
-        for backend in &rule.backend_refs {
-            if !backend.is_service() || backend.weight == 0 {
-                continue;
-            }
-            let Some(port) = backend.port else { continue };
-            let namespace = backend
-                .namespace
-                .clone()
-                .unwrap_or_else(|| spec.meta.namespace.clone());
-            let key = BackendKey::new(namespace, backend.name.clone(), port);
-            if let Some(generation) = generations.generation(&key) {
-                out.insert(key, generation);
-            }
-        }
-    }
-    out
+    spec.traffic_backends()
+        .into_iter()
+        .filter_map(|key| generations.generation(&key).map(|g| (key, g)))
+        .collect()
 }

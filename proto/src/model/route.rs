@@ -4,8 +4,10 @@
 //! The semantics (precedence, wildcard hostnames, prefix segments) live in
 //! the proxy's router; this module is only the shape.
 
+use super::backend::BackendKey;
 use super::meta::ObjectMeta;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
 
 /// An HTTPRoute.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -21,6 +23,24 @@ pub struct HttpRoute {
     /// `spec.rules`, in order.
     #[serde(default)]
     pub rules: Vec<RouteRule>,
+}
+
+impl HttpRoute {
+    /// The Service ports this spec sends client traffic to: every Service
+    /// backendRef with a port and a weight above 0, its namespace defaulted
+    /// to the route's. Mirrors are not included (their answers never reach
+    /// a client). Whether the Services exist is not checked here.
+    pub fn traffic_backends(&self) -> BTreeSet<BackendKey> {
+        self.rules
+            .iter()
+            .flat_map(|rule| &rule.backend_refs)
+            .filter(|b| b.is_service() && b.weight > 0)
+            .filter_map(|b| {
+                let namespace = b.namespace.as_deref().unwrap_or(&self.meta.namespace);
+                Some(BackendKey::new(namespace, b.name.clone(), b.port?))
+            })
+            .collect()
+    }
 }
 
 /// A reference from a route to a Gateway (or one of its listeners).

@@ -1,0 +1,190 @@
+//! `AdminService`: apply, delete, status and membership for operators and
+//! controllers. Writes go through Raft (a follower's node forwards them to
+//! the leader); every error becomes a `tonic::Status` in [`command_status`].
+
+use super::{Coordinator, now_ms};
+use crate::state::{Command, CommandError, CommandResponse, Outcome};
+use std::pin::Pin;
+use std::sync::Arc;
+use switchyard_proto::model::{Resource, ResourceKey};
+use switchyard_proto::pb::{self, admin_service_server::AdminService};
+use tokio_stream::Stream;
+use tonic::{Request, Response, Status};
+
+/// The service.
+pub struct Admin {
+    coordinator: Arc<Coordinator>,
+}
+
+impl Admin {
+    /// Serves `coordinator`.
+    pub fn new(coordinator: Arc<Coordinator>) -> Self {
+        Admin { coordinator }
+    }
+
+    fn check_count(&self, count: usize) -> Result<(), Status> {
+        let max = self.coordinator.config.limits.max_objects_per_apply;
+        if count > max {
+            return Err(Status::invalid_argument(format!(
+                "{count} objects in one request; the limit is {max} (coordinator flag --max-objects-per-apply)"
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// Turns a state-machine answer into a gRPC answer.
+fn command_status(response: CommandResponse) -> Result<Outcome, Status> {
+    response.0.map_err(|e| match e {
+        CommandError::NotPending { .. } => Status::failed_precondition(e.to_string()),
+        _ => Status::invalid_argument(e.to_string()),
+    })
+}
+
+fn routes_pb(outcome: &Outcome) -> Vec<pb::AppliedGeneration> {
+    outcome
+        .routes
+        .iter()
+        .map(|(name, generation)| pb::AppliedGeneration {
+            namespace: name.namespace.clone(),
+            name: name.name.clone(),
+            generation: *generation,
+        })
+        .collect()
+}
+
+type StatusStream = Pin<Box<dyn Stream<Item = Result<pb::StatusReply, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl AdminService for Admin {
+    #[tracing::instrument(skip_all, fields(rpc = "Apply"))]
+    async fn apply(
+        &self,
+        request: Request<pb::ApplyRequest>,
+    ) -> Result<Response<pb::ApplyReply>, Status> {
+        let resources: Vec<Resource> = serde_json::from_slice(&request.get_ref().resources_json)
+            .map_err(|e| {
+                Status::invalid_argument(format!("resources_json is not a list of resources: {e}"))
+            })?;
+        self.check_count(resources.len())?;
+        let command = Command::Apply {
+            resources,
+            now_ms: now_ms(),
+            defaults: self.coordinator.config.defaults,
+        };
+        let response = self.coordinator.propose(command).await?;
+        let log_index = self.coordinator.node.state().borrow().last_index;
+        let outcome = command_status(response)?;
+        tracing::info!(changes = ?outcome.changes, "apply committed");
+        Ok(Response::new(pb::ApplyReply {
+            log_index,
+            routes: routes_pb(&outcome),
+            changes: outcome.changes,
+        }))
+    }
+
+    #[tracing::instrument(skip_all, fields(rpc = "Delete"))]
+    async fn delete(
+        &self,
+        request: Request<pb::DeleteRequest>,
+    ) -> Result<Response<pb::DeleteReply>, Status> {
+        let keys: Vec<ResourceKey> =
+            serde_json::from_slice(&request.get_ref().keys_json).map_err(|e| {
+                Status::invalid_argument(format!("keys_json is not a list of resource keys: {e}"))
+            })?;
+        self.check_count(keys.len())?;
+        let response = self.coordinator.propose(Command::Delete { keys }).await?;
+        let log_index = self.coordinator.node.state().borrow().last_index;
+        let outcome = command_status(response)?;
+        tracing::info!(changes = ?outcome.changes, "delete committed");
+        Ok(Response::new(pb::DeleteReply {
+            log_index,
+            changes: outcome.changes,
+        }))
+    }
+
+    async fn status(
+        &self,
+        _request: Request<pb::StatusRequest>,
+    ) -> Result<Response<pb::StatusReply>, Status> {
+        Ok(Response::new(super::status::reply(&self.coordinator)?))
+    }
+
+    type WatchStatusStream = StatusStream;
+
+    async fn watch_status(
+        &self,
+        _request: Request<pb::StatusRequest>,
+    ) -> Result<Response<Self::WatchStatusStream>, Status> {
+        let coordinator = self.coordinator.clone();
+        let mut changes = coordinator.status_changes.subscribe();
+        let stream = async_stream(move |tx| async move {
+            let mut last = None;
+            loop {
+                let reply = super::status::reply(&coordinator);
+                let text = reply.as_ref().ok().map(|r| r.status_json.clone());
+                if text != last {
+                    last = text;
+                    if tx.send(reply).await.is_err() {
+                        return;
+                    }
+                }
+                // Status also moves with time (leases, timeouts): re-check
+                // at least every 250ms.
+                let _ =
+                    tokio::time::timeout(std::time::Duration::from_millis(250), changes.changed())
+                        .await;
+            }
+        });
+        Ok(Response::new(Box::pin(stream)))
+    }
+
+    #[tracing::instrument(skip_all, fields(rpc = "AddCoordinator"))]
+    async fn add_coordinator(
+        &self,
+        request: Request<pb::AddCoordinatorRequest>,
+    ) -> Result<Response<pb::MembershipReply>, Status> {
+        let r = request.into_inner();
+        if r.address.is_empty() {
+            return Err(Status::invalid_argument("address is required (HOST:PORT)"));
+        }
+        let voters = self
+            .coordinator
+            .node
+            .add_coordinator(r.id, r.address)
+            .await?;
+        tracing::info!(id = r.id, ?voters, "coordinator added");
+        membership_reply(voters)
+    }
+
+    #[tracing::instrument(skip_all, fields(rpc = "RemoveCoordinator"))]
+    async fn remove_coordinator(
+        &self,
+        request: Request<pb::RemoveCoordinatorRequest>,
+    ) -> Result<Response<pb::MembershipReply>, Status> {
+        let id = request.into_inner().id;
+        let voters = self.coordinator.node.remove_coordinator(id).await?;
+        tracing::info!(id, ?voters, "coordinator removed");
+        membership_reply(voters)
+    }
+}
+
+fn membership_reply(
+    voters: std::collections::BTreeMap<u64, String>,
+) -> Result<Response<pb::MembershipReply>, Status> {
+    let voters_json = serde_json::to_vec(&voters).map_err(|e| Status::internal(e.to_string()))?;
+    Ok(Response::new(pb::MembershipReply { voters_json }))
+}
+
+/// A stream fed by a task through a bounded channel; the task ends when the
+/// client goes away.
+pub(crate) fn async_stream<T, F, Fut>(body: F) -> impl Stream<Item = T> + Send
+where
+    T: Send + 'static,
+    F: FnOnce(tokio::sync::mpsc::Sender<T>) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let (tx, rx) = tokio::sync::mpsc::channel(4);
+    tokio::spawn(body(tx));
+    tokio_stream::wrappers::ReceiverStream::new(rx)
+}

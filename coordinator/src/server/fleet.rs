@@ -1,0 +1,191 @@
+//! `FleetService`: what proxies speak. Registration goes through Raft (a
+//! follower's node forwards it). Heartbeats and readiness reports are the
+//! leader's soft state: a follower refuses them with `UNAVAILABLE` and the
+//! leader's address in `x-switchyard-leader`, and the proxy follows it.
+//! The configuration watch is served by every coordinator from its own
+//! state machine.
+
+use super::{Coordinator, admin::async_stream, now_ms};
+use crate::cutover::BackendEvidence;
+use crate::state::Command;
+use std::collections::BTreeMap;
+use std::pin::Pin;
+use std::sync::Arc;
+use switchyard_proto::model::{BackendKey, ObjectName};
+use switchyard_proto::pb::{self, fleet_service_server::FleetService};
+use tokio_stream::Stream;
+use tonic::{Request, Response, Status};
+
+/// Metadata key naming the leader's address on refusals.
+pub const LEADER_HEADER: &str = "x-switchyard-leader";
+
+/// The service.
+pub struct Fleet {
+    coordinator: Arc<Coordinator>,
+}
+
+impl Fleet {
+    /// Serves `coordinator`.
+    pub fn new(coordinator: Arc<Coordinator>) -> Self {
+        Fleet { coordinator }
+    }
+
+    /// Runs `f` on the leader's engine, or refuses with the leader's address.
+    fn on_leader<T>(
+        &self,
+        f: impl FnOnce(&mut crate::cutover::CutoverEngine) -> T,
+    ) -> Result<T, Status> {
+        if let Some(out) = self.coordinator.with_engine(f) {
+            return Ok(out);
+        }
+        let mut status = Status::unavailable(match self.coordinator.node.leader() {
+            Some((id, addr)) => format!("not the leader; coordinator {id} at {addr} leads"),
+            None => "not the leader, and no leader is known yet".to_string(),
+        });
+        if let Some((_, addr)) = self.coordinator.node.leader()
+            && let Ok(value) = addr.parse()
+        {
+            status.metadata_mut().insert(LEADER_HEADER, value);
+        }
+        Err(status)
+    }
+}
+
+type WatchStream = Pin<Box<dyn Stream<Item = Result<pb::ConfigUpdate, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl FleetService for Fleet {
+    #[tracing::instrument(skip_all, fields(rpc = "Register"))]
+    async fn register(
+        &self,
+        request: Request<pb::RegisterRequest>,
+    ) -> Result<Response<pb::RegisterReply>, Status> {
+        let proxy = request
+            .into_inner()
+            .proxy
+            .ok_or_else(|| Status::invalid_argument("proxy identity is required"))?;
+        let id = proxy.id.clone();
+        let response = self
+            .coordinator
+            .propose(Command::RegisterProxy {
+                id: proxy.id,
+                zone: proxy.zone,
+                admin_address: proxy.admin_address,
+            })
+            .await?;
+        response
+            .0
+            .map_err(|e| Status::invalid_argument(e.to_string()))?;
+        tracing::info!(proxy = %id, "proxy registered");
+        let config = &self.coordinator.config;
+        Ok(Response::new(pb::RegisterReply {
+            lease_ttl_ms: config.lease_ttl.as_millis() as u64,
+            heartbeat_interval_ms: config.heartbeat_interval.as_millis() as u64,
+        }))
+    }
+
+    async fn heartbeat(
+        &self,
+        request: Request<pb::HeartbeatRequest>,
+    ) -> Result<Response<pb::HeartbeatReply>, Status> {
+        let r = request.into_inner();
+        let applied: BTreeMap<ObjectName, u64> = r
+            .applied
+            .into_iter()
+            .map(|a| (ObjectName::new(a.namespace, a.name), a.generation))
+            .collect();
+        let state = self.coordinator.node.state().borrow().clone();
+        let known = self.on_leader(|e| e.heartbeat(&state, &r.proxy_id, applied, now_ms()))?;
+        self.coordinator.changed();
+        Ok(Response::new(pb::HeartbeatReply { known }))
+    }
+
+    #[tracing::instrument(skip_all, fields(rpc = "Deregister"))]
+    async fn deregister(
+        &self,
+        request: Request<pb::DeregisterRequest>,
+    ) -> Result<Response<pb::DeregisterReply>, Status> {
+        let id = request.into_inner().proxy_id;
+        let response = self
+            .coordinator
+            .propose(Command::RemoveProxy {
+                id: id.clone(),
+                reason: "deregistered on shutdown".into(),
+            })
+            .await?;
+        response
+            .0
+            .map_err(|e| Status::invalid_argument(e.to_string()))?;
+        self.coordinator.with_engine(|e| e.forget(&id));
+        tracing::info!(proxy = %id, "proxy deregistered");
+        Ok(Response::new(pb::DeregisterReply {}))
+    }
+
+    type WatchStream = WatchStream;
+
+    #[tracing::instrument(skip_all, fields(rpc = "Watch"))]
+    async fn watch(
+        &self,
+        request: Request<pb::WatchRequest>,
+    ) -> Result<Response<Self::WatchStream>, Status> {
+        let proxy = request.into_inner().proxy_id;
+        tracing::info!(proxy = %proxy, "proxy watching configuration");
+        let mut state_rx = self.coordinator.node.state();
+        let coordinator_id = self.coordinator.config.node.id;
+        let stream = async_stream(move |tx| async move {
+            let mut last_sent = None;
+            loop {
+                let snapshot = state_rx.borrow_and_update().config_snapshot();
+                // Registrations and other entries move the version without
+                // changing what proxies see: send only real changes.
+                let mut unversioned = snapshot.clone();
+                unversioned.version = 0;
+                if last_sent.as_ref() != Some(&unversioned) {
+                    let update = serde_json::to_vec(&snapshot)
+                        .map(|json| pb::ConfigUpdate {
+                            version: snapshot.version,
+                            snapshot_json: json,
+                            coordinator_id,
+                        })
+                        .map_err(|e| Status::internal(e.to_string()));
+                    if tx.send(update).await.is_err() {
+                        return;
+                    }
+                    last_sent = Some(unversioned);
+                }
+                if state_rx.changed().await.is_err() {
+                    return;
+                }
+            }
+        });
+        Ok(Response::new(Box::pin(stream)))
+    }
+
+    async fn report_readiness(
+        &self,
+        request: Request<pb::ReadinessReport>,
+    ) -> Result<Response<pb::ReadinessReply>, Status> {
+        let r = request.into_inner();
+        let mut backends = Vec::with_capacity(r.backends.len());
+        for b in r.backends {
+            let key = BackendKey::parse(&b.backend).ok_or_else(|| {
+                Status::invalid_argument(format!(
+                    "backend {:?} is not namespace/name:port",
+                    b.backend
+                ))
+            })?;
+            backends.push((
+                key,
+                BackendEvidence {
+                    endpoints_generation: b.endpoints_generation,
+                    healthy: b.healthy,
+                    total: b.total,
+                },
+            ));
+        }
+        let state = self.coordinator.node.state().borrow().clone();
+        let known = self.on_leader(|e| e.report(&state, &r.proxy_id, backends, now_ms()))?;
+        self.coordinator.changed();
+        Ok(Response::new(pb::ReadinessReply { known }))
+    }
+}

@@ -1,0 +1,174 @@
+//! The coordinator process: one gRPC listener serving `RaftService`,
+//! `FleetService` and `AdminService`, plus the leader loop that turns
+//! cutover decisions into Raft commands.
+//!
+//! Owns: wiring, the shared [`Coordinator`] handle, and `run`. Does not own:
+//! Raft storage and networking (`crate::raft`), the replicated state
+//! (`crate::state`) or the decision logic (`crate::cutover`).
+
+mod admin;
+mod fleet;
+mod leader;
+mod status;
+
+use crate::cutover::{CutoverEngine, EngineSettings};
+use crate::raft::{Node, NodeConfig, ProposeError};
+use crate::state::{Command, CommandResponse};
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use switchyard_proto::model::CutoverSettings;
+use switchyard_proto::pb::admin_service_server::AdminServiceServer;
+use switchyard_proto::pb::fleet_service_server::FleetServiceServer;
+use tokio::net::TcpListener;
+use tokio::sync::{Notify, watch};
+
+/// Limits on what clients may send.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Largest gRPC message accepted, in bytes.
+    pub max_message_bytes: usize,
+    /// Most resources in one apply or delete.
+    pub max_objects_per_apply: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_message_bytes: 4 * 1024 * 1024,
+            max_objects_per_apply: 1_000,
+        }
+    }
+}
+
+/// Everything a coordinator needs to start.
+#[derive(Debug, Clone)]
+pub struct CoordinatorConfig {
+    /// The Raft node: id, peers, data dir, timings.
+    pub node: NodeConfig,
+    /// Lease length for proxies.
+    pub lease_ttl: Duration,
+    /// How often proxies are told to heartbeat.
+    pub heartbeat_interval: Duration,
+    /// Cutover settings for routes without annotations.
+    pub defaults: CutoverSettings,
+    /// Client limits.
+    pub limits: Limits,
+}
+
+/// The shared handle every service holds.
+pub struct Coordinator {
+    node: Node,
+    config: CoordinatorConfig,
+    /// The cutover engine while this coordinator leads; `None` otherwise.
+    engine: Mutex<Option<CutoverEngine>>,
+    /// Woken when evidence or state changes, so the leader loop decides at
+    /// once instead of on its next tick.
+    wake: Notify,
+    /// Bumped whenever something status shows may have changed.
+    status_changes: watch::Sender<u64>,
+}
+
+/// Milliseconds since the Unix epoch (the leader's clock; commands carry it
+/// so that apply stays deterministic).
+pub(crate) fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+impl Coordinator {
+    /// The Raft node.
+    pub fn node(&self) -> &Node {
+        &self.node
+    }
+
+    /// Proposes a command and waits for its answer.
+    pub(crate) async fn propose(&self, command: Command) -> Result<CommandResponse, ProposeError> {
+        let response = self.node.propose(command).await;
+        self.changed();
+        response
+    }
+
+    /// Something changed: wake the leader loop and status watchers.
+    pub(crate) fn changed(&self) {
+        self.wake.notify_one();
+        self.status_changes.send_modify(|v| *v = v.wrapping_add(1));
+    }
+
+    /// Runs `f` on the cutover engine if this coordinator leads.
+    pub(crate) fn with_engine<T>(&self, f: impl FnOnce(&mut CutoverEngine) -> T) -> Option<T> {
+        let mut guard = self.engine.lock().unwrap_or_else(|e| e.into_inner());
+        guard.as_mut().map(f)
+    }
+
+    fn engine_settings(&self) -> EngineSettings {
+        EngineSettings {
+            lease_ttl_ms: self.config.lease_ttl.as_millis() as u64,
+        }
+    }
+}
+
+/// A running coordinator's addresses.
+#[derive(Debug, Clone)]
+pub struct Bound {
+    /// The gRPC address (all three services).
+    pub grpc: std::net::SocketAddr,
+}
+
+/// Starts the Raft node and serves every gRPC service on `listener` until
+/// `shutdown` resolves. `ready` is called once the node has started and the
+/// services are about to accept calls (the binary prints its `LISTENING`
+/// line there). `config.node.advertise_addr` must be the address peers
+/// reach `listener` at.
+pub async fn run(
+    config: CoordinatorConfig,
+    listener: TcpListener,
+    ready: impl FnOnce(&Bound),
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), ServeError> {
+    let grpc = listener
+        .local_addr()
+        .map_err(|e| ServeError::Start(format!("listener has no address: {e}")))?;
+    let node = Node::start(config.node.clone())
+        .await
+        .map_err(|e| ServeError::Start(e.to_string()))?;
+    let (status_changes, _) = watch::channel(0);
+    let coordinator = Arc::new(Coordinator {
+        node: node.clone(),
+        config: config.clone(),
+        engine: Mutex::new(None),
+        wake: Notify::new(),
+        status_changes,
+    });
+    let leader_loop = tokio::spawn(leader::run(coordinator.clone()));
+    let max = config.limits.max_message_bytes;
+    let admin = AdminServiceServer::new(admin::Admin::new(coordinator.clone()))
+        .max_decoding_message_size(max)
+        .max_encoding_message_size(max);
+    let fleet = FleetServiceServer::new(fleet::Fleet::new(coordinator.clone()))
+        .max_decoding_message_size(max)
+        .max_encoding_message_size(max);
+    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+    ready(&Bound { grpc });
+    let served = tonic::transport::Server::builder()
+        .add_service(node.raft_service())
+        .add_service(fleet)
+        .add_service(admin)
+        .serve_with_incoming_shutdown(incoming, shutdown)
+        .await;
+    leader_loop.abort();
+    node.shutdown().await;
+    served.map_err(|e| ServeError::Serve(e.to_string()))
+}
+
+/// Why a coordinator stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// The Raft node could not start (store locked, bad peers...).
+    #[error("coordinator could not start: {0}")]
+    Start(String),
+    /// The gRPC server failed.
+    #[error("gRPC server failed: {0}")]
+    Serve(String),
+}

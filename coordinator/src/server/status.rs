@@ -1,0 +1,52 @@
+//! Builds [`ClusterStatus`]: replicated facts from this coordinator's state
+//! machine, plus — on the leader — leases, evidence and applied
+//! generations from the cutover engine.
+
+use super::{Coordinator, now_ms};
+use switchyard_proto::model::{ClusterStatus, ObjectName};
+use switchyard_proto::pb;
+use tonic::Status;
+
+/// The status as this coordinator sees it.
+pub(crate) fn cluster_status(c: &Coordinator) -> ClusterStatus {
+    let state = c.node.state().borrow().clone();
+    let metrics = c.node.metrics().borrow().clone();
+    let now = now_ms();
+    let mut routes = state.route_statuses();
+    let mut proxies = state.proxy_statuses();
+    c.with_engine(|engine| {
+        let live = engine.live_proxies(&state, now);
+        for proxy in &mut proxies {
+            proxy.live = live.contains_key(&proxy.id);
+        }
+        for row in &mut routes {
+            let name = ObjectName::new(row.namespace.clone(), row.name.clone());
+            row.evidence = engine.verdict(&state, &name, now).map(|v| v.summary);
+            if let Some((applied, ready)) = engine.applied_summary(&state, &name, now) {
+                row.applied = Some(applied);
+                row.ready = ready;
+            }
+        }
+    });
+    ClusterStatus {
+        answered_by: c.config.node.id,
+        leader: metrics.current_leader,
+        term: metrics.current_term,
+        applied_index: state.last_index,
+        members: metrics
+            .membership_config
+            .membership()
+            .nodes()
+            .map(|(id, node)| (*id, node.addr.clone()))
+            .collect(),
+        routes,
+        proxies,
+    }
+}
+
+/// The status as a gRPC reply.
+pub(crate) fn reply(c: &Coordinator) -> Result<pb::StatusReply, Status> {
+    let status_json = serde_json::to_vec(&cluster_status(c))
+        .map_err(|e| Status::internal(format!("status does not serialize: {e}")))?;
+    Ok(pb::StatusReply { status_json })
+}

@@ -1,0 +1,324 @@
+//! `switchyard apply | delete | status`: read YAML with the kubeconfig
+//! crate, talk to the coordinators with [`crate::client::AdminClient`],
+//! print what happened. Exit code 0 on success; otherwise one line on
+//! stderr saying why and a non-zero code.
+
+use crate::client::AdminClient;
+use anyhow::{Context, bail};
+use clap::{Args, ValueEnum};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+use switchyard_proto::model::{ClusterStatus, ObjectName, Resource, ResourceKey, parse_duration};
+use switchyard_proto::pb;
+use tokio::time::Instant;
+
+/// Where the coordinators are.
+#[derive(Debug, Args)]
+pub struct Connection {
+    /// Coordinator gRPC addresses, HOST:PORT,...; any one is enough, the leader is found.
+    #[arg(
+        long,
+        env = "SWITCHYARD_COORDINATORS",
+        value_delimiter = ',',
+        required = true
+    )]
+    pub coordinators: Vec<String>,
+    /// Give up on a request after this long.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub timeout: Duration,
+}
+
+impl Connection {
+    fn client(&self) -> AdminClient {
+        AdminClient::new(self.coordinators.clone(), self.timeout)
+    }
+}
+
+/// Flags of `switchyard apply`.
+#[derive(Debug, Args)]
+pub struct ApplyArgs {
+    /// YAML files (multi-document) with GatewayClass, Gateway, HTTPRoute, ReferenceGrant, Namespace,
+    /// Service and EndpointSlice objects. Repeatable.
+    #[arg(short = 'f', long = "filename", required = true)]
+    pub files: Vec<PathBuf>,
+    /// Wait until every route in the files is Ready (all live proxies serve its newest generation);
+    /// exit non-zero if its cutover fails or --wait-timeout passes.
+    #[arg(long)]
+    pub wait: bool,
+    /// How long --wait waits.
+    #[arg(long, default_value = "120s", value_parser = parse_duration)]
+    pub wait_timeout: Duration,
+    #[command(flatten)]
+    pub connection: Connection,
+}
+
+/// Flags of `switchyard delete`.
+#[derive(Debug, Args)]
+pub struct DeleteArgs {
+    /// YAML files naming the objects to delete. Repeatable.
+    #[arg(short = 'f', long = "filename", required = true)]
+    pub files: Vec<PathBuf>,
+    #[command(flatten)]
+    pub connection: Connection,
+}
+
+/// Output formats of `status`.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum Output {
+    /// A table for people.
+    Text,
+    /// JSON for scripts.
+    Json,
+}
+
+/// Flags of `switchyard status`.
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// Output format.
+    #[arg(short = 'o', long, value_enum, default_value = "text")]
+    pub output: Output,
+    /// Keep printing the status every time it changes (Ctrl-C to stop).
+    #[arg(long)]
+    pub watch: bool,
+    #[command(flatten)]
+    pub connection: Connection,
+}
+
+fn read_files(files: &[PathBuf]) -> anyhow::Result<Vec<Resource>> {
+    let mut all = Vec::new();
+    for file in files {
+        let resources =
+            switchyard_kubeconfig::parse_file(file).map_err(|e| anyhow::anyhow!("{e}"))?;
+        all.extend(resources);
+    }
+    if all.is_empty() {
+        bail!("no objects found in {}", display_files(files));
+    }
+    Ok(all)
+}
+
+fn display_files(files: &[PathBuf]) -> String {
+    files
+        .iter()
+        .map(|f| f.display().to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// `switchyard apply`.
+pub async fn apply(args: ApplyArgs) -> anyhow::Result<ExitCode> {
+    let resources = read_files(&args.files)?;
+    let resources_json = serde_json::to_vec(&resources)?;
+    let mut client = args.connection.client();
+    let reply = client
+        .call(true, |mut c| {
+            let request = pb::ApplyRequest {
+                resources_json: resources_json.clone(),
+            };
+            async move { c.apply(request).await }
+        })
+        .await?;
+    for line in &reply.changes {
+        println!("{line}");
+    }
+    if !args.wait {
+        return Ok(ExitCode::SUCCESS);
+    }
+    let targets: BTreeMap<ObjectName, u64> = reply
+        .routes
+        .iter()
+        .map(|r| {
+            (
+                ObjectName::new(r.namespace.clone(), r.name.clone()),
+                r.generation,
+            )
+        })
+        .collect();
+    wait_ready(&mut client, &targets, args.wait_timeout).await
+}
+
+/// Polls the leader's status until every target route is Ready at (or past)
+/// its generation, or one of them fails.
+async fn wait_ready(
+    client: &mut AdminClient,
+    targets: &BTreeMap<ObjectName, u64>,
+    timeout: Duration,
+) -> anyhow::Result<ExitCode> {
+    let deadline = Instant::now() + timeout;
+    let mut last_line = String::new();
+    loop {
+        let status = fetch_status(client).await?;
+        let mut waiting = Vec::new();
+        for (name, generation) in targets {
+            let row = status
+                .routes
+                .iter()
+                .find(|r| r.namespace == name.namespace && r.name == name.name);
+            let Some(row) = row else {
+                bail!("HTTPRoute {name} no longer exists (deleted while waiting)");
+            };
+            let active = row.active_generation.unwrap_or(0);
+            if row.pending_generation.is_none() && active < *generation {
+                let why = row
+                    .last_failure
+                    .clone()
+                    .unwrap_or_else(|| "superseded".into());
+                bail!("HTTPRoute {name} generation {generation} did not become active: {why}");
+            }
+            if !(row.ready && active >= *generation) {
+                let progress = row
+                    .evidence
+                    .clone()
+                    .or_else(|| row.applied.clone())
+                    .unwrap_or_else(|| "waiting for the leader".into());
+                waiting.push(format!("{name}: {progress}"));
+            }
+        }
+        if waiting.is_empty() {
+            for (name, generation) in targets {
+                println!("HTTPRoute {name} ready at generation {generation}");
+            }
+            return Ok(ExitCode::SUCCESS);
+        }
+        let line = waiting.join("; ");
+        if Instant::now() >= deadline {
+            bail!("timed out after {timeout:?} waiting for Ready: {line}");
+        }
+        if line != last_line {
+            eprintln!("waiting: {line}");
+            last_line = line;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The status, from the leader when it can be reached (only the leader
+/// knows leases and evidence).
+async fn fetch_status(client: &mut AdminClient) -> anyhow::Result<ClusterStatus> {
+    let reply = client
+        .call(
+            true,
+            |mut c| async move { c.status(pb::StatusRequest {}).await },
+        )
+        .await?;
+    let status: ClusterStatus =
+        serde_json::from_slice(&reply.status_json).context("status reply is not valid JSON")?;
+    if let Some(leader) = status.leader
+        && leader != status.answered_by
+        && let Some(address) = status.members.get(&leader)
+    {
+        let mut direct = AdminClient::new(vec![address.clone()], Duration::from_secs(2));
+        if let Ok(reply) = direct
+            .call(
+                true,
+                |mut c| async move { c.status(pb::StatusRequest {}).await },
+            )
+            .await
+            && let Ok(from_leader) = serde_json::from_slice(&reply.status_json)
+        {
+            return Ok(from_leader);
+        }
+    }
+    Ok(status)
+}
+
+/// `switchyard delete`.
+pub async fn delete(args: DeleteArgs) -> anyhow::Result<ExitCode> {
+    let keys: Vec<ResourceKey> = read_files(&args.files)?.iter().map(Resource::key).collect();
+    let keys_json = serde_json::to_vec(&keys)?;
+    let reply = args
+        .connection
+        .client()
+        .call(true, |mut c| {
+            let request = pb::DeleteRequest {
+                keys_json: keys_json.clone(),
+            };
+            async move { c.delete(request).await }
+        })
+        .await?;
+    for line in &reply.changes {
+        println!("{line}");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `switchyard status`.
+pub async fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
+    let mut client = args.connection.client();
+    let mut last = None;
+    loop {
+        let status = fetch_status(&mut client).await?;
+        if last.as_ref() != Some(&status) {
+            match args.output {
+                Output::Json => println!("{}", serde_json::to_string(&status)?),
+                Output::Text => print!("{}", render(&status)),
+            }
+            last = Some(status);
+        }
+        if !args.watch {
+            return Ok(ExitCode::SUCCESS);
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+fn render(s: &ClusterStatus) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    let leader = s.leader.map_or("none".to_string(), |l| l.to_string());
+    let _ = writeln!(
+        out,
+        "leader: {leader}  term: {}  applied index: {}  (answered by {})",
+        s.term, s.applied_index, s.answered_by
+    );
+    let members: Vec<String> = s
+        .members
+        .iter()
+        .map(|(id, a)| format!("{id}={a}"))
+        .collect();
+    let _ = writeln!(out, "coordinators: {}", members.join(", "));
+    let _ = writeln!(out, "routes:");
+    if s.routes.is_empty() {
+        let _ = writeln!(out, "  (none)");
+    }
+    let dash = |g: Option<u64>| g.map_or("-".to_string(), |g| g.to_string());
+    for r in &s.routes {
+        let _ = writeln!(
+            out,
+            "  {}/{}  active {}  pending {}  {}{}{}",
+            r.namespace,
+            r.name,
+            dash(r.active_generation),
+            dash(r.pending_generation),
+            if r.ready { "Ready" } else { "NotReady" },
+            r.evidence
+                .as_ref()
+                .map(|e| format!("  evidence: {e}"))
+                .unwrap_or_default(),
+            r.last_failure
+                .as_ref()
+                .map(|e| format!("  last failure: {e}"))
+                .unwrap_or_default(),
+        );
+        if let Some(applied) = &r.applied {
+            let _ = writeln!(out, "      {applied}");
+        }
+    }
+    let _ = writeln!(out, "proxies:");
+    if s.proxies.is_empty() {
+        let _ = writeln!(out, "  (none)");
+    }
+    for p in &s.proxies {
+        let _ = writeln!(
+            out,
+            "  {}  zone {}  {}  admin {}",
+            p.id,
+            p.zone,
+            if p.live { "live" } else { "silent" },
+            p.admin_address
+        );
+    }
+    out
+}

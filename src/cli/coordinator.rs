@@ -1,0 +1,169 @@
+//! `switchyard coordinator`: flags, validation, then
+//! `switchyard_coordinator::server::run`.
+
+use anyhow::{Context, bail};
+use clap::Args;
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+use switchyard_coordinator::raft::{NodeConfig, RaftSettings};
+use switchyard_coordinator::server::{CoordinatorConfig, Limits};
+use switchyard_proto::model::{CutoverSettings, OnTimeout, ReadinessPolicy, parse_duration};
+
+/// Flags of `switchyard coordinator`.
+#[derive(Debug, Args)]
+pub struct CoordinatorArgs {
+    /// This coordinator's Raft id (a positive integer, unique in the group).
+    #[arg(long, env = "SWITCHYARD_ID")]
+    pub id: u64,
+    /// Address to serve gRPC on (Raft, fleet and admin), HOST:PORT; port 0 picks a free one.
+    #[arg(long, env = "SWITCHYARD_LISTEN", default_value = "127.0.0.1:7000")]
+    pub listen: SocketAddr,
+    /// The initial group, ID=HOST:PORT,... including this coordinator. Used to form the cluster on
+    /// first start; on restart the stored membership wins. Omit with --join.
+    #[arg(long, env = "SWITCHYARD_PEERS", value_delimiter = ',', value_parser = parse_peer)]
+    pub peers: Vec<(u64, String)>,
+    /// Start without forming a cluster; wait to be added with the admin API (AddCoordinator).
+    #[arg(long, conflicts_with = "peers")]
+    pub join: bool,
+    /// Address other coordinators reach this one at (default: this id's --peers entry, else the bound address).
+    #[arg(long, env = "SWITCHYARD_ADVERTISE")]
+    pub advertise: Option<String>,
+    /// Directory for the sled store (log, vote, state machine, snapshots).
+    #[arg(long, env = "SWITCHYARD_DATA_DIR")]
+    pub data_dir: PathBuf,
+    /// Raft leader heartbeat interval.
+    #[arg(long, default_value = "100ms", value_parser = parse_duration)]
+    pub heartbeat_interval: Duration,
+    /// Raft election timeout, lower bound.
+    #[arg(long, default_value = "400ms", value_parser = parse_duration)]
+    pub election_timeout_min: Duration,
+    /// Raft election timeout, upper bound.
+    #[arg(long, default_value = "800ms", value_parser = parse_duration)]
+    pub election_timeout_max: Duration,
+    /// Deadline of every Raft RPC.
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    pub rpc_timeout: Duration,
+    /// Take a snapshot (and compact the log) after this many entries.
+    #[arg(long, default_value_t = 5_000)]
+    pub snapshot_after_logs: u64,
+    /// A proxy silent for this long stops counting toward readiness and is expired.
+    #[arg(long, default_value = "3s", value_parser = parse_duration)]
+    pub proxy_lease_ttl: Duration,
+    /// How often proxies are asked to heartbeat.
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    pub proxy_heartbeat_interval: Duration,
+    /// Readiness policy for routes without the switchyard.io/readiness-policy annotation:
+    /// all, majority, N, P%, optionally prefixed per-zone:.
+    #[arg(long, default_value = "all", value_parser = ReadinessPolicy::parse)]
+    pub default_policy: ReadinessPolicy,
+    /// Cutover timeout for routes without the switchyard.io/cutover-timeout annotation.
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    pub default_cutover_timeout: Duration,
+    /// What a timed-out cutover does without the switchyard.io/on-timeout annotation: keep-old or force.
+    #[arg(long, default_value = "keep-old", value_parser = OnTimeout::parse)]
+    pub default_on_timeout: OnTimeout,
+    /// Largest gRPC message accepted, in bytes.
+    #[arg(long, default_value_t = 4 * 1024 * 1024)]
+    pub max_message_bytes: usize,
+    /// Most objects in one apply or delete.
+    #[arg(long, default_value_t = 1_000)]
+    pub max_objects_per_apply: usize,
+}
+
+fn parse_peer(text: &str) -> Result<(u64, String), String> {
+    let (id, addr) = text
+        .split_once('=')
+        .ok_or_else(|| format!("peer {text:?} must look like ID=HOST:PORT"))?;
+    let id: u64 = id
+        .trim()
+        .parse()
+        .map_err(|_| format!("peer {text:?}: id must be a positive integer"))?;
+    let addr = addr.trim();
+    if id == 0 || !addr.contains(':') {
+        return Err(format!(
+            "peer {text:?} must look like ID=HOST:PORT with ID >= 1"
+        ));
+    }
+    Ok((id, addr.to_string()))
+}
+
+impl CoordinatorArgs {
+    /// Checks the flags together and builds the config; `bound` is the
+    /// address the listener actually got.
+    fn into_config(self, bound: SocketAddr) -> anyhow::Result<CoordinatorConfig> {
+        if self.id == 0 {
+            bail!("--id must be a positive integer");
+        }
+        let mut peers = BTreeMap::new();
+        for (id, addr) in &self.peers {
+            if peers.insert(*id, addr.clone()).is_some() {
+                bail!("--peers names coordinator {id} twice");
+            }
+        }
+        if !self.join && peers.is_empty() {
+            bail!(
+                "give --peers ID=HOST:PORT,... (the initial group, including this one) or --join"
+            );
+        }
+        if !self.join && !peers.contains_key(&self.id) {
+            bail!("--peers must include this coordinator's own id {}", self.id);
+        }
+        if self.election_timeout_min <= self.heartbeat_interval
+            || self.election_timeout_max <= self.election_timeout_min
+        {
+            bail!("need --heartbeat-interval < --election-timeout-min < --election-timeout-max");
+        }
+        let advertise = self
+            .advertise
+            .or_else(|| peers.get(&self.id).cloned())
+            .unwrap_or_else(|| bound.to_string());
+        Ok(CoordinatorConfig {
+            node: NodeConfig {
+                id: self.id,
+                peers,
+                advertise_addr: advertise,
+                data_dir: self.data_dir,
+                raft: RaftSettings {
+                    heartbeat_interval: self.heartbeat_interval,
+                    election_timeout_min: self.election_timeout_min,
+                    election_timeout_max: self.election_timeout_max,
+                    rpc_timeout: self.rpc_timeout,
+                    snapshot_after_logs: self.snapshot_after_logs,
+                },
+            },
+            lease_ttl: self.proxy_lease_ttl,
+            heartbeat_interval: self.proxy_heartbeat_interval,
+            defaults: CutoverSettings {
+                policy: self.default_policy,
+                timeout_ms: self.default_cutover_timeout.as_millis() as u64,
+                on_timeout: self.default_on_timeout,
+            },
+            limits: Limits {
+                max_message_bytes: self.max_message_bytes,
+                max_objects_per_apply: self.max_objects_per_apply,
+            },
+        })
+    }
+}
+
+/// Runs a coordinator until SIGTERM.
+pub async fn run(args: CoordinatorArgs) -> anyhow::Result<ExitCode> {
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", args.listen))?;
+    let bound = listener.local_addr()?;
+    let id = args.id;
+    let config = args.into_config(bound)?;
+    tracing::info!(id, grpc = %bound, advertise = %config.node.advertise_addr, peers = ?config.node.peers, "coordinator starting");
+    let ready = |b: &switchyard_coordinator::server::Bound| {
+        println!("LISTENING grpc={}", b.grpc);
+        let _ = std::io::stdout().flush();
+    };
+    switchyard_coordinator::server::run(config, listener, ready, super::shutdown_signal()).await?;
+    tracing::info!(id, "coordinator stopped");
+    Ok(ExitCode::SUCCESS)
+}

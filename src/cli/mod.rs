@@ -1,0 +1,90 @@
+//! The command line: one clap struct per subcommand, each parsed, then
+//! validated once, then run. Invalid flags exit non-zero with a clear
+//! message before anything starts.
+
+mod admin;
+mod coordinator;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use std::process::ExitCode;
+
+/// switchyard — Gateway API routes cut over between backends without
+/// dropping a request.
+#[derive(Debug, Parser)]
+#[command(name = "switchyard", version, about, long_about = None)]
+pub struct Args {
+    /// Log format for `tracing` output on stderr (filter with RUST_LOG).
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        default_value = "text",
+        env = "SWITCHYARD_LOG_FORMAT"
+    )]
+    pub log_format: LogFormat,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Log output formats.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run a coordinator (one member of the Raft group).
+    Coordinator(coordinator::CoordinatorArgs),
+    /// Store Kubernetes-shaped resources (Gateway API, Service, EndpointSlice) from YAML files.
+    Apply(admin::ApplyArgs),
+    /// Remove the resources named in YAML files.
+    Delete(admin::DeleteArgs),
+    /// Show the leader, every route's generations and cutover progress, and the proxies.
+    Status(admin::StatusArgs),
+}
+
+/// Sets up the `tracing` subscriber (RUST_LOG, default `info`).
+pub fn init_tracing(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}
+
+/// Runs one subcommand; the exit code says how it went.
+pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
+    match command {
+        Command::Coordinator(args) => coordinator::run(args).await,
+        Command::Apply(args) => admin::apply(args).await,
+        Command::Delete(args) => admin::delete(args).await,
+        Command::Status(args) => admin::status(args).await,
+    }
+}
+
+/// Resolves when the process gets SIGTERM or SIGINT.
+pub(crate) async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = match signal(SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot listen for SIGTERM; stop with SIGINT");
+            let _ = tokio::signal::ctrl_c().await;
+            return;
+        }
+    };
+    tokio::select! {
+        _ = term.recv() => tracing::info!("SIGTERM received, shutting down"),
+        _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT received, shutting down"),
+    }
+}

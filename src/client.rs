@@ -1,0 +1,135 @@
+//! The admin client `apply`, `delete` and `status` use: tries the given
+//! coordinators in turn, follows the leader's address when a follower
+//! refuses, retries only what is safe to retry, and gives up at a deadline.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::time::Duration;
+use switchyard_proto::pb::admin_service_client::AdminServiceClient;
+use tokio::time::Instant;
+use tonic::transport::{Channel, Endpoint};
+use tonic::{Code, Status};
+
+/// Metadata key with which a follower names the leader's address.
+pub const LEADER_HEADER: &str = "x-switchyard-leader";
+
+/// Why a call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// A coordinator answered and refused the request; retrying will not help.
+    #[error("{}", .0.message())]
+    Refused(Status),
+    /// No coordinator could complete the request before the deadline.
+    #[error("no coordinator answered within {timeout:?}: {last}")]
+    Unreachable {
+        /// The overall deadline.
+        timeout: Duration,
+        /// The last error seen.
+        last: String,
+    },
+}
+
+/// A client for a set of coordinators.
+pub struct AdminClient {
+    addresses: Vec<String>,
+    timeout: Duration,
+    channels: HashMap<String, Channel>,
+    /// Where to try first: the last leader we heard of.
+    preferred: Option<String>,
+}
+
+impl AdminClient {
+    /// A client for `addresses` (HOST:PORT); every call gives up after
+    /// `timeout`.
+    pub fn new(addresses: Vec<String>, timeout: Duration) -> Self {
+        AdminClient {
+            addresses,
+            timeout,
+            channels: HashMap::new(),
+            preferred: None,
+        }
+    }
+
+    fn channel(&mut self, address: &str) -> Result<Channel, String> {
+        if let Some(c) = self.channels.get(address) {
+            return Ok(c.clone());
+        }
+        let endpoint = Endpoint::from_shared(format!("http://{address}"))
+            .map_err(|e| format!("{address}: not a valid address: {e}"))?
+            .connect_timeout(Duration::from_secs(1))
+            .timeout(self.timeout);
+        let channel = endpoint.connect_lazy();
+        self.channels.insert(address.to_string(), channel.clone());
+        Ok(channel)
+    }
+
+    /// Calls `f` on a coordinator until one answers. Refusals that name a
+    /// leader are retried there; unreachable coordinators are skipped.
+    /// `idempotent` calls are also retried after an ambiguous failure (the
+    /// request may or may not have been applied); others return it.
+    pub async fn call<T, F, Fut>(&mut self, idempotent: bool, f: F) -> Result<T, ClientError>
+    where
+        F: Fn(AdminServiceClient<Channel>) -> Fut,
+        Fut: Future<Output = Result<tonic::Response<T>, Status>>,
+    {
+        let deadline = Instant::now() + self.timeout;
+        let mut last = String::from("no coordinator address given");
+        let mut round = 0usize;
+        while Instant::now() < deadline {
+            let mut order: Vec<String> = self.preferred.iter().cloned().collect();
+            order.extend(self.addresses.iter().cloned());
+            let address = order[round % order.len().max(1)].clone();
+            round += 1;
+            let channel = match self.channel(&address) {
+                Ok(c) => c,
+                Err(e) => return Err(ClientError::Refused(Status::invalid_argument(e))),
+            };
+            let client = AdminServiceClient::new(channel)
+                .max_decoding_message_size(64 * 1024 * 1024)
+                .max_encoding_message_size(64 * 1024 * 1024);
+            match f(client).await {
+                Ok(response) => {
+                    self.preferred = Some(address);
+                    return Ok(response.into_inner());
+                }
+                Err(status) => {
+                    let leader = status
+                        .metadata()
+                        .get(LEADER_HEADER)
+                        .and_then(|v| v.to_str().ok())
+                        .map(str::to_string);
+                    last = format!("{address}: {}", status.message());
+                    match status.code() {
+                        Code::Unavailable => {
+                            // Not applied anywhere: a follower without a
+                            // leader, or a coordinator that is down.
+                            if let Some(leader) = leader {
+                                self.preferred = Some(leader);
+                                round = 0;
+                            } else {
+                                self.preferred = None;
+                            }
+                        }
+                        Code::DeadlineExceeded | Code::Unknown | Code::Cancelled if idempotent => {}
+                        Code::DeadlineExceeded | Code::Unknown | Code::Cancelled => {
+                            return Err(ClientError::Refused(Status::new(
+                                status.code(),
+                                format!(
+                                    "{last} (the request may or may not have been applied; check `switchyard status`)"
+                                ),
+                            )));
+                        }
+                        _ => return Err(ClientError::Refused(status)),
+                    }
+                    if round >= order.len() {
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                }
+            }
+        }
+        Err(ClientError::Unreachable {
+            timeout: self.timeout,
+            last,
+        })
+    }
+}

@@ -1,0 +1,16 @@
+//! switchyard: a fleet of HTTP proxies and a Raft group of coordinators
+//! that move Gateway API routes between backends without dropping a
+//! request.
+//!
+//! # Layout
+//!
+//! - `switchyard-proto`: the `switchyard.v1` contract and the domain model.
+//! - `switchyard-coordinator`: Raft on sled, the replicated state machine,
+//!   the cutover engine, the fleet and admin services.
+//! - `switchyard-proxy`: the hyper data plane.
+//! - `switchyard-kubeconfig`: Kubernetes YAML into the model.
+//! - this crate: the `switchyard` command line ([`cli`]) and the admin
+//!   client it uses ([`client`]).
+
+pub mod cli;
+pub mod client;
