@@ -1,0 +1,228 @@
+//! One child process under the harness's control.
+
+use anyhow::{Context, bail};
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// How to start a process; kept so it can be restarted identically.
+#[derive(Debug, Clone)]
+pub struct ProcessSpec {
+    /// Short name for logs (`coordinator-1`).
+    pub name: String,
+    /// Executable.
+    pub program: PathBuf,
+    /// Arguments.
+    pub args: Vec<String>,
+    /// Extra environment.
+    pub env: Vec<(String, String)>,
+    /// How long to wait for the `LISTENING` line.
+    pub ready_timeout: Duration,
+}
+
+impl ProcessSpec {
+    /// A spec with a 20 s readiness timeout and `RUST_LOG=info`.
+    pub fn new(name: impl Into<String>, program: impl Into<PathBuf>, args: Vec<String>) -> Self {
+        ProcessSpec {
+            name: name.into(),
+            program: program.into(),
+            args,
+            env: vec![("RUST_LOG".into(), "info".into())],
+            ready_timeout: Duration::from_secs(20),
+        }
+    }
+}
+
+/// A running (or stopped) child process.
+pub struct Process {
+    spec: ProcessSpec,
+    child: Option<Child>,
+    /// Bound addresses from the `LISTENING` line, by name.
+    pub addresses: BTreeMap<String, String>,
+    log: Arc<Mutex<Vec<String>>>,
+}
+
+/// Reserves a free loopback port (bind port 0, read it, close). Another
+/// process could take it before it is used; the harness uses it only for
+/// peer lists that must be known before the processes start.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap_or(0)
+}
+
+fn pump(reader: impl Read + Send + 'static, name: String, log: Arc<Mutex<Vec<String>>>, tx: Option<mpsc::Sender<String>>) {
+    std::thread::spawn(move || {
+        for line in BufReader::new(reader).lines() {
+            let Ok(line) = line else { break };
+            if let Some(tx) = &tx {
+                let _ = tx.send(line.clone());
+            }
+            if let Ok(mut log) = log.lock() {
+                log.push(format!("[{name}] {line}"));
+            }
+        }
+    });
+}
+
+impl Process {
+    /// Starts the process and waits for its `LISTENING` line.
+    pub fn start(spec: ProcessSpec) -> anyhow::Result<Process> {
+        let mut p = Process {
+            spec,
+            child: None,
+            addresses: BTreeMap::new(),
+            log: Arc::new(Mutex::new(Vec::new())),
+        };
+        p.launch()?;
+        Ok(p)
+    }
+
+    fn launch(&mut self) -> anyhow::Result<()> {
+        let mut command = Command::new(&self.spec.program);
+        command
+            .args(&self.spec.args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        for (k, v) in &self.spec.env {
+            command.env(k, v);
+        }
+        let mut child = command
+            .spawn()
+            .with_context(|| format!("cannot start {}", self.spec.name))?;
+        let (tx, rx) = mpsc::channel();
+        let stdout = child.stdout.take().context("no stdout")?;
+        let stderr = child.stderr.take().context("no stderr")?;
+        pump(stdout, self.spec.name.clone(), self.log.clone(), Some(tx));
+        pump(stderr, self.spec.name.clone(), self.log.clone(), None);
+        self.child = Some(child);
+        let deadline = Instant::now() + self.spec.ready_timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match rx.recv_timeout(left) {
+                Ok(line) => {
+                    if let Some(rest) = line.strip_prefix("LISTENING ") {
+                        self.addresses = rest
+                            .split_whitespace()
+                            .filter_map(|pair| pair.split_once('='))
+                            .map(|(k, v)| (k.to_string(), v.to_string()))
+                            .collect();
+                        return Ok(());
+                    }
+                }
+                Err(_) => {
+                    let status = self.child.as_mut().and_then(|c| c.try_wait().ok().flatten());
+                    bail!(
+                        "{} printed no LISTENING line within {:?} (exit status {status:?}); log:\n{}",
+                        self.spec.name,
+                        self.spec.ready_timeout,
+                        self.log_text()
+                    );
+                }
+            }
+        }
+    }
+
+    /// The process's name.
+    pub fn name(&self) -> &str {
+        &self.spec.name
+    }
+
+    /// The address bound under `name` in the `LISTENING` line.
+    pub fn address(&self, name: &str) -> anyhow::Result<String> {
+        self.addresses
+            .get(name)
+            .cloned()
+            .with_context(|| format!("{} has no address named {name}: {:?}", self.spec.name, self.addresses))
+    }
+
+    /// The PID while running.
+    pub fn pid(&self) -> Option<i32> {
+        self.child.as_ref().map(|c| c.id() as i32)
+    }
+
+    fn signal(&self, signal: i32) {
+        if let Some(pid) = self.pid() {
+            // SAFETY: kill(2) on a PID this harness spawned and has not yet
+            // reaped, so it cannot name an unrelated process.
+            unsafe {
+                libc::kill(pid, signal);
+            }
+        }
+    }
+
+    /// `SIGKILL` and reap.
+    pub fn kill(&mut self) {
+        self.signal(libc::SIGKILL);
+        if let Some(mut child) = self.child.take() {
+            let _ = child.wait();
+        }
+    }
+
+    /// `SIGTERM`, then wait up to `grace` for exit (`SIGKILL` after that).
+    /// Returns the exit code when it exited by itself.
+    pub fn terminate(&mut self, grace: Duration) -> Option<i32> {
+        self.signal(libc::SIGTERM);
+        let deadline = Instant::now() + grace;
+        while let Some(child) = self.child.as_mut() {
+            if let Ok(Some(status)) = child.try_wait() {
+                self.child = None;
+                return status.code();
+            }
+            if Instant::now() >= deadline {
+                self.kill();
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        None
+    }
+
+    /// `SIGSTOP`.
+    pub fn pause(&self) {
+        self.signal(libc::SIGSTOP);
+    }
+
+    /// `SIGCONT`.
+    pub fn resume(&self) {
+        self.signal(libc::SIGCONT);
+    }
+
+    /// Starts it again with the same arguments (same data dir).
+    pub fn restart(&mut self) -> anyhow::Result<()> {
+        self.kill();
+        self.log
+            .lock()
+            .map(|mut l| l.push(format!("[{}] --- restarted ---", self.spec.name)))
+            .ok();
+        self.launch()
+    }
+
+    /// Whether the process is running (not exited).
+    pub fn is_running(&mut self) -> bool {
+        match self.child.as_mut() {
+            Some(c) => matches!(c.try_wait(), Ok(None)),
+            None => false,
+        }
+    }
+
+    /// Everything it printed so far.
+    pub fn log_text(&self) -> String {
+        self.log.lock().map(|l| l.join("\n")).unwrap_or_default()
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("===== log of {} =====\n{}", self.spec.name, self.log_text());
+        }
+        self.kill();
+    }
+}

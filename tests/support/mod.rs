@@ -1,0 +1,178 @@
+//! Shared pieces of the process-level tests: a 3-coordinator cluster of
+//! real `switchyard` processes, the CLI as a subprocess, and polling with
+//! deadlines instead of sleeps.
+
+#![allow(dead_code)]
+
+use anyhow::{Context, bail};
+use serde_json::Value;
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+use switchyard_chaos_tests::{Process, ProcessSpec, free_port};
+
+/// The binary under test.
+pub const BIN: &str = env!("CARGO_BIN_EXE_switchyard");
+
+/// Polls `check` every 20 ms until it returns `Some`, or fails after
+/// `timeout` with the last error.
+pub fn eventually<T>(timeout: Duration, what: &str, mut check: impl FnMut() -> anyhow::Result<Option<T>>) -> anyhow::Result<T> {
+    let deadline = Instant::now() + timeout;
+    let mut last = String::from("never checked");
+    while Instant::now() < deadline {
+        match check() {
+            Ok(Some(v)) => return Ok(v),
+            Ok(None) => last = "condition not met".into(),
+            Err(e) => last = format!("{e:#}"),
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    bail!("timed out after {timeout:?} waiting for {what}: {last}")
+}
+
+/// What a CLI run printed.
+#[derive(Debug)]
+pub struct Output {
+    /// Exit code (-1 when killed by a signal).
+    pub code: i32,
+    /// Stdout.
+    pub stdout: String,
+    /// Stderr.
+    pub stderr: String,
+}
+
+/// Runs `switchyard ARGS`.
+pub fn cli(args: &[&str]) -> anyhow::Result<Output> {
+    let out = Command::new(BIN)
+        .args(args)
+        .env("RUST_LOG", "warn")
+        .output()
+        .context("cannot run the switchyard binary")?;
+    Ok(Output {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    })
+}
+
+/// Three coordinators on loopback with shrunk Raft timings.
+pub struct Cluster {
+    /// The processes, index i is coordinator i+1.
+    pub nodes: Vec<Process>,
+    /// Their gRPC addresses.
+    pub addresses: Vec<String>,
+    /// Data dirs live here.
+    pub dir: tempfile::TempDir,
+}
+
+impl Cluster {
+    /// Starts coordinators 1..=3 with `extra` flags each.
+    pub fn start(extra: &[&str]) -> anyhow::Result<Cluster> {
+        let dir = tempfile::tempdir()?;
+        let addresses: Vec<String> = (0..3).map(|_| format!("127.0.0.1:{}", free_port())).collect();
+        let peers = addresses
+            .iter()
+            .enumerate()
+            .map(|(i, a)| format!("{}={a}", i + 1))
+            .collect::<Vec<_>>()
+            .join(",");
+        let mut nodes = Vec::new();
+        for (i, address) in addresses.iter().enumerate() {
+            let id = (i + 1).to_string();
+            let data = dir.path().join(format!("coordinator-{id}"));
+            let mut args: Vec<String> = [
+                "coordinator", "--id", &id, "--listen", address, "--peers", &peers,
+                "--data-dir", &data.to_string_lossy(),
+                "--heartbeat-interval", "50ms", "--election-timeout-min", "300ms",
+                "--election-timeout-max", "600ms", "--rpc-timeout", "500ms",
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+            args.extend(extra.iter().map(|s| s.to_string()));
+            nodes.push(Process::start(ProcessSpec::new(format!("coordinator-{id}"), BIN, args))?);
+        }
+        Ok(Cluster { nodes, addresses, dir })
+    }
+
+    /// All addresses joined with commas, for `--coordinators`.
+    pub fn all(&self) -> String {
+        self.addresses.join(",")
+    }
+
+    /// `status -o json` from exactly one coordinator.
+    pub fn status_of(&self, index: usize) -> anyhow::Result<Value> {
+        status_at(&self.addresses[index])
+    }
+
+    /// Waits for a leader every running coordinator agrees on; returns its
+    /// index.
+    pub fn wait_leader(&mut self, timeout: Duration) -> anyhow::Result<usize> {
+        let running: Vec<usize> = (0..self.nodes.len()).filter(|i| self.nodes[*i].is_running()).collect();
+        eventually(timeout, "an agreed leader", || {
+            let mut leader = None;
+            for i in &running {
+                let l = self.status_of(*i)?["leader"].as_u64();
+                if l.is_none() || (leader.is_some() && leader != l) {
+                    return Ok(None);
+                }
+                leader = l;
+            }
+            Ok(leader.map(|l| (l - 1) as usize))
+        })
+    }
+}
+
+/// `status -o json --coordinators ADDRESS`, parsed.
+pub fn status_at(address: &str) -> anyhow::Result<Value> {
+    let out = cli(&["status", "-o", "json", "--coordinators", address, "--timeout", "2s"])?;
+    if out.code != 0 {
+        bail!("status at {address} failed: {}", out.stderr.trim());
+    }
+    serde_json::from_str(out.stdout.trim()).context("status output is not JSON")
+}
+
+/// Writes `text` to `dir/name` and returns the path as a string.
+pub fn write(dir: &Path, name: &str, text: &str) -> String {
+    let path = dir.join(name);
+    std::fs::write(&path, text).expect("write test file");
+    path.to_string_lossy().into_owned()
+}
+
+/// A Service and an HTTPRoute in namespace `demo` sending `/` to `backend`.
+pub fn route_yaml(route: &str, backend: &str) -> String {
+    format!(
+        r#"apiVersion: v1
+kind: Service
+metadata: {{name: {backend}, namespace: demo}}
+spec:
+  ports: [{{port: 80, targetPort: 8080}}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {{name: {route}, namespace: demo}}
+spec:
+  parentRefs: [{{name: gateway}}]
+  rules:
+  - backendRefs: [{{name: {backend}, port: 80}}]
+"#
+    )
+}
+
+/// The replicated part of each status route row (evidence and applied
+/// counts are the leader's soft state and differ between coordinators).
+pub fn replicated_routes(status: &Value) -> Value {
+    let rows = status["routes"].as_array().cloned().unwrap_or_default();
+    Value::Array(
+        rows.iter()
+            .map(|r| {
+                serde_json::json!({
+                    "namespace": r["namespace"], "name": r["name"],
+                    "active_generation": r["active_generation"],
+                    "pending_generation": r["pending_generation"],
+                    "policy": r["policy"], "last_failure": r["last_failure"],
+                })
+            })
+            .collect(),
+    )
+}
