@@ -2,4 +2,5 @@
 //! sled that replicates it, and the gRPC services proxies and operators use.
 
 pub mod cutover;
+pub mod raft;
 pub mod state;
