@@ -70,10 +70,15 @@ pub(crate) fn parse_value(file: &str, index: usize, value: Value) -> Result<Reso
     // Render the value as YAML so the typed pass goes through the same
     // path-reporting deserializer; its line numbers would point into this
     // rendering, not the caller's input, so they are left out of errors.
-    let text = yaml_serde::to_string(&value).map_err(|e| {
-        ParseError::new(&locate(file, index, &value), Problem::Yaml(e.to_string()))
-    })?;
-    translate(file, index, &value, yaml_serde::Deserializer::from_str(&text), false)
+    let text = yaml_serde::to_string(&value)
+        .map_err(|e| ParseError::new(&locate(file, index, &value), Problem::Yaml(e.to_string())))?;
+    translate(
+        file,
+        index,
+        &value,
+        yaml_serde::Deserializer::from_str(&text),
+        false,
+    )
 }
 
 /// Header check, typed decode, translation and validation of one document.
@@ -140,7 +145,13 @@ impl Seen {
                 kind: Some(key.kind.to_string()),
                 object: Some(key.name.to_string()),
             };
-            return Err(ParseError::new(&at, Problem::Duplicate { first, second: index }));
+            return Err(ParseError::new(
+                &at,
+                Problem::Duplicate {
+                    first,
+                    second: index,
+                },
+            ));
         }
         self.0.insert(key, index);
         Ok(())

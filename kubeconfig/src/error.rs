@@ -142,8 +142,8 @@ impl Problem {
 #[derive(Debug, thiserror::Error)]
 #[error("{at}: {problem}")]
 pub struct ParseError {
-    /// Where.
-    pub at: Location,
+    /// Where (boxed to keep `Result`s small).
+    pub at: Box<Location>,
     /// What.
     pub problem: Problem,
 }
@@ -152,7 +152,7 @@ impl ParseError {
     /// Builds an error at `at`.
     pub(crate) fn new(at: &Location, problem: Problem) -> ParseError {
         ParseError {
-            at: at.clone(),
+            at: Box::new(at.clone()),
             problem,
         }
     }

@@ -14,13 +14,18 @@
 use crate::convert::{non_negative, opt_port};
 use crate::error::Problem;
 use switchyard_proto::model::{
-    BackendRef, Filter, HeaderModifier, HeaderValue, PathModifier, RequestMirror,
-    RequestRedirect, UrlRewrite,
+    BackendRef, Filter, HeaderModifier, HeaderValue, PathModifier, RequestMirror, RequestRedirect,
+    UrlRewrite,
 };
 
 /// The value of `field` of a filter, required because its `type` says so.
 fn required<T>(value: Option<T>, f: &str, field: &str, ty: &str) -> Result<T, Problem> {
-    value.ok_or_else(|| Problem::invalid(format!("{f}.{field}"), format!("required when type is {ty}")))
+    value.ok_or_else(|| {
+        Problem::invalid(
+            format!("{f}.{field}"),
+            format!("required when type is {ty}"),
+        )
+    })
 }
 
 /// A path modifier from its `type` and the two optional values.
@@ -31,10 +36,16 @@ fn path_modifier(
     replace_prefix_match: Option<String>,
 ) -> Result<PathModifier, Problem> {
     if full_path {
-        required(replace_full_path, f, "replaceFullPath", "ReplaceFullPath").map(PathModifier::ReplaceFullPath)
+        required(replace_full_path, f, "replaceFullPath", "ReplaceFullPath")
+            .map(PathModifier::ReplaceFullPath)
     } else {
-        required(replace_prefix_match, f, "replacePrefixMatch", "ReplacePrefixMatch")
-            .map(PathModifier::ReplacePrefixMatch)
+        required(
+            replace_prefix_match,
+            f,
+            "replacePrefixMatch",
+            "ReplacePrefixMatch",
+        )
+        .map(PathModifier::ReplacePrefixMatch)
     }
 }
 
@@ -63,13 +74,19 @@ macro_rules! filter_translator {
                             .set
                             .unwrap_or_default()
                             .into_iter()
-                            .map(|h| HeaderValue { name: h.name, value: h.value })
+                            .map(|h| HeaderValue {
+                                name: h.name,
+                                value: h.value,
+                            })
                             .collect(),
                         add: m
                             .add
                             .unwrap_or_default()
                             .into_iter()
-                            .map(|h| HeaderValue { name: h.name, value: h.value })
+                            .map(|h| HeaderValue {
+                                name: h.name,
+                                value: h.value,
+                            })
                             .collect(),
                         remove: m.remove.unwrap_or_default(),
                     }
@@ -95,7 +112,12 @@ macro_rules! filter_translator {
                     Ok(Filter::ResponseHeaderModifier(header_modifier!(m)))
                 }
                 $ty::RequestRedirect => {
-                    let r = required(filter.request_redirect, f, "requestRedirect", "RequestRedirect")?;
+                    let r = required(
+                        filter.request_redirect,
+                        f,
+                        "requestRedirect",
+                        "RequestRedirect",
+                    )?;
                     let rf = format!("{f}.requestRedirect");
                     let path = match r.path {
                         None => None,
@@ -109,7 +131,10 @@ macro_rules! filter_translator {
                     let status_code = match r.status_code {
                         None => None,
                         Some(code) => Some(u16::try_from(code).map_err(|_| {
-                            Problem::invalid(format!("{rf}.statusCode"), format!("{code} is not a redirect code"))
+                            Problem::invalid(
+                                format!("{rf}.statusCode"),
+                                format!("{code} is not a redirect code"),
+                            )
                         })?),
                     };
                     Ok(Filter::RequestRedirect(RequestRedirect {
@@ -186,7 +211,14 @@ mod rule_level {
         HttpRouteRulesFiltersRequestRedirectScheme as Scheme, HttpRouteRulesFiltersType as Type,
         HttpRouteRulesFiltersUrlRewritePathType as RewritePath,
     };
-    filter_translator!(route_filter, HttpRouteRulesFilters, Type, RedirectPath, Scheme, RewritePath);
+    filter_translator!(
+        route_filter,
+        HttpRouteRulesFilters,
+        Type,
+        RedirectPath,
+        Scheme,
+        RewritePath
+    );
 }
 
 mod backend_level {

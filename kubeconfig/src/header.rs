@@ -58,8 +58,8 @@ pub(crate) fn key_of(value: &Value) -> Result<ResourceKey, Problem> {
         });
     }
     let meta = map.get("metadata");
-    let name = string_field(meta.and_then(|m| m.get("name")))
-        .ok_or(Problem::missing("metadata.name"))?;
+    let name =
+        string_field(meta.and_then(|m| m.get("name"))).ok_or(Problem::missing("metadata.name"))?;
     let namespace = string_field(meta.and_then(|m| m.get("namespace")));
     let namespace = match (kind.cluster_scoped(), namespace) {
         (true, None) => String::new(),

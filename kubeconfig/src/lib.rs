@@ -104,12 +104,12 @@ fn read(path: &Path) -> Result<(String, String), ParseError> {
     let source = path.display().to_string();
     match std::fs::read_to_string(path) {
         Ok(text) => Ok((source, text)),
-        Err(e) => Err(ParseError {
-            at: Location {
+        Err(e) => {
+            let at = Location {
                 file: source,
                 ..Location::default()
-            },
-            problem: Problem::Io(e),
-        }),
+            };
+            Err(ParseError::new(&at, Problem::Io(e)))
+        }
     }
 }

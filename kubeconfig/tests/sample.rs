@@ -579,10 +579,40 @@ fn the_default_config_parses() {
     let Resource::HttpRoute(route) = &got[7] else {
         panic!("last is the route")
     };
-    assert_eq!(route.rules[0].backend_refs, [BackendRef::service("blue", 80)]);
+    assert_eq!(
+        route.rules[0].backend_refs,
+        [BackendRef::service("blue", 80)]
+    );
     let Resource::Service(blue) = &got[3] else {
         panic!("fourth is blue")
     };
     assert_eq!(blue.ports[0].port, 80);
     assert_eq!(blue.ports[0].target_port, Some(8080));
+}
+
+#[test]
+fn empty_and_comment_only_texts_hold_no_objects() {
+    for text in [
+        "",
+        "# nothing here\n",
+        "---\n---\n",
+        "---\n# just a comment\n...\n",
+    ] {
+        assert_eq!(parse_documents("empty.yaml", text).expect(text), vec![]);
+        assert_eq!(parse_keys("empty.yaml", text).expect(text), vec![]);
+    }
+}
+
+#[test]
+fn unquoted_scalars_in_string_fields_are_strings() {
+    let text = "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\n\
+                metadata: {name: r}\nspec:\n  rules:\n  - matches:\n    - headers:\n\
+                \x20     - {name: X-Version, value: 2}\n      queryParams:\n\
+                \x20     - {name: on, value: true}\n";
+    let got = parse_documents("scalars.yaml", text).expect("parses");
+    let Resource::HttpRoute(r) = &got[0] else {
+        panic!("a route")
+    };
+    assert_eq!(r.rules[0].matches[0].headers[0].value, "2");
+    assert_eq!(r.rules[0].matches[0].query_params[0].value, "true");
 }
