@@ -1,7 +1,7 @@
 //! Route records (active generation plus an optional pending transition)
 //! and the configuration snapshot coordinators stream to proxies.
 
-use super::backend::{EndpointSlice, ReferenceGrant, Service};
+use super::backend::{BackendKey, EndpointSlice, ReferenceGrant, Service};
 use super::gateway::{Gateway, GatewayClass, Namespace};
 use super::meta::ObjectName;
 use super::policy::CutoverSettings;
@@ -79,4 +79,28 @@ pub struct ConfigSnapshot {
     /// Routes with their active and pending generations.
     #[serde(default)]
     pub routes: Vec<RouteRecord>,
+}
+
+impl ConfigSnapshot {
+    /// The endpoint generation of a backend: the newest `meta.revision`
+    /// among its Service and that Service's EndpointSlices. `None` when the
+    /// Service or the port does not exist (such a backend can never be
+    /// ready; the router answers 500 for it).
+    pub fn endpoint_generation(&self, backend: &BackendKey) -> Option<u64> {
+        let service = self.services.iter().find(|s| {
+            s.meta.namespace == backend.service.namespace && s.meta.name == backend.service.name
+        })?;
+        if !service.ports.iter().any(|p| p.port == backend.port) {
+            return None;
+        }
+        let slices = self.endpoint_slices.iter().filter(|e| {
+            e.meta.namespace == backend.service.namespace
+                && e.service_name() == Some(backend.service.name.as_str())
+        });
+        Some(
+            slices
+                .map(|e| e.meta.revision)
+                .fold(service.meta.revision, u64::max),
+        )
+    }
 }

@@ -1,0 +1,414 @@
+//! The proxy's control-plane client: watch configuration from any
+//! coordinator, register and heartbeat with the leader, report per-backend
+//! readiness from the data plane, and decide — through the [`guard`] —
+//! which route generations the data plane routes by.
+//!
+//! Owns: the conversation with the coordinators and the apply guard. Does
+//! not own: warming itself (the data plane's pools and health checks do it
+//! when told which backends to keep warm) or routing.
+//!
+//! Static stability: when every coordinator is down nothing here touches
+//! the data plane, so it keeps serving its last configuration.
+
+pub mod coordinators;
+pub mod guard;
+
+use crate::{DataPlane, ServingConfig};
+use coordinators::{CoordinatorAddress, Coordinators};
+use guard::ApplyGuard;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+use std::collections::BTreeSet;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use switchyard_proto::model::{BackendKey, ConfigSnapshot, ObjectName};
+use switchyard_proto::pb;
+use tokio::sync::{Notify, watch};
+
+/// How the proxy reaches the control plane.
+#[derive(Debug, Clone)]
+pub struct ControlConfig {
+    /// This proxy's id.
+    pub proxy_id: String,
+    /// Its zone.
+    pub zone: String,
+    /// Its admin address (reported for operators).
+    pub admin_address: String,
+    /// The coordinators.
+    pub coordinators: Vec<CoordinatorAddress>,
+    /// Deadline of every unary RPC.
+    pub rpc_timeout: Duration,
+    /// Longest a committed generation waits for local warm-up before it is
+    /// applied anyway.
+    pub apply_wait_limit: Duration,
+    /// Pause between reconnect attempts.
+    pub reconnect_backoff: Duration,
+}
+
+/// Metrics of the control-plane client.
+#[derive(Clone, Default)]
+pub struct ControlMetrics {
+    config_version: Gauge,
+    forced_applies: Counter,
+    waiting_routes: Gauge,
+    coordinator_errors: Counter,
+}
+
+impl ControlMetrics {
+    /// Registers the metrics in `registry`.
+    pub fn register(registry: &mut Registry) -> Self {
+        let m = ControlMetrics::default();
+        registry.register(
+            "switchyard_proxy_config_version",
+            "Configuration version (coordinator log index) last received",
+            m.config_version.clone(),
+        );
+        registry.register(
+            "switchyard_proxy_forced_applies",
+            "Committed route generations applied before this proxy had warmed their backends (local wait limit hit)",
+            m.forced_applies.clone(),
+        );
+        registry.register(
+            "switchyard_proxy_waiting_routes",
+            "Committed route generations waiting for local warm-up",
+            m.waiting_routes.clone(),
+        );
+        registry.register(
+            "switchyard_proxy_coordinator_errors",
+            "Failed calls to coordinators",
+            m.coordinator_errors.clone(),
+        );
+        m
+    }
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// State shared by the client's tasks.
+struct Shared {
+    config: ControlConfig,
+    coordinators: Coordinators,
+    dataplane: Arc<DataPlane>,
+    metrics: ControlMetrics,
+    /// Route generations currently served (for heartbeats).
+    applied: Mutex<Vec<pb::AppliedGeneration>>,
+    /// Backends evidence is reported for (served + warming).
+    reported: Mutex<BTreeSet<BackendKey>>,
+    /// Ask the membership task to report evidence now.
+    report_now: Notify,
+}
+
+/// Runs the client until `shutdown` resolves, then deregisters.
+pub async fn run(
+    config: ControlConfig,
+    dataplane: Arc<DataPlane>,
+    metrics: ControlMetrics,
+    shutdown: impl Future<Output = ()>,
+) {
+    let coordinators = Coordinators::new(&config.coordinators, &config.zone, config.rpc_timeout);
+    let shared = Arc::new(Shared {
+        config,
+        coordinators,
+        dataplane,
+        metrics,
+        applied: Mutex::new(Vec::new()),
+        reported: Mutex::new(BTreeSet::new()),
+        report_now: Notify::new(),
+    });
+    let (snapshots_tx, snapshots_rx) = watch::channel(None);
+    let watcher = tokio::spawn(watch_config(shared.clone(), snapshots_tx));
+    let membership = tokio::spawn(membership(shared.clone()));
+    let applier = tokio::spawn(apply_loop(shared.clone(), snapshots_rx));
+    shutdown.await;
+    watcher.abort();
+    applier.abort();
+    membership.abort();
+    deregister(&shared).await;
+}
+
+/// Keeps a watch stream open to some coordinator and publishes every newer
+/// snapshot. Older or equal versions (a lagging coordinator) are dropped.
+async fn watch_config(shared: Arc<Shared>, tx: watch::Sender<Option<Arc<ConfigSnapshot>>>) {
+    let mut held = 0u64;
+    let mut attempt = 0usize;
+    loop {
+        let order = shared.coordinators.order();
+        let address = order[attempt % order.len().max(1)].clone();
+        attempt += 1;
+        match stream_from(&shared, &address, &mut held, &tx).await {
+            Ok(()) => tracing::warn!(coordinator = %address, "configuration stream ended; reconnecting"),
+            Err(e) => {
+                shared.metrics.coordinator_errors.inc();
+                tracing::warn!(coordinator = %address, error = %e, "configuration stream failed; trying the next coordinator");
+            }
+        }
+        tokio::time::sleep(shared.config.reconnect_backoff).await;
+    }
+}
+
+async fn stream_from(
+    shared: &Shared,
+    address: &str,
+    held: &mut u64,
+    tx: &watch::Sender<Option<Arc<ConfigSnapshot>>>,
+) -> Result<(), String> {
+    let mut client = shared.coordinators.client(address, true)?;
+    let request = pb::WatchRequest {
+        proxy_id: shared.config.proxy_id.clone(),
+        known_version: *held,
+    };
+    let mut stream = client
+        .watch(request)
+        .await
+        .map_err(|s| s.message().to_string())?
+        .into_inner();
+    tracing::info!(coordinator = %address, "watching configuration");
+    while let Some(update) = stream.message().await.map_err(|s| s.message().to_string())? {
+        if update.version <= *held {
+            tracing::debug!(version = update.version, held = *held, "ignoring a configuration no newer than ours");
+            continue;
+        }
+        let snapshot: ConfigSnapshot = serde_json::from_slice(&update.snapshot_json)
+            .map_err(|e| format!("configuration {} does not decode: {e}", update.version))?;
+        *held = update.version;
+        shared.metrics.config_version.set(update.version as i64);
+        tracing::info!(version = update.version, coordinator = update.coordinator_id, "configuration received");
+        tx.send_replace(Some(Arc::new(snapshot)));
+    }
+    Ok(())
+}
+
+/// Feeds the data plane: on every new snapshot, install it (routes as the
+/// guard decides) and keep the right backends warm; on every readiness
+/// change, let the guard apply what became warm.
+async fn apply_loop(shared: Arc<Shared>, mut snapshots: watch::Receiver<Option<Arc<ConfigSnapshot>>>) {
+    let mut guard = ApplyGuard::new(shared.config.apply_wait_limit.as_millis() as u64);
+    let mut readiness = shared.dataplane.readiness_changes();
+    let mut current: Option<Arc<ConfigSnapshot>> = None;
+    loop {
+        let new_snapshot = tokio::select! {
+            r = snapshots.changed() => {
+                if r.is_err() { return; }
+                true
+            }
+            r = readiness.changed() => {
+                if r.is_err() { return; }
+                false
+            }
+            // Waiting generations are re-checked against the local limit.
+            _ = tokio::time::sleep(Duration::from_millis(100)) => false,
+        };
+        if new_snapshot {
+            current = snapshots.borrow_and_update().clone();
+        }
+        let Some(snapshot) = current.clone() else { continue };
+        if new_snapshot {
+            // First make the data plane know the new endpoints and start
+            // warming, with the routes as they are served now.
+            let warming = guard.warming(&snapshot);
+            shared.dataplane.install(ServingConfig {
+                snapshot: snapshot.clone(),
+                routes: guard.routes(),
+            });
+            shared.dataplane.set_warming(warming.clone());
+            set_reported(&shared, &guard, warming);
+        }
+        let dataplane = &shared.dataplane;
+        let warm = |b: &BackendKey| match snapshot.endpoint_generation(b) {
+            // A backend that does not exist answers 500 whatever happens.
+            None => true,
+            Some(generation) => dataplane
+                .readiness(b)
+                .is_some_and(|r| r.healthy > 0 && r.endpoints_generation >= generation),
+        };
+        let report = guard.decide(&snapshot, &warm, now_ms());
+        shared.metrics.waiting_routes.set(report.waiting.len() as i64);
+        for (route, generation) in &report.forced {
+            shared.metrics.forced_applies.inc();
+            tracing::warn!(route = %route, generation, "applying a committed generation before its backends are warm here: local wait limit reached");
+        }
+        if !report.applied.is_empty() {
+            for (route, generation) in &report.applied {
+                tracing::info!(route = %route, generation, "now routing by generation");
+            }
+            shared.dataplane.install(ServingConfig {
+                snapshot: snapshot.clone(),
+                routes: guard.routes(),
+            });
+            set_reported(&shared, &guard, guard.warming(&snapshot));
+        }
+        if new_snapshot || !report.applied.is_empty() {
+            *shared.applied.lock().unwrap_or_else(|e| e.into_inner()) = applied_pb(&guard);
+            shared.report_now.notify_one();
+        }
+    }
+}
+
+fn applied_pb(guard: &ApplyGuard) -> Vec<pb::AppliedGeneration> {
+    guard
+        .generations()
+        .into_iter()
+        .map(|(name, generation): (ObjectName, u64)| pb::AppliedGeneration {
+            namespace: name.namespace,
+            name: name.name,
+            generation,
+        })
+        .collect()
+}
+
+fn set_reported(shared: &Shared, guard: &ApplyGuard, warming: BTreeSet<BackendKey>) {
+    let mut set = warming;
+    for route in guard.routes() {
+        set.extend(route.traffic_backends());
+    }
+    *shared.reported.lock().unwrap_or_else(|e| e.into_inner()) = set;
+}
+
+/// Registers, then heartbeats and reports evidence to the leader until
+/// aborted; registers again whenever the leader no longer knows us.
+async fn membership(shared: Arc<Shared>) {
+    let mut readiness = shared.dataplane.readiness_changes();
+    let mut interval = Duration::from_secs(1);
+    'register: loop {
+        match register(&shared).await {
+            Some(reply) => {
+                interval = Duration::from_millis(reply.heartbeat_interval_ms.max(50));
+            }
+            None => {
+                tokio::time::sleep(shared.config.reconnect_backoff).await;
+                continue 'register;
+            }
+        }
+        loop {
+            // Evidence first: a new leader learns readiness as soon as it
+            // hears from us, then the heartbeat renews the lease.
+            if !report(&shared).await || !heartbeat(&shared).await {
+                continue 'register;
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(interval) => {}
+                _ = shared.report_now.notified() => {}
+                _ = readiness.changed() => {}
+            }
+        }
+    }
+}
+
+async fn register(shared: &Shared) -> Option<pb::RegisterReply> {
+    let request = pb::RegisterRequest {
+        proxy: Some(pb::ProxyIdentity {
+            id: shared.config.proxy_id.clone(),
+            zone: shared.config.zone.clone(),
+            admin_address: shared.config.admin_address.clone(),
+        }),
+    };
+    let address = shared.coordinators.leader_or_first()?;
+    let mut client = shared.coordinators.client(&address, false).ok()?;
+    match client.register(request).await {
+        Ok(reply) => {
+            tracing::info!(coordinator = %address, "registered with the coordinators");
+            Some(reply.into_inner())
+        }
+        Err(status) => {
+            shared.metrics.coordinator_errors.inc();
+            shared.coordinators.note_error(&address, &status);
+            tracing::warn!(coordinator = %address, error = %status.message(), "registration failed; retrying");
+            None
+        }
+    }
+}
+
+/// Returns false when the proxy must register again. Transport errors are
+/// retried on the next round without re-registering.
+async fn heartbeat(shared: &Shared) -> bool {
+    let applied = shared.applied.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let request = pb::HeartbeatRequest {
+        proxy_id: shared.config.proxy_id.clone(),
+        applied,
+        config_version: 0,
+    };
+    let Some(address) = shared.coordinators.leader_or_first() else {
+        return true;
+    };
+    let Ok(mut client) = shared.coordinators.client(&address, false) else {
+        return true;
+    };
+    match client.heartbeat(request).await {
+        Ok(reply) => {
+            let known = reply.into_inner().known;
+            if !known {
+                tracing::warn!(coordinator = %address, "the leader does not know this proxy (lease expired or new leader); registering again");
+            }
+            known
+        }
+        Err(status) => {
+            shared.metrics.coordinator_errors.inc();
+            shared.coordinators.note_error(&address, &status);
+            tracing::debug!(coordinator = %address, error = %status.message(), "heartbeat failed");
+            true
+        }
+    }
+}
+
+/// Sends evidence for every reported backend. Returns false when the proxy
+/// must register again.
+async fn report(shared: &Shared) -> bool {
+    let backends: Vec<pb::BackendReadiness> = shared
+        .reported
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .filter_map(|b| {
+            shared.dataplane.readiness(b).map(|r| pb::BackendReadiness {
+                backend: b.to_string(),
+                endpoints_generation: r.endpoints_generation,
+                healthy: r.healthy,
+                total: r.total,
+            })
+        })
+        .collect();
+    if backends.is_empty() {
+        return true;
+    }
+    let request = pb::ReadinessReport {
+        proxy_id: shared.config.proxy_id.clone(),
+        backends,
+    };
+    let Some(address) = shared.coordinators.leader_or_first() else {
+        return true;
+    };
+    let Ok(mut client) = shared.coordinators.client(&address, false) else {
+        return true;
+    };
+    match client.report_readiness(request).await {
+        Ok(reply) => reply.into_inner().known,
+        Err(status) => {
+            shared.metrics.coordinator_errors.inc();
+            shared.coordinators.note_error(&address, &status);
+            tracing::debug!(coordinator = %address, error = %status.message(), "readiness report failed");
+            true
+        }
+    }
+}
+
+async fn deregister(shared: &Shared) {
+    let Some(address) = shared.coordinators.leader_or_first() else {
+        return;
+    };
+    let Ok(mut client) = shared.coordinators.client(&address, false) else {
+        return;
+    };
+    let request = pb::DeregisterRequest {
+        proxy_id: shared.config.proxy_id.clone(),
+    };
+    match client.deregister(request).await {
+        Ok(_) => tracing::info!("deregistered from the coordinators"),
+        Err(status) => tracing::warn!(error = %status.message(), "could not deregister; the lease will expire instead"),
+    }
+}
