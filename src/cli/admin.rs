@@ -226,7 +226,13 @@ async fn fetch_status(client: &mut AdminClient) -> anyhow::Result<ClusterStatus>
 
 /// `switchyard delete`.
 pub async fn delete(args: DeleteArgs) -> anyhow::Result<ExitCode> {
-    let keys: Vec<ResourceKey> = read_files(&args.files)?.iter().map(Resource::key).collect();
+    let mut keys: Vec<ResourceKey> = Vec::new();
+    for file in &args.files {
+        keys.extend(switchyard_kubeconfig::parse_file_keys(file).map_err(|e| anyhow::anyhow!("{e}"))?);
+    }
+    if keys.is_empty() {
+        bail!("no objects found in {}", display_files(&args.files));
+    }
     let keys_json = serde_json::to_vec(&keys)?;
     let reply = args
         .connection
