@@ -12,9 +12,25 @@
 //! server and upstream modules, which consume [`Decision`] and
 //! [`RouteTable::backends`].
 
+mod attach;
+mod backends;
+mod compile;
+mod filters;
+mod hostname;
+mod matching;
+mod precedence;
+mod rule;
+mod table;
+#[cfg(test)]
+mod testkit;
+#[cfg(test)]
+mod tests;
+
 use http::{HeaderName, HeaderValue, StatusCode};
-use std::collections::BTreeSet;
-use switchyard_proto::model::{BackendKey, ConfigSnapshot, HttpRoute, ObjectName};
+use std::collections::{BTreeSet, HashMap};
+use std::fmt;
+use switchyard_proto::model::{BackendKey, ConfigSnapshot, HttpRoute, Kind, ObjectName};
+use table::PortTable;
 
 /// Which Gateway listener port a local socket serves, from
 /// `--listener [NS/GATEWAY:]PORT=ADDR`.
@@ -31,21 +47,35 @@ pub struct ListenerKey {
 /// A problem found while compiling, for logs and status.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CompileNote {
+    /// What `route` names: `HTTPRoute` for route notes, `Gateway` for notes
+    /// about a served Gateway's listeners.
+    pub kind: Kind,
     /// The route concerned (for Gateway-level notes, the Gateway's name).
     pub route: ObjectName,
     /// What is wrong and what the router does about it.
     pub message: String,
 }
 
+impl fmt::Display for CompileNote {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}: {}", self.kind, self.route, self.message)
+    }
+}
+
 /// The compiled routing configuration: immutable, `Send + Sync`, meant to be
 /// shared in an `Arc` and swapped atomically as a whole.
 #[derive(Debug, Default)]
 pub struct RouteTable {
+    /// Per listener key: the listeners reachable through it.
+    ports: HashMap<ListenerKey, PortTable>,
     notes: Vec<CompileNote>,
     backends: BTreeSet<BackendKey>,
 }
 
 /// What to do with one request.
+// Not boxed: a decision is built once per request and consumed at once, so
+// the size difference costs a move, while a box would cost an allocation.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Decision {
     /// Send it to a backend.
@@ -88,12 +118,6 @@ pub struct HeaderEdits {
     pub remove: Vec<HeaderName>,
 }
 
-impl HeaderEdits {
-    /// Applies the edits: `set` overwrites, `add` appends to any existing
-    /// value as `old,new`, `remove` deletes.
-    pub fn apply(&self, _headers: &mut http::HeaderMap) {}
-}
-
 /// An answer the proxy gives itself.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DirectResponse {
@@ -114,24 +138,36 @@ impl RouteTable {
     /// Compiles the table from the routes the proxy serves (one generation
     /// each, chosen by the caller) and the rest of `snapshot`
     /// (`snapshot.routes` is ignored).
-    pub fn compile(_snapshot: &ConfigSnapshot, _routes: &[HttpRoute]) -> RouteTable {
-        RouteTable::default()
+    pub fn compile(snapshot: &ConfigSnapshot, routes: &[HttpRoute]) -> RouteTable {
+        compile::compile(snapshot, routes)
     }
 
     /// Decides what to do with one request arriving on `listener`. `random`
     /// is a uniformly random number used for weighted backend choice and
     /// mirror percentages.
+    ///
+    /// The weighted choice takes `random % total_weight`; mirror shares
+    /// compare the high 32 bits of `random` with the share, so the two
+    /// decisions are independent.
     pub fn route(
         &self,
         listener: &ListenerKey,
-        _req: &http::request::Parts,
-        _random: u64,
+        req: &http::request::Parts,
+        random: u64,
     ) -> Decision {
-        Decision::Respond(DirectResponse {
-            status: StatusCode::NOT_FOUND,
-            headers: Vec::new(),
-            reason: format!("no route serves port {}", listener.port),
-        })
+        match self.ports.get(listener) {
+            Some(table) => table.route(listener.port, req, random),
+            None => table::not_found(match &listener.gateway {
+                Some(g) => format!(
+                    "Gateway {g} has no served HTTP listener on port {}",
+                    listener.port
+                ),
+                None => format!(
+                    "no served Gateway has an HTTP listener on port {}",
+                    listener.port
+                ),
+            }),
+        }
     }
 
     /// Every backend a served rule can send traffic or mirrors to.

@@ -1,0 +1,176 @@
+//! The compiled lookup structure and the per-request walk through it:
+//! listener key → port table → listener chosen by hostname → route
+//! candidates bucketed by hostname and sorted by precedence.
+//!
+//! It owns the layout and the order of the walk. Hostname precedence is the
+//! bucket order (exact host, then wildcards longest first, then routes
+//! without hostnames); match precedence is the order inside a bucket. It
+//! does not evaluate matches or filters itself (see `matching`, `rule`).
+
+use super::filters::RequestView;
+use super::hostname::{HostPattern, request_host, wildcard_suffixes};
+use super::precedence::PrecedenceKey;
+use super::rule::CompiledRule;
+use super::{Decision, DirectResponse};
+use http::StatusCode;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// Values stored by hostname pattern, looked up by a request host.
+#[derive(Debug)]
+pub(crate) struct HostBuckets<T> {
+    exact: HashMap<String, T>,
+    /// Keyed by suffix (`.example.com` for `*.example.com`).
+    wildcard: HashMap<String, T>,
+    any: Option<T>,
+}
+
+impl<T> Default for HostBuckets<T> {
+    fn default() -> Self {
+        HostBuckets {
+            exact: HashMap::new(),
+            wildcard: HashMap::new(),
+            any: None,
+        }
+    }
+}
+
+impl<T: Default> HostBuckets<T> {
+    /// The slot for `pattern` (`None`: every host), created empty if new.
+    pub(crate) fn slot(&mut self, pattern: Option<&HostPattern>) -> &mut T {
+        match pattern {
+            Some(HostPattern::Exact(h)) => self.exact.entry(h.clone()).or_default(),
+            Some(HostPattern::Wildcard(s)) => self.wildcard.entry(s.clone()).or_default(),
+            None => self.any.get_or_insert_with(T::default),
+        }
+    }
+}
+
+impl<T> HostBuckets<T> {
+    /// Every slot whose pattern matches `host`, most specific first: the
+    /// exact host, wildcards by decreasing suffix length, then "any".
+    pub(crate) fn matching<'s>(&'s self, host: &'s str) -> impl Iterator<Item = &'s T> + 's {
+        let exact = self.exact.get(host);
+        let wild = wildcard_suffixes(host).filter_map(|s| self.wildcard.get(s));
+        exact.into_iter().chain(wild).chain(self.any.as_ref())
+    }
+
+    fn values_mut(&mut self) -> impl Iterator<Item = &mut T> {
+        self.exact
+            .values_mut()
+            .chain(self.wildcard.values_mut())
+            .chain(self.any.as_mut())
+    }
+}
+
+/// One match of one rule, as a candidate for a request.
+#[derive(Debug, Clone)]
+pub(crate) struct Candidate {
+    pub(crate) rule: Arc<CompiledRule>,
+    pub(crate) match_index: usize,
+}
+
+/// Candidates with their precedence keys, while building.
+pub(crate) type Pending = Vec<(PrecedenceKey, Candidate)>;
+
+/// The routes of one listener (or of listeners sharing a hostname across
+/// Gateways), by route hostname.
+#[derive(Debug, Default)]
+pub(crate) struct ListenerTable {
+    pub(crate) routes: HostBuckets<Vec<Candidate>>,
+    pending: HostBuckets<Pending>,
+}
+
+impl ListenerTable {
+    /// Adds a candidate under a route hostname (`None`: every host).
+    pub(crate) fn add(&mut self, host: Option<&HostPattern>, key: PrecedenceKey, c: Candidate) {
+        self.pending.slot(host).push((key, c));
+    }
+
+    /// Sorts every bucket by precedence and drops duplicates (a route
+    /// reached through two Gateways that merge here).
+    pub(crate) fn finish(&mut self) {
+        let pending = std::mem::take(&mut self.pending);
+        let sorted = |mut v: Pending| {
+            v.sort_by(|a, b| a.0.cmp(&b.0));
+            v.dedup_by(|a, b| a.0 == b.0);
+            v.into_iter().map(|(_, c)| c).collect::<Vec<_>>()
+        };
+        self.routes = HostBuckets {
+            exact: pending
+                .exact
+                .into_iter()
+                .map(|(k, v)| (k, sorted(v)))
+                .collect(),
+            wildcard: pending
+                .wildcard
+                .into_iter()
+                .map(|(k, v)| (k, sorted(v)))
+                .collect(),
+            any: pending.any.map(sorted),
+        };
+    }
+}
+
+/// Every listener reachable through one [`super::ListenerKey`], by listener
+/// hostname.
+#[derive(Debug, Default)]
+pub(crate) struct PortTable {
+    pub(crate) listeners: HostBuckets<ListenerTable>,
+}
+
+impl PortTable {
+    /// Finishes every listener table.
+    pub(crate) fn finish(&mut self) {
+        self.listeners.values_mut().for_each(ListenerTable::finish);
+    }
+
+    /// Routes one request that arrived through this port table.
+    pub(crate) fn route(
+        &self,
+        listener_port: u16,
+        req: &http::request::Parts,
+        random: u64,
+    ) -> Decision {
+        let host = request_host(req);
+        // Listener choice is strict: the most specific listener hostname
+        // takes the request even if none of its routes matches.
+        let Some(listener) = self.listeners.matching(&host).next() else {
+            return not_found(format!(
+                "no listener on port {listener_port} accepts host {host:?}"
+            ));
+        };
+        for bucket in listener.routes.matching(&host) {
+            for c in bucket {
+                if c.rule
+                    .matches
+                    .get(c.match_index)
+                    .is_some_and(|m| m.matches(req))
+                {
+                    let view = RequestView {
+                        host: &host,
+                        path: req.uri.path(),
+                        query: req.uri.query(),
+                        prefix: None,
+                        listener_port,
+                    };
+                    tracing::debug!(route = %c.rule.route, rule = c.rule.rule_index, "route matched");
+                    return c.rule.decide(c.match_index, &view, random);
+                }
+            }
+        }
+        not_found(format!(
+            "no route matched host {host:?} path {:?}",
+            req.uri.path()
+        ))
+    }
+}
+
+/// A 404 with a reason.
+pub(crate) fn not_found(reason: String) -> Decision {
+    Decision::Respond(DirectResponse {
+        status: StatusCode::NOT_FOUND,
+        headers: Vec::new(),
+        reason,
+    })
+}
