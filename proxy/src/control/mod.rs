@@ -274,17 +274,12 @@ fn set_reported(shared: &Shared, guard: &ApplyGuard, warming: BTreeSet<BackendKe
 /// aborted; registers again whenever the leader no longer knows us.
 async fn membership(shared: Arc<Shared>) {
     let mut readiness = shared.dataplane.readiness_changes();
-    let mut interval = Duration::from_secs(1);
     'register: loop {
-        match register(&shared).await {
-            Some(reply) => {
-                interval = Duration::from_millis(reply.heartbeat_interval_ms.max(50));
-            }
-            None => {
-                tokio::time::sleep(shared.config.reconnect_backoff).await;
-                continue 'register;
-            }
-        }
+        let Some(reply) = register(&shared).await else {
+            tokio::time::sleep(shared.config.reconnect_backoff).await;
+            continue 'register;
+        };
+        let interval = Duration::from_millis(reply.heartbeat_interval_ms.max(50));
         loop {
             // Evidence first: a new leader learns readiness as soon as it
             // hears from us, then the heartbeat renews the lease.
