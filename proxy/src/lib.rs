@@ -1,1 +1,37 @@
-//! placeholder
+//! switchyard's proxy: the hyper data plane that serves Gateway API
+//! HTTPRoutes, warms backends before routes point at them, and drains
+//! without dropping a request.
+//!
+//! # Layout
+//!
+//! - [`router`]: pure Gateway API routing (route table compile + per-request
+//!   decision). No IO.
+//! - [`dataplane`]: [`DataPlane`], the one object the control plane and
+//!   `main` hold: install a [`ServingConfig`], keep backends warm, report
+//!   readiness, serve listeners.
+//! - [`server`]: downstream side — listeners, connections (HTTP/1.1 and
+//!   HTTP/2 prior knowledge), graceful drain, the per-request stack.
+//! - [`upstream`]: backends — endpoint discovery from the snapshot,
+//!   per-endpoint keep-alive pools, power-of-two-choices balancing, passive
+//!   outlier ejection, active health checks, forwarding with safe retries,
+//!   request mirrors.
+//! - [`admin`]: `/metrics` and `/ready`.
+//! - [`metrics`], [`settings`], [`error`], [`body`]: shared pieces.
+//!
+//! The control-plane client (watching coordinators, reporting readiness)
+//! lives elsewhere and only calls [`DataPlane`]'s public methods.
+
+pub mod admin;
+pub mod body;
+pub mod control;
+pub mod dataplane;
+pub mod error;
+pub mod metrics;
+pub mod router;
+pub mod server;
+pub mod settings;
+pub mod upstream;
+
+pub use dataplane::{BackendReadiness, DataPlane, ServingConfig};
+pub use server::{BoundListener, bind_reuseport};
+pub use settings::{DataPlaneSettings, HealthSettings, OutlierSettings};

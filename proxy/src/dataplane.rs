@@ -1,0 +1,191 @@
+//! [`DataPlane`]: the proxy's one stateful object. The control plane (or a
+//! test) installs configurations and warming sets and reads readiness;
+//! `serve` runs the listeners.
+//!
+//! Hot path: the route table and the backends it routes to are one
+//! immutable [`Served`] snapshot behind `arc-swap`, so a request sees a
+//! table and backends that belong together, without locks. Control path:
+//! `install` and `set_warming` serialise on a mutex, bring backends in
+//! *before* the new table is visible, and retire backends that left
+//! *after*.
+//!
+//! Not here: talking to coordinators (the control module), routing rules
+//! (the router), connection handling (the server).
+
+use crate::metrics::Metrics;
+use crate::router::RouteTable;
+use crate::server::{self, BoundListener};
+use crate::settings::DataPlaneSettings;
+use crate::upstream::mirror::MirrorLimiter;
+use crate::upstream::{Backend, Context, Upstreams};
+use arc_swap::ArcSwapOption;
+use prometheus_client::registry::Registry;
+use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
+use std::io;
+use std::sync::{Arc, Mutex, PoisonError};
+use switchyard_proto::model::{BackendKey, ConfigSnapshot, HttpRoute};
+use tokio::sync::watch;
+use tracing::{debug, info};
+
+pub use crate::upstream::BackendReadiness;
+
+/// What the proxy serves: the latest snapshot plus the one HTTPRoute
+/// generation per route the control plane chose (routes whose backends the
+/// proxy has warmed). `snapshot.routes` is not read.
+#[derive(Debug, Clone)]
+pub struct ServingConfig {
+    /// Gateways, Services, EndpointSlices, grants, namespaces.
+    pub snapshot: Arc<ConfigSnapshot>,
+    /// The route specs to serve.
+    pub routes: Vec<HttpRoute>,
+}
+
+/// One installed configuration as the hot path sees it.
+#[derive(Debug)]
+pub(crate) struct Served {
+    /// Compiled routes.
+    pub table: RouteTable,
+    /// Every backend `table` can send traffic or mirrors to.
+    pub backends: BTreeMap<BackendKey, Arc<Backend>>,
+}
+
+#[derive(Debug, Default)]
+struct ControlState {
+    snapshot: Option<Arc<ConfigSnapshot>>,
+    served: BTreeSet<BackendKey>,
+    warming: BTreeSet<BackendKey>,
+}
+
+/// The data plane. Create with [`DataPlane::new`], feed with
+/// [`DataPlane::install`], run with [`DataPlane::serve`].
+#[derive(Debug)]
+pub struct DataPlane {
+    ctx: Arc<Context>,
+    upstreams: Upstreams,
+    served: ArcSwapOption<Served>,
+    control: Mutex<ControlState>,
+    mirrors: MirrorLimiter,
+}
+
+impl DataPlane {
+    /// Creates a data plane with no configuration (it answers 503 until
+    /// the first [`install`](Self::install)) and registers its metrics.
+    /// Background tasks run on the current Tokio runtime if there is one,
+    /// else on whichever runtime later calls `install`.
+    pub fn new(settings: DataPlaneSettings, registry: &mut Registry) -> Arc<DataPlane> {
+        let metrics = Arc::new(Metrics::register(registry));
+        let mirrors = MirrorLimiter::new(settings.max_mirrors_in_flight);
+        let runtime = tokio::runtime::Handle::try_current().ok();
+        let ctx = Arc::new(Context::new(settings, metrics, runtime));
+        Arc::new(DataPlane {
+            upstreams: Upstreams::new(Arc::clone(&ctx)),
+            ctx,
+            served: ArcSwapOption::empty(),
+            control: Mutex::new(ControlState::default()),
+            mirrors,
+        })
+    }
+
+    /// Compiles `config`, brings its backends (and the warming ones) up to
+    /// date, swaps the route table atomically, then retires backends that
+    /// are neither served nor warming (they drain).
+    pub fn install(&self, config: ServingConfig) {
+        let table = RouteTable::compile(&config.snapshot, &config.routes);
+        for note in table.notes() {
+            debug!(route = %note.route, note = %note.message, "route compile note");
+        }
+        let version = config.snapshot.version;
+        let served_keys = table.backends();
+        let mut control = self.control.lock().unwrap_or_else(PoisonError::into_inner);
+        let wanted: BTreeSet<BackendKey> = served_keys.union(&control.warming).cloned().collect();
+        let retired = self.upstreams.sync(&config.snapshot, &wanted);
+        let backends = self.upstreams.lookup(&served_keys);
+        self.served
+            .store(Some(Arc::new(Served { table, backends })));
+        control.snapshot = Some(config.snapshot);
+        control.served = served_keys;
+        retired.retire();
+        drop(control);
+        self.ctx
+            .metrics
+            .config_version
+            .set(i64::try_from(version).unwrap_or(i64::MAX));
+        info!(
+            version,
+            routes = config.routes.len(),
+            "configuration installed"
+        );
+    }
+
+    /// Backends to keep warm besides the served ones (pending
+    /// transitions): pools and health checks run for them. Takes effect
+    /// with the latest installed snapshot; before the first `install`, it
+    /// is remembered for it.
+    pub fn set_warming(&self, backends: BTreeSet<BackendKey>) {
+        let mut control = self.control.lock().unwrap_or_else(PoisonError::into_inner);
+        control.warming = backends;
+        let Some(snapshot) = control.snapshot.clone() else {
+            return;
+        };
+        let wanted: BTreeSet<BackendKey> =
+            control.served.union(&control.warming).cloned().collect();
+        // Served backends are in `wanted`, so the served table's backends
+        // stay the same objects; only warming ones come and go.
+        self.upstreams.sync(&snapshot, &wanted).retire();
+    }
+
+    /// Readiness of one backend (served or warming) through the real data
+    /// path; `None` when the backend is neither.
+    pub fn readiness(&self, backend: &BackendKey) -> Option<BackendReadiness> {
+        self.upstreams.readiness(backend)
+    }
+
+    /// Readiness of every backend served or warming.
+    pub fn readiness_all(&self) -> Vec<(BackendKey, BackendReadiness)> {
+        self.upstreams.readiness_all()
+    }
+
+    /// Changes whenever any backend's readiness changes.
+    pub fn readiness_changes(&self) -> watch::Receiver<u64> {
+        self.ctx.readiness_changes()
+    }
+
+    /// Whether a configuration has been installed.
+    pub fn has_config(&self) -> bool {
+        self.served.load().is_some()
+    }
+
+    /// Serves until `shutdown` resolves, then drains gracefully: stop
+    /// accepting, finish in-flight requests, close HTTP/1.1 keep-alive
+    /// connections between requests (`Connection: close` on their last
+    /// response) and HTTP/2 ones with GOAWAY; returns when all are closed
+    /// (or the drain timeout passed).
+    pub async fn serve(
+        self: Arc<Self>,
+        listeners: Vec<BoundListener>,
+        shutdown: impl Future<Output = ()>,
+    ) -> io::Result<()> {
+        server::serve(self, listeners, shutdown).await
+    }
+
+    pub(crate) fn served(&self) -> Option<Arc<Served>> {
+        self.served.load_full()
+    }
+
+    pub(crate) fn settings(&self) -> &DataPlaneSettings {
+        &self.ctx.settings
+    }
+
+    pub(crate) fn metrics(&self) -> &Metrics {
+        &self.ctx.metrics
+    }
+
+    pub(crate) fn metrics_arc(&self) -> &Arc<Metrics> {
+        &self.ctx.metrics
+    }
+
+    pub(crate) fn mirror_limiter(&self) -> &MirrorLimiter {
+        &self.mirrors
+    }
+}

@@ -1,0 +1,190 @@
+//! Errors the data plane answers requests with, each knowing who is to blame
+//! (pingora-style), whether a retry would be safe, and which HTTP status it
+//! becomes. The conversion to a response happens in one place:
+//! [`ProxyError::status`] plus [`ProxyError::reason`], used by the server.
+//!
+//! Not here: routing outcomes (404, 500 for invalid backends, redirects),
+//! which are the router's direct responses, not errors.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+use switchyard_proto::model::BackendKey;
+
+/// Who caused a failed request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Blame {
+    /// The backend: refused, reset, too slow, or no healthy endpoint.
+    Upstream,
+    /// The client: broke its request body off, sent garbage.
+    Downstream,
+    /// The proxy itself: not configured yet, inconsistent state.
+    Internal,
+}
+
+impl Blame {
+    /// Lower-case name for metrics and logs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Blame::Upstream => "upstream",
+            Blame::Downstream => "downstream",
+            Blame::Internal => "internal",
+        }
+    }
+}
+
+/// Why a connection to an upstream endpoint could not be made. Always
+/// happens before any byte of the request is sent, so retrying elsewhere is
+/// safe.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    /// TCP connect took longer than the connect timeout.
+    #[error("connect timed out after {0:?}")]
+    Timeout(Duration),
+    /// TCP connect failed.
+    #[error("connect failed: {0}")]
+    Io(#[from] std::io::Error),
+    /// The HTTP/1 handshake failed, or a pooled connection turned out closed.
+    #[error("connection unusable: {0}")]
+    Http(#[from] hyper::Error),
+}
+
+/// A request the proxy could not complete.
+#[derive(Debug, thiserror::Error)]
+pub enum ProxyError {
+    /// No [`crate::ServingConfig`] has been installed yet.
+    #[error("no configuration received yet")]
+    NoConfig,
+    /// The route table names a backend the data plane does not track; a
+    /// bug in keeping the two in step.
+    #[error("backend {backend} is not tracked by the data plane")]
+    BackendUnknown {
+        /// The backend.
+        backend: BackendKey,
+    },
+    /// Every endpoint of the backend is unknown, failing its health check,
+    /// or already tried.
+    #[error("backend {backend} has no ready endpoint")]
+    NoReadyEndpoint {
+        /// The backend.
+        backend: BackendKey,
+    },
+    /// Connecting to the chosen endpoint failed (and no other endpoint was
+    /// left to retry on).
+    #[error("connecting to {endpoint} of {backend} failed: {source}")]
+    Connect {
+        /// The backend.
+        backend: BackendKey,
+        /// The endpoint.
+        endpoint: SocketAddr,
+        /// What went wrong.
+        #[source]
+        source: ConnectError,
+    },
+    /// The upstream connection failed after the request was (partly) sent:
+    /// reset, closed, malformed response. Not safe to retry.
+    #[error("upstream {endpoint} of {backend} failed: {source}")]
+    Upstream {
+        /// The backend.
+        backend: BackendKey,
+        /// The endpoint.
+        endpoint: SocketAddr,
+        /// What hyper reported.
+        #[source]
+        source: hyper::Error,
+    },
+    /// No response head within the request timeout.
+    #[error("upstream {endpoint} of {backend} sent no response within {timeout:?}")]
+    Timeout {
+        /// The backend.
+        backend: BackendKey,
+        /// The endpoint.
+        endpoint: SocketAddr,
+        /// The timeout that passed.
+        timeout: Duration,
+    },
+    /// The client's request body failed while it was being forwarded.
+    #[error("client request body failed while forwarding to {backend}: {source}")]
+    DownstreamBody {
+        /// The backend.
+        backend: BackendKey,
+        /// What hyper reported.
+        #[source]
+        source: hyper::Error,
+    },
+}
+
+impl ProxyError {
+    /// Who is to blame.
+    pub fn blame(&self) -> Blame {
+        match self {
+            ProxyError::NoConfig | ProxyError::BackendUnknown { .. } => Blame::Internal,
+            ProxyError::NoReadyEndpoint { .. }
+            | ProxyError::Connect { .. }
+            | ProxyError::Upstream { .. }
+            | ProxyError::Timeout { .. } => Blame::Upstream,
+            ProxyError::DownstreamBody { .. } => Blame::Downstream,
+        }
+    }
+
+    /// Whether sending the same request again (elsewhere) is safe: only when
+    /// nothing of it reached an upstream.
+    pub fn retry_safe(&self) -> bool {
+        matches!(
+            self,
+            ProxyError::NoConfig
+                | ProxyError::BackendUnknown { .. }
+                | ProxyError::NoReadyEndpoint { .. }
+                | ProxyError::Connect { .. }
+        )
+    }
+
+    /// Short kind for metrics.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ProxyError::NoConfig => "no_config",
+            ProxyError::BackendUnknown { .. } => "backend_unknown",
+            ProxyError::NoReadyEndpoint { .. } => "no_ready_endpoint",
+            ProxyError::Connect { .. } => "connect",
+            ProxyError::Upstream { .. } => "upstream",
+            ProxyError::Timeout { .. } => "timeout",
+            ProxyError::DownstreamBody { .. } => "downstream_body",
+        }
+    }
+
+    /// The status the client gets.
+    pub fn status(&self) -> http::StatusCode {
+        use http::StatusCode as S;
+        match self {
+            ProxyError::NoConfig
+            | ProxyError::BackendUnknown { .. }
+            | ProxyError::NoReadyEndpoint { .. } => S::SERVICE_UNAVAILABLE,
+            ProxyError::Connect { .. } | ProxyError::Upstream { .. } => S::BAD_GATEWAY,
+            ProxyError::Timeout { .. } => S::GATEWAY_TIMEOUT,
+            ProxyError::DownstreamBody { .. } => S::BAD_REQUEST,
+        }
+    }
+
+    /// The `x-switchyard-reason` the client gets: names the backend but not
+    /// endpoint addresses, which are internal.
+    pub fn reason(&self) -> String {
+        match self {
+            ProxyError::NoConfig => "no configuration received yet".to_owned(),
+            ProxyError::BackendUnknown { backend } => {
+                format!("backend {backend} is not warmed by this proxy")
+            }
+            ProxyError::NoReadyEndpoint { backend } => {
+                format!("backend {backend} has no ready endpoint")
+            }
+            ProxyError::Connect { backend, .. } => {
+                format!("could not connect to backend {backend}")
+            }
+            ProxyError::Upstream { backend, .. } => {
+                format!("backend {backend} broke the connection")
+            }
+            ProxyError::Timeout {
+                backend, timeout, ..
+            } => format!("backend {backend} did not answer within {timeout:?}"),
+            ProxyError::DownstreamBody { .. } => "request body from client failed".to_owned(),
+        }
+    }
+}

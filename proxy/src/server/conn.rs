@@ -1,0 +1,137 @@
+//! One client connection: HTTP/1.1 or HTTP/2 (prior knowledge) through
+//! hyper-util's auto builder, a first-request watchdog, and the drain
+//! protocol.
+//!
+//! Drain, per connection:
+//! - HTTP/2: GOAWAY at once (hyper's graceful shutdown); streams in flight
+//!   finish, the client opens new ones elsewhere.
+//! - HTTP/1.1: nothing is cut. Every response from now on carries
+//!   `Connection: close` (the request stack adds it), so a busy client
+//!   learns to reconnect between requests. A connection that stays idle for
+//!   the drain grace period is closed then; closing it at once would race a
+//!   request the client may already have on the wire.
+//!
+//! Not here: accepting connections and waiting for all of them
+//! ([`super::serve`]), what a request does ([`super::service`]).
+
+use super::service::{self, ConnShared};
+use crate::dataplane::DataPlane;
+use crate::router::ListenerKey;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto::Builder;
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, watch};
+use tokio::time::{Instant, sleep, sleep_until};
+use tracing::debug;
+
+/// Signals one `serve` call shares with its connections.
+#[derive(Debug, Clone)]
+pub(crate) struct Signals {
+    /// Read per response by the request stack.
+    pub draining: Arc<AtomicBool>,
+    /// Turns true when the drain starts.
+    pub drain: watch::Receiver<bool>,
+    /// Turns true when the drain timeout passed: close now.
+    pub force: watch::Receiver<bool>,
+    /// Held until the connection ends; `serve` waits for all of them.
+    pub alive: mpsc::Sender<()>,
+}
+
+/// Serves one accepted connection to completion.
+pub(crate) async fn serve_connection(
+    dp: Arc<DataPlane>,
+    builder: Arc<Builder<TokioExecutor>>,
+    stream: TcpStream,
+    listener: Arc<ListenerKey>,
+    signals: Signals,
+) {
+    let Signals {
+        draining,
+        mut drain,
+        mut force,
+        alive,
+    } = signals;
+    let _alive = alive;
+    let _ = stream.set_nodelay(true);
+    let shared = Arc::new(ConnShared {
+        listener,
+        draining,
+        saw_h2: AtomicBool::new(false),
+        saw_request: AtomicBool::new(false),
+    });
+    let metrics = Arc::clone(dp.metrics_arc());
+    metrics.downstream_connections.inc();
+
+    let svc_dp = Arc::clone(&dp);
+    let svc_shared = Arc::clone(&shared);
+    let svc = hyper::service::service_fn(move |req| {
+        let dp = Arc::clone(&svc_dp);
+        let shared = Arc::clone(&svc_shared);
+        async move { Ok::<_, Infallible>(service::handle(dp, shared, req).await) }
+    });
+    let conn = builder.serve_connection(TokioIo::new(stream), svc);
+    tokio::pin!(conn);
+
+    let settings = dp.settings();
+    // hyper's header read timeout starts only once it knows the protocol;
+    // a client that connects and stays silent would otherwise hold the
+    // connection forever.
+    let watchdog = sleep(settings.header_read_timeout);
+    tokio::pin!(watchdog);
+    let mut watching = true;
+    let grace = sleep_until(Instant::now() + settings.drain_timeout);
+    tokio::pin!(grace);
+    let mut draining = false;
+    let mut shut_down = false;
+    let mut force_closed = false;
+    if *drain.borrow() {
+        // Accepted from the backlog after the drain began.
+        draining = true;
+        grace
+            .as_mut()
+            .reset(Instant::now() + settings.drain_idle_grace);
+    }
+
+    loop {
+        tokio::select! {
+            result = conn.as_mut() => {
+                if let Err(error) = result {
+                    debug!(%error, "client connection ended with an error");
+                }
+                break;
+            }
+            _ = &mut watchdog, if watching => {
+                watching = false;
+                if !shared.saw_request.load(Ordering::Relaxed) {
+                    debug!("closing client connection: no request within the header read timeout");
+                    break;
+                }
+            }
+            _ = drain.changed(), if !draining => {
+                draining = true;
+                if shared.saw_h2.load(Ordering::Relaxed) {
+                    conn.as_mut().graceful_shutdown();
+                    shut_down = true;
+                } else {
+                    grace.as_mut().reset(Instant::now() + settings.drain_idle_grace);
+                }
+            }
+            _ = &mut grace, if draining && !shut_down => {
+                // Requests in flight still finish; idle connections close.
+                conn.as_mut().graceful_shutdown();
+                shut_down = true;
+            }
+            _ = force.changed(), if !force_closed => {
+                force_closed = true;
+                if *force.borrow() {
+                    debug!("closing client connection: drain timeout passed");
+                    break;
+                }
+            }
+        }
+    }
+    metrics.downstream_connections.dec();
+}

@@ -1,0 +1,145 @@
+//! Header hygiene between the client and upstream connections: hop-by-hop
+//! headers, Host for HTTP/2 requests, cookies split by HTTP/2, and the
+//! `x-switchyard-reason` value.
+//!
+//! Route filters (set/add/remove) are not here: the router compiles them
+//! into `HeaderEdits`.
+
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::request;
+
+/// Name of the header that says why the proxy answered itself.
+pub const REASON_HEADER: HeaderName = HeaderName::from_static("x-switchyard-reason");
+
+/// Headers that describe one connection, never the message (RFC 9110
+/// §7.6.1), plus the legacy `proxy-connection` and `keep-alive`.
+const HOP_BY_HOP: [HeaderName; 7] = [
+    header::CONNECTION,
+    HeaderName::from_static("keep-alive"),
+    HeaderName::from_static("proxy-connection"),
+    header::TE,
+    header::TRAILER,
+    header::TRANSFER_ENCODING,
+    header::UPGRADE,
+];
+
+/// Removes hop-by-hop headers, including every header the `Connection`
+/// header names.
+pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    let named: Vec<HeaderName> = headers
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|token| HeaderName::from_bytes(token.trim().as_bytes()).ok())
+        .collect();
+    for name in named {
+        headers.remove(name);
+    }
+    for name in HOP_BY_HOP {
+        headers.remove(name);
+    }
+}
+
+/// HTTP/2 (and absolute-form HTTP/1) requests carry the host in the URI;
+/// give them a Host header so routing and the upstream HTTP/1 request see
+/// it the same way as for ordinary HTTP/1.1.
+pub fn normalize_host(parts: &mut request::Parts) {
+    if parts.headers.contains_key(header::HOST) {
+        return;
+    }
+    if let Some(value) = parts
+        .uri
+        .authority()
+        .and_then(|a| HeaderValue::from_str(a.as_str()).ok())
+    {
+        parts.headers.insert(header::HOST, value);
+    }
+}
+
+/// HTTP/2 clients may split `cookie` into several fields; HTTP/1.1 allows
+/// only one, joined with `; ` (RFC 9113 §8.2.3).
+pub fn join_cookies(headers: &mut HeaderMap) {
+    let values: Vec<HeaderValue> = headers.get_all(header::COOKIE).iter().cloned().collect();
+    if values.len() < 2 {
+        return;
+    }
+    let mut joined = Vec::new();
+    for (i, v) in values.iter().enumerate() {
+        if i > 0 {
+            joined.extend_from_slice(b"; ");
+        }
+        joined.extend_from_slice(v.as_bytes());
+    }
+    if let Ok(value) = HeaderValue::from_bytes(&joined) {
+        headers.insert(header::COOKIE, value);
+    }
+}
+
+/// `reason` as a header value; characters a header cannot carry become `?`.
+pub fn reason_value(reason: &str) -> HeaderValue {
+    HeaderValue::from_str(reason).unwrap_or_else(|_| {
+        let cleaned: String = reason
+            .chars()
+            .map(|c| {
+                if c == ' ' || c.is_ascii_graphic() {
+                    c
+                } else {
+                    '?'
+                }
+            })
+            .collect();
+        HeaderValue::from_str(&cleaned).unwrap_or(HeaderValue::from_static("unprintable reason"))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strips_hop_by_hop_and_connection_named() {
+        let mut h = HeaderMap::new();
+        h.insert(header::CONNECTION, "keep-alive, X-Secret".parse().unwrap());
+        h.insert("x-secret", "1".parse().unwrap());
+        h.insert("keep-alive", "timeout=5".parse().unwrap());
+        h.insert(header::TRANSFER_ENCODING, "chunked".parse().unwrap());
+        h.insert("x-echo-set-header", "A:b".parse().unwrap());
+        strip_hop_by_hop(&mut h);
+        assert_eq!(h.len(), 1);
+        assert_eq!(h["x-echo-set-header"], "A:b");
+    }
+
+    #[test]
+    fn host_from_authority_only_when_missing() {
+        let (mut parts, ()) = http::Request::get("http://example.com:8080/x")
+            .body(())
+            .unwrap()
+            .into_parts();
+        normalize_host(&mut parts);
+        assert_eq!(parts.headers[header::HOST], "example.com:8080");
+        let (mut parts, ()) = http::Request::get("http://a/x")
+            .header(header::HOST, "b")
+            .body(())
+            .unwrap()
+            .into_parts();
+        normalize_host(&mut parts);
+        assert_eq!(parts.headers[header::HOST], "b");
+    }
+
+    #[test]
+    fn cookies_joined() {
+        let mut h = HeaderMap::new();
+        h.append(header::COOKIE, "a=1".parse().unwrap());
+        h.append(header::COOKIE, "b=2".parse().unwrap());
+        join_cookies(&mut h);
+        assert_eq!(h.get_all(header::COOKIE).iter().count(), 1);
+        assert_eq!(h[header::COOKIE], "a=1; b=2");
+    }
+
+    #[test]
+    fn reason_values_are_always_valid() {
+        assert_eq!(reason_value("no route"), "no route");
+        assert_eq!(reason_value("bad\nline"), "bad?line");
+    }
+}

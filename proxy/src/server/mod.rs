@@ -1,0 +1,209 @@
+//! The downstream side: listeners, connections, graceful drain.
+//!
+//! [`serve`] accepts on every [`BoundListener`] until `shutdown` resolves,
+//! then drains: it stops accepting (taking what the kernel already queued,
+//! because closing a listening socket resets connections still in its
+//! queue), lets every connection finish per [`conn`]'s protocol, and
+//! returns when all are closed or the drain timeout passed.
+//!
+//! [`bind_reuseport`] lets a replacement process bind the same address
+//! while the old one still serves: both accept until the old one drains.
+//!
+//! Not here: what a request does ([`service`]), upstream connections.
+
+mod conn;
+pub mod headers;
+pub(crate) mod service;
+
+use crate::dataplane::DataPlane;
+use crate::router::ListenerKey;
+use crate::settings::DataPlaneSettings;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
+use hyper_util::server::conn::auto::Builder;
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+use tokio::net::{TcpListener, TcpSocket, TcpStream};
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinSet;
+use tracing::{debug, info, warn};
+
+/// A bound socket and the Gateway listener it serves.
+#[derive(Debug)]
+pub struct BoundListener {
+    /// Name for logs (e.g. the `--listener` flag value).
+    pub name: String,
+    /// The Gateway listener requests on this socket are routed as.
+    pub key: ListenerKey,
+    /// The socket.
+    pub listener: TcpListener,
+}
+
+/// Binds `addr` with `SO_REUSEADDR` and `SO_REUSEPORT`, so a replacement
+/// process can bind the same address and both accept until this one
+/// drains. Must be called inside a Tokio runtime.
+pub fn bind_reuseport(addr: SocketAddr) -> io::Result<TcpListener> {
+    let socket = if addr.is_ipv4() {
+        TcpSocket::new_v4()?
+    } else {
+        TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    #[cfg(unix)]
+    socket.set_reuseport(true)?;
+    socket.bind(addr)?;
+    socket.listen(1024)
+}
+
+fn http_builder(settings: &DataPlaneSettings) -> Builder<TokioExecutor> {
+    let mut builder = Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .keep_alive(true)
+        .header_read_timeout(settings.header_read_timeout)
+        // hyper answers 431 when a request head outgrows the read buffer;
+        // it refuses buffers below 8 KiB.
+        .max_buf_size(settings.max_header_bytes.max(8192));
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .max_header_list_size(u32::try_from(settings.max_header_bytes).unwrap_or(u32::MAX));
+    builder
+}
+
+/// State one `serve` call shares with its accept loops.
+struct Accepting {
+    dp: Arc<DataPlane>,
+    builder: Arc<Builder<TokioExecutor>>,
+    draining: Arc<AtomicBool>,
+    drain: watch::Receiver<bool>,
+    force: watch::Receiver<bool>,
+    alive: mpsc::Sender<()>,
+}
+
+impl Accepting {
+    fn spawn_connection(&self, stream: TcpStream, listener: &Arc<ListenerKey>) {
+        let signals = conn::Signals {
+            draining: Arc::clone(&self.draining),
+            drain: self.drain.clone(),
+            force: self.force.clone(),
+            alive: self.alive.clone(),
+        };
+        tokio::spawn(conn::serve_connection(
+            Arc::clone(&self.dp),
+            Arc::clone(&self.builder),
+            stream,
+            Arc::clone(listener),
+            signals,
+        ));
+    }
+}
+
+/// Serves `listeners` until `shutdown` resolves, then drains (see the
+/// module docs). Returns once every connection closed.
+pub async fn serve(
+    dp: Arc<DataPlane>,
+    listeners: Vec<BoundListener>,
+    shutdown: impl Future<Output = ()>,
+) -> io::Result<()> {
+    let settings = dp.settings().clone();
+    let (drain_tx, drain_rx) = watch::channel(false);
+    let (force_tx, force_rx) = watch::channel(false);
+    let (alive_tx, mut alive_rx) = mpsc::channel::<()>(1);
+    let accepting = Arc::new(Accepting {
+        dp: Arc::clone(&dp),
+        builder: Arc::new(http_builder(&settings)),
+        draining: Arc::new(AtomicBool::new(false)),
+        drain: drain_rx,
+        force: force_rx,
+        alive: alive_tx,
+    });
+    let mut loops = JoinSet::new();
+    for bound in listeners {
+        loops.spawn(accept_loop(Arc::clone(&accepting), bound));
+    }
+
+    shutdown.await;
+    info!("draining: no new connections, finishing requests in flight");
+    accepting.draining.store(true, Ordering::Relaxed);
+    let _ = drain_tx.send(true);
+    let mut result = Ok(());
+    while let Some(joined) = loops.join_next().await {
+        match joined {
+            Ok(Ok(())) => {}
+            Ok(Err(error)) => result = Err(error),
+            Err(error) => warn!(%error, "accept loop panicked"),
+        }
+    }
+    // Only connections hold senders now.
+    drop(accepting);
+    if tokio::time::timeout(settings.drain_timeout, alive_rx.recv())
+        .await
+        .is_err()
+    {
+        warn!(timeout = ?settings.drain_timeout, "drain timeout passed; closing remaining connections");
+        let _ = force_tx.send(true);
+        alive_rx.recv().await;
+    }
+    info!("drained");
+    result
+}
+
+async fn accept_loop(accepting: Arc<Accepting>, bound: BoundListener) -> io::Result<()> {
+    let key = Arc::new(bound.key);
+    let listener = bound.listener;
+    let mut drain = accepting.drain.clone();
+    if !*drain.borrow_and_update() {
+        loop {
+            tokio::select! {
+                biased;
+                _ = drain.changed() => break,
+                accepted = listener.accept() => match accepted {
+                    Ok((stream, _peer)) => accepting.spawn_connection(stream, &key),
+                    Err(error) if is_per_connection(&error) => {
+                        debug!(listener = %bound.name, %error, "accept failed for one connection");
+                    }
+                    Err(error) => {
+                        // Typically out of file descriptors: back off
+                        // rather than spin.
+                        warn!(listener = %bound.name, %error, "accept failed");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
+                },
+            }
+        }
+    }
+    // Take the connections the kernel already completed for this socket:
+    // closing it would reset them.
+    let std_listener = listener.into_std()?;
+    std_listener.set_nonblocking(true)?;
+    loop {
+        match std_listener.accept() {
+            Ok((stream, _peer)) => {
+                stream.set_nonblocking(true)?;
+                accepting.spawn_connection(TcpStream::from_std(stream)?, &key);
+            }
+            Err(error) if error.kind() == io::ErrorKind::WouldBlock => break,
+            Err(error) if is_per_connection(&error) => {}
+            Err(error) => {
+                warn!(listener = %bound.name, %error, "accept failed while draining the backlog");
+                break;
+            }
+        }
+    }
+    debug!(listener = %bound.name, "listener closed");
+    Ok(())
+}
+
+fn is_per_connection(error: &io::Error) -> bool {
+    matches!(
+        error.kind(),
+        io::ErrorKind::ConnectionAborted
+            | io::ErrorKind::ConnectionReset
+            | io::ErrorKind::Interrupted
+    )
+}

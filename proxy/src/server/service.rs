@@ -1,0 +1,237 @@
+//! The per-request stack: what happens between hyper handing us a request
+//! and us handing back a response.
+//!
+//! Layers, outermost first, and why each sits where it does:
+//!
+//! 1. **Drain marking** — once the proxy drains, every HTTP/1 response
+//!    carries `Connection: close`, whoever produced it, so clients move to
+//!    the replacement between requests instead of having a connection cut
+//!    under them. Outermost so that no answer escapes it.
+//! 2. **Accounting** — counts the answer by route, backend and status
+//!    class. Outside everything that can produce an answer, inside drain
+//!    marking (which never changes the status).
+//! 3. **Configuration gate** — before the first [`crate::ServingConfig`],
+//!    503 with a reason. Before routing because there is nothing to route
+//!    by.
+//! 4. **Routing** — the router's [`Decision`]: a direct answer (404, 500,
+//!    redirects) or a forward plan. Host is normalised first so HTTP/2 and
+//!    HTTP/1 requests route alike.
+//! 5. **Request shaping** — hop-by-hop headers out, the route's header
+//!    edits, URLRewrite host and path, origin-form URI, HTTP/1.1 upstream.
+//!    Before mirroring so mirrors see what the backend sees.
+//! 6. **Mirrors** — fire-and-forget copies; after shaping, before the
+//!    upstream call so that they never wait on the main response.
+//! 7. **Upstream** — [`forward`]: endpoint choice, pooling, timeouts, safe
+//!    retries. Innermost: the only layer that does network IO.
+//! 8. **Response shaping** — hop-by-hop headers out, the route's response
+//!    header edits; errors become statuses with `x-switchyard-reason`.
+
+use super::headers::{self, REASON_HEADER};
+use crate::body::{self, ProxyBody};
+use crate::dataplane::{DataPlane, Served};
+use crate::error::ProxyError;
+use crate::metrics::ErrorLabels;
+use crate::router::{Decision, DirectResponse, ForwardPlan, ListenerKey};
+use crate::upstream::forward::forward;
+use crate::upstream::mirror::{self, ClientBody};
+use http::header::{self, HeaderValue};
+use http::{Request, Response, Uri, Version, request};
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use tracing::debug;
+
+/// What the request stack knows about the connection a request came on.
+#[derive(Debug)]
+pub(crate) struct ConnShared {
+    /// The Gateway listener this socket serves.
+    pub listener: Arc<ListenerKey>,
+    /// Set when the proxy starts draining.
+    pub draining: Arc<AtomicBool>,
+    /// The connection speaks HTTP/2 (drained with GOAWAY).
+    pub saw_h2: AtomicBool,
+    /// At least one request arrived (ends the first-request watchdog).
+    pub saw_request: AtomicBool,
+}
+
+/// Serves one request.
+pub(crate) async fn handle(
+    dp: Arc<DataPlane>,
+    conn: Arc<ConnShared>,
+    req: Request<Incoming>,
+) -> Response<ProxyBody> {
+    conn.saw_request.store(true, Ordering::Relaxed);
+    let version = req.version();
+    if version == Version::HTTP_2 {
+        conn.saw_h2.store(true, Ordering::Relaxed);
+    }
+    // Layers 2..8.
+    let mut resp = account(&dp, &conn.listener, req).await;
+    // Layer 1: drain marking.
+    if version < Version::HTTP_2 && conn.draining.load(Ordering::Relaxed) {
+        resp.headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    resp
+}
+
+/// Layer 2: accounting around everything that can answer.
+async fn account(
+    dp: &Arc<DataPlane>,
+    listener: &ListenerKey,
+    req: Request<Incoming>,
+) -> Response<ProxyBody> {
+    let (resp, route, backend) = gate_and_route(dp, listener, req).await;
+    dp.metrics().record_request(&route, &backend, resp.status());
+    resp
+}
+
+/// Layers 3 and 4. Returns the response plus route and backend labels.
+async fn gate_and_route(
+    dp: &Arc<DataPlane>,
+    listener: &ListenerKey,
+    req: Request<Incoming>,
+) -> (Response<ProxyBody>, String, String) {
+    let Some(served) = dp.served() else {
+        return (
+            error_response(dp, &ProxyError::NoConfig),
+            String::new(),
+            String::new(),
+        );
+    };
+    let (mut parts, body) = req.into_parts();
+    headers::normalize_host(&mut parts);
+    match served.table.route(listener, &parts, rand::random()) {
+        Decision::Respond(direct) => (direct_response(direct), String::new(), String::new()),
+        Decision::Forward(plan) => {
+            let route = plan.route.to_string();
+            let backend = plan.backend.to_string();
+            let resp = forward_plan(dp, &served, plan, parts, body).await;
+            (resp, route, backend)
+        }
+    }
+}
+
+/// Layers 5..8 for one forward plan.
+async fn forward_plan(
+    dp: &Arc<DataPlane>,
+    served: &Served,
+    plan: ForwardPlan,
+    mut parts: request::Parts,
+    body: Incoming,
+) -> Response<ProxyBody> {
+    let Some(backend) = served.backends.get(&plan.backend) else {
+        let error = ProxyError::BackendUnknown {
+            backend: plan.backend.clone(),
+        };
+        return error_response(dp, &error);
+    };
+    // Layer 5: request shaping.
+    shape_request(&mut parts, &plan);
+    // Layer 6: mirrors.
+    let mirrors: Vec<_> = plan
+        .mirrors
+        .iter()
+        .filter_map(|key| {
+            let found = served.backends.get(key);
+            if found.is_none() {
+                debug!(mirror = %key, "mirror backend not tracked; copy skipped");
+            }
+            found
+        })
+        .collect();
+    let (client_body, client_failed, mirror_bodies) = ClientBody::new(body, mirrors.len());
+    for (mirror_backend, mirror_body) in mirrors.into_iter().zip(mirror_bodies) {
+        if let Some(copy) = copy_request(&parts, mirror_body) {
+            mirror::spawn(dp.mirror_limiter(), Arc::clone(mirror_backend), copy);
+        }
+    }
+    let req = Request::from_parts(parts, client_body.map_err(Into::into).boxed_unsync());
+    // Layer 7: upstream.
+    match forward(backend, req, &client_failed).await {
+        // Layer 8: response shaping.
+        Ok(resp) => {
+            let (mut rparts, rbody) = resp.into_parts();
+            headers::strip_hop_by_hop(&mut rparts.headers);
+            plan.response_headers.apply(&mut rparts.headers);
+            Response::from_parts(rparts, rbody)
+        }
+        Err(error) => {
+            debug!(%error, blame = error.blame().as_str(), "request failed");
+            error_response(dp, &error)
+        }
+    }
+}
+
+/// Layer 5: the request as the backend must see it.
+fn shape_request(parts: &mut request::Parts, plan: &ForwardPlan) {
+    let from_h2 = parts.version == Version::HTTP_2;
+    headers::strip_hop_by_hop(&mut parts.headers);
+    if from_h2 {
+        headers::join_cookies(&mut parts.headers);
+    }
+    plan.request_headers.apply(&mut parts.headers);
+    if let Some(host) = &plan.host
+        && let Ok(value) = HeaderValue::from_str(host)
+    {
+        parts.headers.insert(header::HOST, value);
+    }
+    let path_and_query = plan
+        .path_and_query
+        .clone()
+        .or_else(|| parts.uri.path_and_query().map(|pq| pq.as_str().to_owned()))
+        .unwrap_or_else(|| "/".to_owned());
+    // Origin form for the upstream HTTP/1.1 request line.
+    parts.uri = Uri::try_from(path_and_query).unwrap_or_else(|_| Uri::from_static("/"));
+    parts.version = Version::HTTP_11;
+}
+
+/// A copy of the shaped request head with `body`, for a mirror.
+fn copy_request(parts: &request::Parts, body: ProxyBody) -> Option<Request<ProxyBody>> {
+    let mut builder = Request::builder()
+        .method(parts.method.clone())
+        .uri(parts.uri.clone())
+        .version(parts.version);
+    if let Some(h) = builder.headers_mut() {
+        *h = parts.headers.clone();
+    }
+    builder.body(body).ok()
+}
+
+/// The router's own answer, with its reason header.
+fn direct_response(direct: DirectResponse) -> Response<ProxyBody> {
+    let mut resp = Response::new(body::full(format!("{}\n", direct.reason)));
+    *resp.status_mut() = direct.status;
+    let h = resp.headers_mut();
+    for (name, value) in direct.headers {
+        h.append(name, value);
+    }
+    h.insert(REASON_HEADER, headers::reason_value(&direct.reason));
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    resp
+}
+
+/// The one place a [`ProxyError`] becomes a response.
+fn error_response(dp: &DataPlane, error: &ProxyError) -> Response<ProxyBody> {
+    dp.metrics()
+        .errors
+        .get_or_create(&ErrorLabels {
+            blame: error.blame().as_str().to_owned(),
+            kind: error.kind().to_owned(),
+        })
+        .inc();
+    let reason = error.reason();
+    let mut resp = Response::new(body::full(format!("{reason}\n")));
+    *resp.status_mut() = error.status();
+    let h = resp.headers_mut();
+    h.insert(REASON_HEADER, headers::reason_value(&reason));
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    resp
+}

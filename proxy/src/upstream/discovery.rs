@@ -1,0 +1,235 @@
+//! Endpoint discovery: which socket addresses serve a backend
+//! (`namespace/name:port`) according to a configuration snapshot.
+//!
+//! Pure: a snapshot in, an [`EndpointSet`] out. It does not check whether
+//! endpoints are reachable (that is the health checker's job) and keeps no
+//! state between snapshots.
+
+use std::collections::BTreeSet;
+use std::net::{IpAddr, SocketAddr};
+use switchyard_proto::model::{
+    ANNOTATION_HEALTH_PATH, BackendKey, ConfigSnapshot, Endpoint, EndpointSlice, Service,
+    ServicePort,
+};
+
+/// Health path used when a Service has no `switchyard.io/health-path`.
+pub const DEFAULT_HEALTH_PATH: &str = "/";
+
+/// What the snapshot says about one backend.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EndpointSet {
+    /// Highest `meta.revision` of the Service and its EndpointSlices: the
+    /// generation readiness reports refer to.
+    pub generation: u64,
+    /// Endpoints eligible for traffic by their conditions, sorted, without
+    /// duplicates.
+    pub addrs: Vec<SocketAddr>,
+    /// Path the proxy health-checks.
+    pub health_path: String,
+}
+
+/// Resolves `backend` in `snapshot`. A missing Service or port yields an
+/// empty set (generation 0 when the Service is missing).
+pub fn resolve(snapshot: &ConfigSnapshot, backend: &BackendKey) -> EndpointSet {
+    let Some(service) = snapshot.services.iter().find(|s| {
+        s.meta.namespace == backend.service.namespace && s.meta.name == backend.service.name
+    }) else {
+        return EndpointSet {
+            generation: 0,
+            addrs: Vec::new(),
+            health_path: DEFAULT_HEALTH_PATH.to_owned(),
+        };
+    };
+    let health_path = health_path(service);
+    let slices: Vec<&EndpointSlice> = snapshot
+        .endpoint_slices
+        .iter()
+        .filter(|s| {
+            s.meta.namespace == service.meta.namespace
+                && s.service_name() == Some(service.meta.name.as_str())
+        })
+        .collect();
+    let generation = slices
+        .iter()
+        .map(|s| s.meta.revision)
+        .chain(std::iter::once(service.meta.revision))
+        .max()
+        .unwrap_or(0);
+    let Some(port) = service.ports.iter().find(|p| p.port == backend.port) else {
+        return EndpointSet {
+            generation,
+            addrs: Vec::new(),
+            health_path,
+        };
+    };
+    let mut addrs = BTreeSet::new();
+    for slice in slices {
+        if slice.address_type == "FQDN" {
+            // Resolving names is not the data plane's business; FQDN slices
+            // are skipped rather than half-supported.
+            continue;
+        }
+        let target = slice_port(slice, port);
+        for endpoint in slice.endpoints.iter().filter(|e| eligible(e)) {
+            if let Some(ip) = endpoint
+                .addresses
+                .first()
+                .and_then(|a| a.parse::<IpAddr>().ok())
+            {
+                addrs.insert(SocketAddr::new(ip, target));
+            }
+        }
+    }
+    EndpointSet {
+        generation,
+        addrs: addrs.into_iter().collect(),
+        health_path,
+    }
+}
+
+/// The port endpoints of `slice` listen on for Service port `port`: the
+/// slice port with the same name, else the Service's numeric target port,
+/// else the Service port itself.
+fn slice_port(slice: &EndpointSlice, port: &ServicePort) -> u16 {
+    let name = port.name.as_deref().filter(|n| !n.is_empty());
+    slice
+        .ports
+        .iter()
+        .find(|p| p.name.as_deref().filter(|n| !n.is_empty()) == name)
+        .map(|p| p.port)
+        .or(port.target_port)
+        .unwrap_or(port.port)
+}
+
+/// Kubernetes semantics: `ready`, or still `serving` while not terminating.
+fn eligible(endpoint: &Endpoint) -> bool {
+    endpoint.ready || (endpoint.serving && !endpoint.terminating)
+}
+
+fn health_path(service: &Service) -> String {
+    service
+        .meta
+        .annotations
+        .get(ANNOTATION_HEALTH_PATH)
+        .filter(|p| p.starts_with('/'))
+        .cloned()
+        .unwrap_or_else(|| DEFAULT_HEALTH_PATH.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use switchyard_proto::model::{EndpointPort, ObjectMeta, SERVICE_NAME_LABEL};
+
+    fn service(revision: u64, name: Option<&str>, target: Option<u16>) -> Service {
+        let mut meta = ObjectMeta::named("ns", "svc");
+        meta.revision = revision;
+        Service {
+            meta,
+            ports: vec![ServicePort {
+                name: name.map(str::to_owned),
+                port: 80,
+                target_port: target,
+            }],
+        }
+    }
+
+    fn endpoint(addr: &str, ready: bool, serving: bool, terminating: bool) -> Endpoint {
+        Endpoint {
+            addresses: vec![addr.to_owned()],
+            ready,
+            serving,
+            terminating,
+            zone: None,
+        }
+    }
+
+    fn slice(
+        name: &str,
+        revision: u64,
+        ports: Vec<EndpointPort>,
+        eps: Vec<Endpoint>,
+    ) -> EndpointSlice {
+        let mut meta = ObjectMeta::named("ns", name);
+        meta.revision = revision;
+        meta.labels
+            .insert(SERVICE_NAME_LABEL.to_owned(), "svc".to_owned());
+        EndpointSlice {
+            meta,
+            address_type: "IPv4".to_owned(),
+            ports,
+            endpoints: eps,
+            cluster: None,
+        }
+    }
+
+    #[test]
+    fn named_ports_conditions_and_generation() {
+        let snapshot = ConfigSnapshot {
+            services: vec![service(3, Some("http"), None)],
+            endpoint_slices: vec![
+                slice(
+                    "a",
+                    7,
+                    vec![EndpointPort {
+                        name: Some("http".into()),
+                        port: 8080,
+                    }],
+                    vec![
+                        endpoint("10.0.0.1", true, true, false),
+                        endpoint("10.0.0.2", false, true, false),
+                        endpoint("10.0.0.3", false, true, true),
+                        endpoint("10.0.0.4", false, false, false),
+                    ],
+                ),
+                slice("other", 99, vec![], vec![]),
+            ],
+            ..Default::default()
+        };
+        // The "other" slice also carries the label; make it a different service.
+        let mut snapshot = snapshot;
+        snapshot.endpoint_slices[1]
+            .meta
+            .labels
+            .insert(SERVICE_NAME_LABEL.into(), "not-svc".into());
+        let set = resolve(&snapshot, &BackendKey::new("ns", "svc", 80));
+        assert_eq!(set.generation, 7);
+        assert_eq!(
+            set.addrs,
+            vec![
+                "10.0.0.1:8080".parse().unwrap(),
+                "10.0.0.2:8080".parse().unwrap()
+            ]
+        );
+        assert_eq!(set.health_path, "/");
+    }
+
+    #[test]
+    fn target_port_fallback_and_missing() {
+        let mut svc = service(1, None, Some(9000));
+        svc.meta
+            .annotations
+            .insert(ANNOTATION_HEALTH_PATH.into(), "/healthz".into());
+        let snapshot = ConfigSnapshot {
+            services: vec![svc],
+            endpoint_slices: vec![slice(
+                "a",
+                2,
+                vec![],
+                vec![endpoint("127.0.0.1", true, true, false)],
+            )],
+            ..Default::default()
+        };
+        let set = resolve(&snapshot, &BackendKey::new("ns", "svc", 80));
+        assert_eq!(set.addrs, vec!["127.0.0.1:9000".parse().unwrap()]);
+        assert_eq!(set.health_path, "/healthz");
+        assert!(
+            resolve(&snapshot, &BackendKey::new("ns", "svc", 81))
+                .addrs
+                .is_empty()
+        );
+        let missing = resolve(&snapshot, &BackendKey::new("ns", "nope", 80));
+        assert_eq!(missing.generation, 0);
+        assert!(missing.addrs.is_empty());
+    }
+}

@@ -1,0 +1,316 @@
+//! One upstream endpoint (`ip:port` of a backend): its keep-alive
+//! connection pool, outstanding-request count, health and ejection state.
+//!
+//! The pool is our own rather than hyper-util's legacy client because the
+//! retry rule needs the seam the legacy client hides: a connection is
+//! obtained *before* the request is handed over, so a connect failure
+//! leaves the request (and its streaming body) in our hands to send to
+//! another endpoint. Idle connections are reused LIFO, which keeps about one
+//! upstream connection per concurrent request.
+//!
+//! Not here: choosing among endpoints ([`super::balance`]), the request
+//! retry loop ([`super::forward`]).
+
+use super::health::{HealthStatus, HealthTracker};
+use super::outlier::OutlierDetector;
+use super::{BackendInfo, Context};
+use crate::body::{self, ProxyBody};
+use crate::error::ConnectError;
+use http_body_util::BodyExt;
+use hyper::client::conn::http1::SendRequest;
+use hyper_util::rt::TokioIo;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+use tokio::net::TcpStream;
+use tokio::task::AbortHandle;
+use tokio::time::Instant;
+use tracing::{debug, info};
+
+/// A ready-to-use HTTP/1 connection to an endpoint.
+pub type Sender = SendRequest<ProxyBody>;
+
+struct IdleConn {
+    sender: Sender,
+    since: Instant,
+}
+
+/// One endpoint of one backend.
+pub struct Endpoint {
+    /// Where it listens.
+    pub addr: SocketAddr,
+    info: Arc<BackendInfo>,
+    ctx: Arc<Context>,
+    outstanding: AtomicUsize,
+    /// Mirror of `health.status() == Healthy`, read lock-free per request.
+    healthy: AtomicBool,
+    health: Mutex<HealthTracker>,
+    outlier: Mutex<OutlierDetector>,
+    idle: Mutex<Vec<IdleConn>>,
+    retired: AtomicBool,
+    checker: Mutex<Option<AbortHandle>>,
+}
+
+impl std::fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Endpoint")
+            .field("backend", &self.info.key)
+            .field("addr", &self.addr)
+            .field("healthy", &self.is_healthy())
+            .field("outstanding", &self.outstanding())
+            .finish()
+    }
+}
+
+/// Locks a mutex whose data stays consistent even if a holder panicked (all
+/// critical sections here are single assignments).
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Counts a request against an endpoint's load until dropped.
+#[derive(Debug)]
+pub struct InFlight {
+    endpoint: Arc<Endpoint>,
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.endpoint.outstanding.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+impl Endpoint {
+    pub(crate) fn new(addr: SocketAddr, info: Arc<BackendInfo>, ctx: Arc<Context>) -> Self {
+        Endpoint {
+            addr,
+            info,
+            ctx,
+            outstanding: AtomicUsize::new(0),
+            healthy: AtomicBool::new(false),
+            health: Mutex::new(HealthTracker::default()),
+            outlier: Mutex::new(OutlierDetector::default()),
+            idle: Mutex::new(Vec::new()),
+            retired: AtomicBool::new(false),
+            checker: Mutex::new(None),
+        }
+    }
+
+    /// Whether the proxy's own health check currently passes.
+    pub fn is_healthy(&self) -> bool {
+        self.healthy.load(Ordering::Relaxed)
+    }
+
+    /// Health status as the checker last saw it.
+    pub fn health_status(&self) -> HealthStatus {
+        lock(&self.health).status()
+    }
+
+    /// Whether passive outlier detection has it out of rotation.
+    pub fn is_ejected(&self, now: Instant) -> bool {
+        lock(&self.outlier).is_ejected(now)
+    }
+
+    /// Requests in flight on it.
+    pub fn outstanding(&self) -> usize {
+        self.outstanding.load(Ordering::Relaxed)
+    }
+
+    /// Starts counting one request against this endpoint.
+    pub fn begin(self: &Arc<Self>) -> InFlight {
+        self.outstanding.fetch_add(1, Ordering::Relaxed);
+        InFlight {
+            endpoint: Arc::clone(self),
+        }
+    }
+
+    pub(crate) fn set_checker(&self, handle: Option<AbortHandle>) {
+        *lock(&self.checker) = handle;
+    }
+
+    /// A connection ready for one request: the most recently used idle one
+    /// that is still open, or a new one.
+    pub async fn checkout(&self) -> Result<Sender, ConnectError> {
+        let settings = &self.ctx.settings;
+        loop {
+            let candidate = lock(&self.idle).pop();
+            let Some(mut conn) = candidate else {
+                break;
+            };
+            if conn.sender.is_closed() || conn.since.elapsed() > settings.pool_idle_timeout {
+                continue;
+            }
+            if conn.sender.is_ready() {
+                return Ok(conn.sender);
+            }
+            // Released a moment ago: hyper flags it ready once its connection
+            // task has seen the previous response end. Closed connections
+            // error out here, before any byte of a request is written.
+            if let Ok(Ok(())) =
+                tokio::time::timeout(settings.connect_timeout, conn.sender.ready()).await
+            {
+                return Ok(conn.sender);
+            }
+        }
+        self.connect().await
+    }
+
+    async fn connect(&self) -> Result<Sender, ConnectError> {
+        let timeout = self.ctx.settings.connect_timeout;
+        let stream = tokio::time::timeout(timeout, TcpStream::connect(self.addr))
+            .await
+            .map_err(|_| ConnectError::Timeout(timeout))??;
+        // Small request/response exchanges: do not wait for Nagle.
+        let _ = stream.set_nodelay(true);
+        let (sender, conn) = hyper::client::conn::http1::Builder::new()
+            .handshake(TokioIo::new(stream))
+            .await?;
+        let addr = self.addr;
+        self.ctx.spawn(async move {
+            if let Err(error) = conn.await {
+                debug!(%addr, %error, "upstream connection ended with an error");
+            }
+        });
+        self.ctx
+            .metrics
+            .connections_opened
+            .get_or_create(&self.info.labels)
+            .inc();
+        Ok(sender)
+    }
+
+    /// Returns a connection whose response ended cleanly. Connections of a
+    /// retired endpoint are closed instead (dropping the sender closes an
+    /// idle hyper connection).
+    pub fn release(&self, sender: Sender) {
+        if self.retired.load(Ordering::Relaxed) || sender.is_closed() {
+            return;
+        }
+        let settings = &self.ctx.settings;
+        let mut idle = lock(&self.idle);
+        // Reap from the cold end so connections nobody reuses do not linger.
+        let expired = idle
+            .iter()
+            .take_while(|c| c.sender.is_closed() || c.since.elapsed() > settings.pool_idle_timeout)
+            .count();
+        idle.drain(..expired);
+        if idle.len() < settings.max_idle_per_endpoint {
+            idle.push(IdleConn {
+                sender,
+                since: Instant::now(),
+            });
+        }
+    }
+
+    /// Idle connections in the pool (for tests and debugging).
+    pub fn idle_connections(&self) -> usize {
+        lock(&self.idle).len()
+    }
+
+    /// One health probe: `GET <health path>` through the pool, healthy when
+    /// a response head below 500 arrives within the health timeout.
+    pub async fn probe(&self) -> bool {
+        let path = self.info.health_path.load_full();
+        let probe = async {
+            let mut sender = self.checkout().await.ok()?;
+            let req = http::Request::get(path.as_str())
+                .header(http::header::HOST, self.addr.to_string())
+                .header(http::header::USER_AGENT, "switchyard-health-check")
+                .body(body::empty())
+                .ok()?;
+            let resp = sender.send_request(req).await.ok()?;
+            let passed = resp.status().as_u16() < 500;
+            // Read the body so the connection can serve traffic next.
+            if resp.into_body().collect().await.is_ok() {
+                self.release(sender);
+            }
+            Some(passed)
+        };
+        matches!(
+            tokio::time::timeout(self.ctx.settings.health.timeout, probe).await,
+            Ok(Some(true))
+        )
+    }
+
+    pub(crate) fn health_interval(&self) -> Duration {
+        self.ctx.settings.health.interval
+    }
+
+    /// Feeds one probe result to the thresholds; on a change of
+    /// healthy-ness, updates the lock-free flag, the gauge, and wakes
+    /// readiness watchers.
+    pub(crate) fn record_health(&self, passed: bool) {
+        let changed = lock(&self.health).record(passed, &self.ctx.settings.health);
+        let Some(status) = changed else {
+            return;
+        };
+        if self.retired.load(Ordering::Relaxed) {
+            return;
+        }
+        let healthy = status == HealthStatus::Healthy;
+        let was = self.healthy.swap(healthy, Ordering::Relaxed);
+        if was != healthy {
+            let gauge = self
+                .ctx
+                .metrics
+                .healthy_endpoints
+                .get_or_create(&self.info.labels);
+            if healthy {
+                gauge.inc();
+            } else {
+                gauge.dec();
+            }
+            info!(backend = %self.info.key, endpoint = %self.addr, ?status, "endpoint health changed");
+            self.ctx.notify_readiness();
+        }
+    }
+
+    /// A request through this endpoint got a response head.
+    pub fn record_success(&self) {
+        lock(&self.outlier).record_success();
+    }
+
+    /// A request through this endpoint failed at the gateway level.
+    pub fn record_failure(&self) {
+        let ejected =
+            lock(&self.outlier).record_failure(Instant::now(), &self.ctx.settings.outlier);
+        if let Some(length) = ejected {
+            self.ctx
+                .metrics
+                .ejections
+                .get_or_create(&self.info.labels)
+                .inc();
+            info!(backend = %self.info.key, endpoint = %self.addr, ?length, "endpoint ejected after consecutive failures");
+        }
+    }
+
+    /// Takes the endpoint out of service for good: health checks stop, idle
+    /// connections close. Requests already holding it finish normally (its
+    /// last health state is kept so a request that picked it a moment ago
+    /// still goes through); their connections close when they end.
+    pub(crate) fn retire(&self) {
+        if self.retired.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        if let Some(handle) = lock(&self.checker).take() {
+            handle.abort();
+        }
+        lock(&self.idle).clear();
+        if self.is_healthy() {
+            self.ctx
+                .metrics
+                .healthy_endpoints
+                .get_or_create(&self.info.labels)
+                .dec();
+        }
+    }
+}
+
+impl Drop for Endpoint {
+    fn drop(&mut self) {
+        if let Some(handle) = lock(&self.checker).take() {
+            handle.abort();
+        }
+    }
+}

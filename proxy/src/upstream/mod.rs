@@ -1,0 +1,331 @@
+//! The upstream side: every backend the proxy serves or warms, their
+//! endpoints, and how a request reaches one.
+//!
+//! Layering, from the request's point of view:
+//!
+//! 1. [`Backend::select`] — which endpoint: healthy by the proxy's own
+//!    checks, not ejected, not tried yet; power of two choices on
+//!    outstanding requests ([`balance`]).
+//! 2. [`endpoint::Endpoint::checkout`] — a keep-alive connection to it,
+//!    obtained before the request is handed over so a connect failure can
+//!    be retried elsewhere.
+//! 3. [`forward::forward`] — send with the request timeout, retry only
+//!    what never left, feed outcomes to outlier ejection, return the
+//!    connection to the pool when the response body ends.
+//!
+//! [`Upstreams`] keeps the set of tracked backends equal to "served ∪
+//! warming" and their endpoints equal to the snapshot ([`discovery`]);
+//! health checks ([`health`]) run for each endpoint. It does not route:
+//! which backend a request goes to is the router's decision.
+
+pub mod balance;
+pub mod discovery;
+pub mod endpoint;
+pub mod forward;
+pub mod health;
+pub mod mirror;
+pub mod outlier;
+
+use crate::metrics::{BackendLabels, Metrics, backend_labels};
+use crate::settings::DataPlaneSettings;
+use arc_swap::ArcSwap;
+use discovery::EndpointSet;
+use endpoint::Endpoint;
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use switchyard_proto::model::{BackendKey, ConfigSnapshot};
+use tokio::runtime::Handle;
+use tokio::sync::watch;
+use tokio::time::Instant;
+use tracing::{debug, warn};
+
+/// Readiness of one backend through this proxy's data path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BackendReadiness {
+    /// Highest `meta.revision` of the Service and its EndpointSlices in the
+    /// snapshot the endpoints came from.
+    pub endpoints_generation: u64,
+    /// Endpoints whose latest health check (by thresholds) passes.
+    pub healthy: u32,
+    /// Endpoints eligible by their EndpointSlice conditions (the ones
+    /// health-checked).
+    pub total: u32,
+}
+
+/// What every upstream component shares: settings, metrics, the readiness
+/// change signal, and where to spawn tasks.
+#[derive(Debug)]
+pub struct Context {
+    /// Data plane settings.
+    pub settings: DataPlaneSettings,
+    /// Metrics.
+    pub metrics: Arc<Metrics>,
+    readiness: watch::Sender<u64>,
+    runtime: Option<Handle>,
+}
+
+impl Context {
+    /// Builds the context; `runtime` is where health checks and connection
+    /// tasks run (the current runtime when `None`).
+    pub fn new(
+        settings: DataPlaneSettings,
+        metrics: Arc<Metrics>,
+        runtime: Option<Handle>,
+    ) -> Self {
+        Context {
+            settings,
+            metrics,
+            readiness: watch::channel(0).0,
+            runtime,
+        }
+    }
+
+    /// A receiver that changes whenever some backend's readiness does.
+    pub fn readiness_changes(&self) -> watch::Receiver<u64> {
+        self.readiness.subscribe()
+    }
+
+    pub(crate) fn notify_readiness(&self) {
+        self.readiness.send_modify(|v| *v = v.wrapping_add(1));
+    }
+
+    /// Spawns a background task; `None` (and a warning) outside a runtime.
+    pub(crate) fn spawn<F>(&self, fut: F) -> Option<tokio::task::AbortHandle>
+    where
+        F: std::future::Future<Output = ()> + Send + 'static,
+    {
+        if let Some(handle) = &self.runtime {
+            return Some(handle.spawn(fut).abort_handle());
+        }
+        match Handle::try_current() {
+            Ok(handle) => Some(handle.spawn(fut).abort_handle()),
+            Err(_) => {
+                warn!("no Tokio runtime: background task not started");
+                None
+            }
+        }
+    }
+}
+
+/// Identity of a backend shared by its endpoints.
+#[derive(Debug)]
+pub struct BackendInfo {
+    /// `namespace/name:port`.
+    pub key: BackendKey,
+    /// Metric labels, built once.
+    pub labels: BackendLabels,
+    /// Path health checks request; follows the Service annotation.
+    pub health_path: ArcSwap<String>,
+}
+
+/// One tracked backend and its current endpoints.
+#[derive(Debug)]
+pub struct Backend {
+    info: Arc<BackendInfo>,
+    ctx: Arc<Context>,
+    endpoints: ArcSwap<Vec<Arc<Endpoint>>>,
+    generation: AtomicU64,
+}
+
+impl Backend {
+    fn new(key: BackendKey, ctx: Arc<Context>) -> Backend {
+        Backend {
+            info: Arc::new(BackendInfo {
+                labels: backend_labels(&key),
+                key,
+                health_path: ArcSwap::from_pointee(discovery::DEFAULT_HEALTH_PATH.to_owned()),
+            }),
+            ctx,
+            endpoints: ArcSwap::from_pointee(Vec::new()),
+            generation: AtomicU64::new(0),
+        }
+    }
+
+    /// `namespace/name:port`.
+    pub fn key(&self) -> &BackendKey {
+        &self.info.key
+    }
+
+    /// Metric labels.
+    pub fn labels(&self) -> &BackendLabels {
+        &self.info.labels
+    }
+
+    /// Shared context.
+    pub fn context(&self) -> &Arc<Context> {
+        &self.ctx
+    }
+
+    /// Current endpoints.
+    pub fn endpoints(&self) -> Arc<Vec<Arc<Endpoint>>> {
+        self.endpoints.load_full()
+    }
+
+    /// Picks an endpoint for one attempt, skipping `tried`. Candidates are
+    /// healthy endpoints not ejected; when outlier ejection has taken out
+    /// every healthy one, the healthy ones are used anyway (ejecting a whole
+    /// backend would turn a partial failure into a total one).
+    pub fn select(&self, tried: &[SocketAddr]) -> Option<Arc<Endpoint>> {
+        let endpoints = self.endpoints.load();
+        let healthy: Vec<&Arc<Endpoint>> = endpoints
+            .iter()
+            .filter(|e| e.is_healthy() && !tried.contains(&e.addr))
+            .collect();
+        if healthy.is_empty() {
+            return None;
+        }
+        let now = Instant::now();
+        let active: Vec<&Arc<Endpoint>> = healthy
+            .iter()
+            .copied()
+            .filter(|e| !e.is_ejected(now))
+            .collect();
+        let pool = if active.is_empty() { healthy } else { active };
+        let loads: Vec<usize> = pool.iter().map(|e| e.outstanding()).collect();
+        balance::p2c(&loads, rand::random()).map(|i| Arc::clone(pool[i]))
+    }
+
+    /// Readiness as of now.
+    pub fn readiness(&self) -> BackendReadiness {
+        let endpoints = self.endpoints.load();
+        let healthy = endpoints.iter().filter(|e| e.is_healthy()).count();
+        BackendReadiness {
+            endpoints_generation: self.generation.load(Ordering::Relaxed),
+            healthy: u32::try_from(healthy).unwrap_or(u32::MAX),
+            total: u32::try_from(endpoints.len()).unwrap_or(u32::MAX),
+        }
+    }
+
+    /// Makes the endpoint list equal to `set`: endpoints that stay keep
+    /// their pools and health; new ones start unchecked with a health task;
+    /// gone ones are retired (drained).
+    fn update(&self, set: EndpointSet) {
+        let current = self.endpoints.load_full();
+        let mut next = Vec::with_capacity(set.addrs.len());
+        for addr in &set.addrs {
+            if let Some(existing) = current.iter().find(|e| e.addr == *addr) {
+                next.push(Arc::clone(existing));
+                continue;
+            }
+            let ep = Arc::new(Endpoint::new(
+                *addr,
+                Arc::clone(&self.info),
+                Arc::clone(&self.ctx),
+            ));
+            let handle = self.ctx.spawn(health::run(Arc::downgrade(&ep)));
+            ep.set_checker(handle);
+            next.push(ep);
+        }
+        let mut changed = next.len() != current.len()
+            || self.generation.load(Ordering::Relaxed) != set.generation;
+        for gone in current.iter().filter(|e| !set.addrs.contains(&e.addr)) {
+            debug!(backend = %self.info.key, endpoint = %gone.addr, "endpoint removed");
+            gone.retire();
+            changed = true;
+        }
+        if **self.info.health_path.load() != set.health_path {
+            self.info.health_path.store(Arc::new(set.health_path));
+        }
+        self.endpoints.store(Arc::new(next));
+        self.generation.store(set.generation, Ordering::Relaxed);
+        if changed {
+            self.ctx.notify_readiness();
+        }
+    }
+
+    /// Stops health checks and closes idle connections. Requests that still
+    /// hold the backend (routed by the previous table) complete; their
+    /// connections close when they end.
+    fn retire(&self) {
+        for ep in self.endpoints.load().iter() {
+            ep.retire();
+        }
+        self.ctx.metrics.healthy_endpoints.remove(&self.info.labels);
+    }
+}
+
+/// Every backend the proxy tracks (served or warming).
+#[derive(Debug)]
+pub struct Upstreams {
+    ctx: Arc<Context>,
+    backends: Mutex<BTreeMap<BackendKey, Arc<Backend>>>,
+}
+
+/// Backends that left the tracked set in a [`Upstreams::sync`]; retire them
+/// with [`Retired::retire`] once no new request can be routed to them.
+#[derive(Debug, Default)]
+#[must_use = "retire the removed backends after swapping the route table"]
+pub struct Retired(Vec<Arc<Backend>>);
+
+impl Retired {
+    /// Retires them (drain: in-flight requests finish).
+    pub fn retire(self) {
+        for backend in self.0 {
+            debug!(backend = %backend.key(), "backend no longer served or warming");
+            backend.retire();
+        }
+        // Readiness of the removed backends disappeared.
+    }
+}
+
+impl Upstreams {
+    /// No backends yet.
+    pub fn new(ctx: Arc<Context>) -> Upstreams {
+        Upstreams {
+            ctx,
+            backends: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    /// Shared context.
+    pub fn context(&self) -> &Arc<Context> {
+        &self.ctx
+    }
+
+    /// Tracks exactly `wanted`, with endpoints from `snapshot`; returns the
+    /// backends that are no longer wanted.
+    pub fn sync(&self, snapshot: &ConfigSnapshot, wanted: &BTreeSet<BackendKey>) -> Retired {
+        let mut backends = self.backends.lock().unwrap_or_else(PoisonError::into_inner);
+        for key in wanted {
+            let backend = backends
+                .entry(key.clone())
+                .or_insert_with(|| Arc::new(Backend::new(key.clone(), Arc::clone(&self.ctx))));
+            backend.update(discovery::resolve(snapshot, key));
+        }
+        let gone: Vec<BackendKey> = backends
+            .keys()
+            .filter(|k| !wanted.contains(*k))
+            .cloned()
+            .collect();
+        let retired: Vec<Arc<Backend>> = gone.iter().filter_map(|k| backends.remove(k)).collect();
+        if !retired.is_empty() {
+            self.ctx.notify_readiness();
+        }
+        Retired(retired)
+    }
+
+    /// The tracked backends among `keys`.
+    pub fn lookup(&self, keys: &BTreeSet<BackendKey>) -> BTreeMap<BackendKey, Arc<Backend>> {
+        let backends = self.backends.lock().unwrap_or_else(PoisonError::into_inner);
+        keys.iter()
+            .filter_map(|k| backends.get(k).map(|b| (k.clone(), Arc::clone(b))))
+            .collect()
+    }
+
+    /// Readiness of one tracked backend.
+    pub fn readiness(&self, key: &BackendKey) -> Option<BackendReadiness> {
+        let backends = self.backends.lock().unwrap_or_else(PoisonError::into_inner);
+        backends.get(key).map(|b| b.readiness())
+    }
+
+    /// Readiness of every tracked backend.
+    pub fn readiness_all(&self) -> Vec<(BackendKey, BackendReadiness)> {
+        let backends = self.backends.lock().unwrap_or_else(PoisonError::into_inner);
+        backends
+            .iter()
+            .map(|(k, b)| (k.clone(), b.readiness()))
+            .collect()
+    }
+}
