@@ -39,6 +39,8 @@
 //! - `gateway`, `route`, `filter`, `backend`: per-kind translation.
 //! - `convert`: metadata and checked port/count conversions.
 //! - `default.yaml`: [`DEFAULT_CONFIG`], the built-in demo configuration.
+//! - [`live`]: live clusters (watchers, multi-cluster merge, status
+//!   write-back, leadership), through kube-rs.
 
 mod backend;
 mod convert;
@@ -47,6 +49,7 @@ pub mod error;
 mod filter;
 mod gateway;
 mod header;
+pub mod live;
 mod route;
 
 pub use error::{Location, ParseError, Problem};

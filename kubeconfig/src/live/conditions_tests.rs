@@ -1,0 +1,272 @@
+use super::*;
+use crate::parse_documents;
+use switchyard_proto::model::CONTROLLER_NAME;
+
+const WORLD: &str = r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: ours}
+spec: {controllerName: switchyard.io/gateway-controller}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: theirs}
+spec: {controllerName: example.com/other}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: gw, namespace: shop}
+spec:
+  gatewayClassName: ours
+  listeners:
+  - {name: http, port: 80, protocol: HTTP, hostname: "*.example.com"}
+  - {name: tls, port: 443, protocol: HTTPS}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: other, namespace: shop}
+spec:
+  gatewayClassName: theirs
+  listeners: [{name: http, port: 80, protocol: HTTP}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: blue, namespace: shop}
+spec: {ports: [{port: 80}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: db, namespace: data}
+spec: {ports: [{port: 5432}]}
+"#;
+
+fn route(namespace: &str, extra: &str) -> HttpRoute {
+    let yaml = format!(
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: app, namespace: {namespace}, generation: 4}}\n{extra}"
+    );
+    match parse_documents("route", &yaml).unwrap().remove(0) {
+        Resource::HttpRoute(r) => r,
+        other => panic!("{other:?}"),
+    }
+}
+
+fn world_with(more: &str) -> Vec<Resource> {
+    parse_documents("world", &format!("{WORLD}---\n{more}\n")).unwrap()
+}
+
+fn condition<'a>(s: &'a RouteParentStatus, type_: &str) -> &'a Condition {
+    s.conditions.iter().find(|c| c.type_ == type_).unwrap()
+}
+
+fn ready() -> RouteStatus {
+    RouteStatus {
+        namespace: "shop".into(),
+        name: "app".into(),
+        active_generation: Some(7),
+        applied: Some("3 of 3 proxies at generation 7".into()),
+        ready: true,
+        ..RouteStatus::default()
+    }
+}
+
+const GOOD: &str = "spec:\n  parentRefs: [{name: gw, sectionName: http}, {name: other}]\n  hostnames: [app.example.com]\n  rules: [{backendRefs: [{name: blue, port: 80}]}]\n";
+
+#[test]
+fn an_attached_route_with_resolved_refs_and_a_finished_cutover() {
+    let resources = world_with("");
+    let world = World::new(&resources);
+    let r = route("shop", GOOD);
+    let status = route_parent_statuses(&r, &world, Some(&ready()), None, CONTROLLER_NAME);
+    // Only our Gateway's parentRef gets an entry.
+    assert_eq!(status.len(), 1);
+    let s = &status[0];
+    assert_eq!(s.parent_ref.name, "gw");
+    assert_eq!(s.controller_name, CONTROLLER_NAME);
+    let types: Vec<&str> = s.conditions.iter().map(|c| c.type_.as_str()).collect();
+    assert_eq!(types, ["Accepted", "ResolvedRefs", CUTOVER_CONDITION]);
+    let accepted = condition(s, "Accepted");
+    assert_eq!(
+        (accepted.status, accepted.reason.as_str()),
+        (ConditionStatus::True, "Accepted")
+    );
+    assert_eq!(accepted.observed_generation, Some(4));
+    assert_eq!(condition(s, "ResolvedRefs").reason, "ResolvedRefs");
+    let cutover = condition(s, CUTOVER_CONDITION);
+    assert_eq!(cutover.status, ConditionStatus::True);
+    assert_eq!(cutover.reason, "Ready");
+    assert_eq!(cutover.message, "3 of 3 proxies at generation 7");
+}
+
+#[test]
+fn attachment_failures_have_their_gateway_api_reasons() {
+    let resources = world_with("");
+    let world = World::new(&resources);
+    let cases = [
+        (
+            "shop",
+            "spec:\n  parentRefs: [{name: gw, sectionName: nope}]\n",
+            "NoMatchingParent",
+        ),
+        (
+            "elsewhere",
+            "spec:\n  parentRefs: [{name: gw, namespace: shop, sectionName: http}]\n",
+            "NotAllowedByListeners",
+        ),
+        (
+            "shop",
+            "spec:\n  parentRefs: [{name: gw, sectionName: http}]\n  hostnames: [app.example.org]\n",
+            "NoMatchingListenerHostname",
+        ),
+        (
+            "shop",
+            "spec:\n  parentRefs: [{name: gw, sectionName: tls}]\n",
+            "NotAllowedByListeners",
+        ),
+    ];
+    for (ns, spec, reason) in cases {
+        let status = route_parent_statuses(&route(ns, spec), &world, None, None, CONTROLLER_NAME);
+        let accepted = condition(&status[0], "Accepted");
+        assert_eq!(accepted.status, ConditionStatus::False, "{spec}");
+        assert_eq!(accepted.reason, reason, "{spec}: {}", accepted.message);
+    }
+}
+
+#[test]
+fn unresolved_backend_refs_have_their_reasons() {
+    let grant = "apiVersion: gateway.networking.k8s.io/v1beta1\nkind: ReferenceGrant\nmetadata: {name: g, namespace: data}\nspec:\n  from: [{group: gateway.networking.k8s.io, kind: HTTPRoute, namespace: shop}]\n  to: [{group: \"\", kind: Service, name: db}]\n";
+    let cases = [
+        (
+            "[{name: db, namespace: data, port: 5432}]",
+            "",
+            "RefNotPermitted",
+        ),
+        (
+            "[{name: db, namespace: data, port: 5432}]",
+            grant,
+            "ResolvedRefs",
+        ),
+        ("[{name: gone, port: 80}]", "", "BackendNotFound"),
+        ("[{name: blue, port: 81}]", "", "BackendNotFound"),
+        (
+            "[{name: blue, port: 80}, {group: example.com, kind: Bucket, name: b}]",
+            "",
+            "InvalidKind",
+        ),
+    ];
+    for (refs, extra, reason) in cases {
+        let resources = world_with(extra);
+        let world = World::new(&resources);
+        let spec = format!(
+            "spec:\n  parentRefs: [{{name: gw, sectionName: http}}]\n  rules: [{{backendRefs: {refs}}}]\n"
+        );
+        let status =
+            route_parent_statuses(&route("shop", &spec), &world, None, None, CONTROLLER_NAME);
+        let resolved = condition(&status[0], "ResolvedRefs");
+        assert_eq!(resolved.reason, reason, "{refs}: {}", resolved.message);
+        let expected = if reason == "ResolvedRefs" {
+            ConditionStatus::True
+        } else {
+            ConditionStatus::False
+        };
+        assert_eq!(resolved.status, expected);
+    }
+}
+
+#[test]
+fn cutover_progress_pending_timeout_forced_and_unknown() {
+    let resources = world_with("");
+    let world = World::new(&resources);
+    let r = route("shop", GOOD);
+    let cutover = |s: Option<RouteStatus>| {
+        let status = route_parent_statuses(&r, &world, s.as_ref(), None, CONTROLLER_NAME);
+        condition(&status[0], CUTOVER_CONDITION).clone()
+    };
+    let c = cutover(None);
+    assert_eq!(
+        (c.status, c.reason.as_str()),
+        (ConditionStatus::Unknown, "Pending")
+    );
+    let c = cutover(Some(RouteStatus {
+        pending_generation: Some(8),
+        policy: Some("all".into()),
+        evidence: Some("2 of 3 proxies ready (zone-a 1/1, zone-b 1/2)".into()),
+        ready: false,
+        ..ready()
+    }));
+    assert_eq!(
+        (c.status, c.reason.as_str()),
+        (ConditionStatus::Unknown, "Pending")
+    );
+    assert_eq!(
+        c.message,
+        "generation 8 waiting for readiness (policy all): 2 of 3 proxies ready (zone-a 1/1, zone-b 1/2); active generation 7"
+    );
+    let c = cutover(Some(RouteStatus {
+        last_failure: Some("generation 8 abandoned: cutover timed out after 30s".into()),
+        ..ready()
+    }));
+    assert_eq!(
+        (c.status, c.reason.as_str()),
+        (ConditionStatus::False, "TimedOut")
+    );
+    let c = cutover(Some(RouteStatus {
+        last_failure: Some("generation 8 was forced after its cutover timeout".into()),
+        ..ready()
+    }));
+    assert_eq!(
+        (c.status, c.reason.as_str()),
+        (ConditionStatus::True, "Forced")
+    );
+    let c = cutover(Some(RouteStatus {
+        ready: false,
+        applied: Some("2 of 3 proxies at generation 7".into()),
+        ..ready()
+    }));
+    assert_eq!(
+        (c.status, c.reason.as_str()),
+        (ConditionStatus::Unknown, "Applying")
+    );
+}
+
+#[test]
+fn a_rejected_route_is_not_accepted_with_the_reason() {
+    let resources = world_with("");
+    let world = World::new(&resources);
+    let status = route_parent_statuses(
+        &route("shop", GOOD),
+        &world,
+        None,
+        Some("spec.rules[0].matches[0].path.value: invalid regular expression"),
+        CONTROLLER_NAME,
+    );
+    let accepted = condition(&status[0], "Accepted");
+    assert_eq!(accepted.status, ConditionStatus::False);
+    assert_eq!(accepted.reason, "UnsupportedValue");
+}
+
+#[test]
+fn hostnames_intersect_like_the_gateway_api_says() {
+    let h = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    assert!(hostnames_intersect(None, &h(&["a.com"])));
+    assert!(hostnames_intersect(Some("*.example.com"), &h(&[])));
+    assert!(hostnames_intersect(
+        Some("*.example.com"),
+        &h(&["a.b.example.com"])
+    ));
+    assert!(!hostnames_intersect(
+        Some("*.example.com"),
+        &h(&["example.com"])
+    ));
+    assert!(hostnames_intersect(
+        Some("a.example.com"),
+        &h(&["*.example.com"])
+    ));
+    assert!(hostnames_intersect(
+        Some("*.example.com"),
+        &h(&["*.a.example.com"])
+    ));
+    assert!(!hostnames_intersect(
+        Some("a.example.com"),
+        &h(&["b.example.com"])
+    ));
+}

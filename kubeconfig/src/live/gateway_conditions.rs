@@ -1,0 +1,254 @@
+//! Gateway status, computed: `Accepted` and `Programmed` for the Gateway,
+//! and per listener `Accepted`, `ResolvedRefs`, `Programmed`, the supported
+//! route kinds and the number of attached routes.
+//!
+//! Pure, like [`super::route_parent_statuses`]. `Programmed` says whether
+//! any live proxy serves the Gateway, which only the caller (the leader)
+//! knows, so it is passed in. Deliberately not computed: listener
+//! conflicts (two listeners with one port and hostname) and addresses.
+
+use super::conditions::{Condition, ConditionStatus, World, listener_allows_http_routes};
+use super::kinds::GATEWAY_GROUP;
+use switchyard_proto::model::{Gateway, ListenerProtocol};
+
+/// A Gateway's status (without times and addresses).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GatewayStatus {
+    /// `Accepted`, `Programmed`.
+    pub conditions: Vec<Condition>,
+    /// One entry per listener, in spec order.
+    pub listeners: Vec<ListenerStatus>,
+}
+
+/// One listener's status.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListenerStatus {
+    /// The listener's name.
+    pub name: String,
+    /// Routes attached to it (accepted through at least one parentRef).
+    pub attached_routes: i32,
+    /// `(group, kind)` of the route kinds it serves.
+    pub supported_kinds: Vec<(String, String)>,
+    /// `Accepted`, `ResolvedRefs`, `Programmed`.
+    pub conditions: Vec<Condition>,
+}
+
+/// The status of one of our Gateways. `live_proxies` is how many live
+/// proxies the coordinators know (all of them serve every Gateway).
+/// `controller_name` decides which routes count as attached.
+pub fn gateway_status(
+    gateway: &Gateway,
+    world: &World<'_>,
+    live_proxies: usize,
+    controller_name: &str,
+) -> GatewayStatus {
+    use ConditionStatus::{False, True};
+    let generation = gateway.meta.k8s_generation;
+    let c = |type_: &str, status, reason: &str, message: String| Condition {
+        type_: type_.to_string(),
+        status,
+        reason: reason.to_string(),
+        message,
+        observed_generation: generation,
+    };
+    let programmed = if live_proxies > 0 {
+        (
+            True,
+            "Programmed",
+            format!("served by {live_proxies} live proxies"),
+        )
+    } else {
+        (False, "Pending", "no live proxy yet".to_string())
+    };
+    let mut listeners = Vec::new();
+    let mut valid = 0;
+    for l in &gateway.listeners {
+        let mut conditions = Vec::new();
+        let mut supported_kinds = Vec::new();
+        if l.protocol == ListenerProtocol::Http {
+            valid += 1;
+            conditions.push(c("Accepted", True, "Accepted", "listener accepted".into()));
+            if listener_allows_http_routes(l) {
+                supported_kinds.push((GATEWAY_GROUP.to_string(), "HTTPRoute".to_string()));
+                conditions.push(c(
+                    "ResolvedRefs",
+                    True,
+                    "ResolvedRefs",
+                    "refs resolved".into(),
+                ));
+            } else {
+                conditions.push(c(
+                    "ResolvedRefs",
+                    False,
+                    "InvalidRouteKinds",
+                    "allowedRoutes.kinds has no kind switchyard serves (HTTPRoute)".into(),
+                ));
+            }
+            conditions.push(c(
+                "Programmed",
+                programmed.0,
+                programmed.1,
+                programmed.2.clone(),
+            ));
+        } else {
+            conditions.push(c(
+                "Accepted",
+                False,
+                "UnsupportedProtocol",
+                format!("protocol {:?} is not served; only HTTP is", l.protocol),
+            ));
+            conditions.push(c(
+                "ResolvedRefs",
+                True,
+                "ResolvedRefs",
+                "refs resolved".into(),
+            ));
+            conditions.push(c(
+                "Programmed",
+                False,
+                "Invalid",
+                "listener not accepted".into(),
+            ));
+        }
+        listeners.push(ListenerStatus {
+            name: l.name.clone(),
+            attached_routes: attached_routes(gateway, &l.name, world, controller_name),
+            supported_kinds,
+            conditions,
+        });
+    }
+    let accepted = if valid > 0 || gateway.listeners.is_empty() {
+        c(
+            "Accepted",
+            True,
+            "Accepted",
+            format!("{valid} listener(s) served"),
+        )
+    } else {
+        c(
+            "Accepted",
+            False,
+            "ListenersNotValid",
+            "no listener can be served".into(),
+        )
+    };
+    let programmed = c("Programmed", programmed.0, programmed.1, programmed.2);
+    GatewayStatus {
+        conditions: vec![accepted, programmed],
+        listeners,
+    }
+}
+
+fn attached_routes(gateway: &Gateway, listener: &str, world: &World<'_>, controller: &str) -> i32 {
+    let name = gateway.meta.object_name();
+    let count = world
+        .routes
+        .iter()
+        .filter(|route| {
+            route.parent_refs.iter().any(|p| {
+                world
+                    .our_gateway(route, p, controller)
+                    .filter(|g| g.meta.object_name() == name)
+                    .is_some_and(|g| {
+                        world
+                            .attach(route, p, g)
+                            .is_ok_and(|ls| ls.iter().any(|l| l.name == listener))
+                    })
+            })
+        })
+        .count();
+    i32::try_from(count).unwrap_or(i32::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::parse_documents;
+    use switchyard_proto::model::{CONTROLLER_NAME, Resource};
+
+    const SET: &str = r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: ours}
+spec: {controllerName: switchyard.io/gateway-controller}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: gw, namespace: shop, generation: 2}
+spec:
+  gatewayClassName: ours
+  listeners:
+  - {name: http, port: 80, protocol: HTTP}
+  - {name: admin, port: 8080, protocol: HTTP, allowedRoutes: {kinds: [{kind: GRPCRoute}]}}
+  - {name: tls, port: 443, protocol: HTTPS}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: a, namespace: shop}
+spec: {parentRefs: [{name: gw}]}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: b, namespace: shop}
+spec: {parentRefs: [{name: gw, sectionName: http}]}
+"#;
+
+    fn status(live: usize) -> GatewayStatus {
+        let resources = parse_documents("set", SET).unwrap();
+        let world = World::new(&resources);
+        let Some(Resource::Gateway(g)) =
+            resources.iter().find(|r| matches!(r, Resource::Gateway(_)))
+        else {
+            panic!()
+        };
+        gateway_status(g, &world, live, CONTROLLER_NAME)
+    }
+
+    fn get<'a>(cs: &'a [Condition], t: &str) -> (&'a str, ConditionStatus) {
+        let c = cs.iter().find(|c| c.type_ == t).unwrap();
+        (c.reason.as_str(), c.status)
+    }
+
+    #[test]
+    fn listeners_report_protocol_kinds_and_attached_routes() {
+        let s = status(3);
+        assert_eq!(
+            get(&s.conditions, "Accepted"),
+            ("Accepted", ConditionStatus::True)
+        );
+        assert_eq!(
+            get(&s.conditions, "Programmed"),
+            ("Programmed", ConditionStatus::True)
+        );
+        assert_eq!(s.conditions[0].observed_generation, Some(2));
+        let by_name = |n: &str| s.listeners.iter().find(|l| l.name == n).unwrap();
+        assert_eq!(by_name("http").attached_routes, 2);
+        assert_eq!(by_name("admin").attached_routes, 0);
+        assert_eq!(
+            get(&by_name("admin").conditions, "ResolvedRefs"),
+            ("InvalidRouteKinds", ConditionStatus::False)
+        );
+        assert!(by_name("admin").supported_kinds.is_empty());
+        assert_eq!(
+            get(&by_name("tls").conditions, "Accepted"),
+            ("UnsupportedProtocol", ConditionStatus::False)
+        );
+        assert_eq!(
+            by_name("http").supported_kinds,
+            [(GATEWAY_GROUP.to_string(), "HTTPRoute".to_string())]
+        );
+    }
+
+    #[test]
+    fn without_live_proxies_nothing_is_programmed() {
+        let s = status(0);
+        assert_eq!(
+            get(&s.conditions, "Programmed"),
+            ("Pending", ConditionStatus::False)
+        );
+        assert_eq!(
+            get(&s.listeners[0].conditions, "Programmed"),
+            ("Pending", ConditionStatus::False)
+        );
+    }
+}

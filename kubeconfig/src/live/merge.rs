@@ -1,0 +1,238 @@
+//! From every cluster's objects to the one desired set: the multi-cluster
+//! merge and the choice of what switchyard serves.
+//!
+//! **Served objects only.** The watchers read whole clusters, but only
+//! GatewayClasses whose `controllerName` is ours, their Gateways, routes
+//! with a parentRef to one of those Gateways, and what those need (the
+//! Services and ReferenceGrants they refer to, the slices of those
+//! Services, the Namespaces of routes and Gateways, for `allowedRoutes`
+//! selectors) go into the desired set. Filtering here rather than leaving
+//! it to the router keeps every unrelated Service and EndpointSlice of the
+//! cluster out of the Raft log and out of every proxy's snapshot: otherwise
+//! each pod restart anywhere would be a Raft write and a push to the whole
+//! fleet. The router still checks the class itself, so a hand-applied file
+//! is filtered the same way.
+//!
+//! **Several clusters.** Objects other than EndpointSlices are taken from
+//! the first cluster (in source order) that has them; a later cluster's
+//! different copy is ignored (the first source is authoritative). Every
+//! cluster's EndpointSlices are kept, tagged with their cluster, so the
+//! endpoints of one Service seen in several clusters all serve it; with
+//! more than one cluster their names get a `.<cluster>` suffix so slices of
+//! equal names cannot collide.
+//!
+//! It deliberately does no IO and keeps no state between calls.
+
+use std::collections::{BTreeMap, BTreeSet};
+use switchyard_proto::model::{
+    BackendRef, Filter, HttpRoute, Kind, ObjectName, Resource, ResourceKey,
+};
+
+use super::kinds::GATEWAY_GROUP;
+
+/// One cluster's current objects, input to [`merge_clusters`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClusterObjects {
+    /// The cluster's name.
+    pub name: String,
+    /// Its objects (already translated).
+    pub resources: Vec<Resource>,
+}
+
+/// The merged, served set.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Merged {
+    /// Served objects of every cluster, in apply order ([`Kind::ALL`], then
+    /// name).
+    pub resources: Vec<Resource>,
+    /// Per cluster, the served Services (`namespace/name`) it contributed
+    /// EndpointSlices to; every input cluster has an entry.
+    pub contributed: BTreeMap<String, Vec<String>>,
+}
+
+/// Merges clusters (earlier ones win for everything but EndpointSlices)
+/// and keeps only what is served by `controller_name`.
+pub fn merge_clusters(clusters: &[ClusterObjects], controller_name: &str) -> Merged {
+    let multi = clusters.len() > 1;
+    let mut by_key: BTreeMap<ResourceKey, Resource> = BTreeMap::new();
+    for cluster in clusters {
+        for resource in &cluster.resources {
+            let resource = match resource {
+                Resource::EndpointSlice(slice) => {
+                    let mut slice = slice.clone();
+                    slice.cluster = Some(cluster.name.clone());
+                    if multi {
+                        slice.meta.name = slice_name(&slice.meta.name, &cluster.name);
+                    }
+                    Resource::EndpointSlice(slice)
+                }
+                other => other.clone(),
+            };
+            by_key.entry(resource.key()).or_insert(resource);
+        }
+    }
+    let resources = select_served(by_key.into_values().collect(), controller_name);
+    let mut contributed: BTreeMap<String, BTreeSet<String>> = clusters
+        .iter()
+        .map(|c| (c.name.clone(), BTreeSet::new()))
+        .collect();
+    for resource in &resources {
+        if let Resource::EndpointSlice(s) = resource
+            && let (Some(cluster), Some(service)) = (&s.cluster, s.service_name())
+            && let Some(set) = contributed.get_mut(cluster)
+        {
+            set.insert(format!("{}/{service}", s.meta.namespace));
+        }
+    }
+    Merged {
+        resources,
+        contributed: contributed
+            .into_iter()
+            .map(|(k, v)| (k, v.into_iter().collect()))
+            .collect(),
+    }
+}
+
+/// Keeps what `controller_name` serves (see the module docs), in apply
+/// order.
+pub fn select_served(all: Vec<Resource>, controller_name: &str) -> Vec<Resource> {
+    let classes: BTreeSet<&str> = all
+        .iter()
+        .filter_map(|r| match r {
+            Resource::GatewayClass(c) if c.controller_name == controller_name => {
+                Some(c.meta.name.as_str())
+            }
+            _ => None,
+        })
+        .collect();
+    let gateways: BTreeSet<ObjectName> = all
+        .iter()
+        .filter_map(|r| match r {
+            Resource::Gateway(g) if classes.contains(g.gateway_class_name.as_str()) => {
+                Some(g.meta.object_name())
+            }
+            _ => None,
+        })
+        .collect();
+    let routes: Vec<&HttpRoute> = all
+        .iter()
+        .filter_map(|r| match r {
+            Resource::HttpRoute(route) if attaches_to_any(route, &gateways) => Some(route),
+            _ => None,
+        })
+        .collect();
+    let served_routes: BTreeSet<ObjectName> = routes.iter().map(|r| r.meta.object_name()).collect();
+    let services: BTreeSet<ObjectName> = routes
+        .iter()
+        .flat_map(|route| {
+            service_refs(route).map(|b| {
+                let ns = b.namespace.as_deref().unwrap_or(&route.meta.namespace);
+                ObjectName::new(ns, b.name.clone())
+            })
+        })
+        .collect();
+    let backend_namespaces: BTreeSet<&str> =
+        services.iter().map(|s| s.namespace.as_str()).collect();
+    let namespaces: BTreeSet<&str> = routes
+        .iter()
+        .map(|r| r.meta.namespace.as_str())
+        .chain(gateways.iter().map(|g| g.namespace.as_str()))
+        .collect();
+    let keep = |r: &Resource| match r {
+        Resource::GatewayClass(c) => classes.contains(c.meta.name.as_str()),
+        Resource::Gateway(g) => gateways.contains(&g.meta.object_name()),
+        Resource::HttpRoute(route) => served_routes.contains(&route.meta.object_name()),
+        Resource::ReferenceGrant(g) => backend_namespaces.contains(g.meta.namespace.as_str()),
+        Resource::Namespace(n) => namespaces.contains(n.meta.name.as_str()),
+        Resource::Service(s) => services.contains(&s.meta.object_name()),
+        Resource::EndpointSlice(s) => s
+            .service_name()
+            .is_some_and(|svc| services.contains(&ObjectName::new(&s.meta.namespace, svc))),
+    };
+    let mut out: Vec<Resource> = all.iter().filter(|r| keep(r)).cloned().collect();
+    out.sort_by_key(apply_order);
+    out
+}
+
+/// Sort key: [`Kind::ALL`] position, then name.
+pub(crate) fn apply_order(r: &Resource) -> (usize, ObjectName) {
+    (kind_rank(r.kind()), r.meta().object_name())
+}
+
+/// Position of a kind in [`Kind::ALL`].
+pub(crate) fn kind_rank(kind: Kind) -> usize {
+    Kind::ALL
+        .iter()
+        .position(|k| *k == kind)
+        .unwrap_or(usize::MAX)
+}
+
+/// Whether a parentRef (group and kind defaulted) names a Gateway.
+pub(crate) fn is_gateway_ref(group: &str, kind: &str) -> bool {
+    (group.is_empty() || group == GATEWAY_GROUP) && (kind.is_empty() || kind == "Gateway")
+}
+
+fn attaches_to_any(route: &HttpRoute, gateways: &BTreeSet<ObjectName>) -> bool {
+    route.parent_refs.iter().any(|p| {
+        let ns = p.namespace.as_deref().unwrap_or(&route.meta.namespace);
+        is_gateway_ref(&p.group, &p.kind) && gateways.contains(&ObjectName::new(ns, p.name.clone()))
+    })
+}
+
+/// Every Service backendRef of a route: rule backends and mirror targets
+/// in rule and backend filters.
+pub(crate) fn service_refs(route: &HttpRoute) -> impl Iterator<Item = &BackendRef> {
+    route.rules.iter().flat_map(|rule| {
+        let mut refs: Vec<&BackendRef> = rule.backend_refs.iter().collect();
+        refs.extend(mirrors(&rule.filters));
+        for b in &rule.backend_refs {
+            refs.extend(mirrors(&b.filters));
+        }
+        refs.into_iter().filter(|b| b.is_service())
+    })
+}
+
+fn mirrors(filters: &[Filter]) -> impl Iterator<Item = &BackendRef> {
+    filters.iter().filter_map(|f| match f {
+        Filter::RequestMirror(m) => Some(&m.backend_ref),
+        _ => None,
+    })
+}
+
+/// `name.<cluster label>`, kept a valid DNS subdomain.
+fn slice_name(name: &str, cluster: &str) -> String {
+    let label = cluster_label(cluster);
+    let room = 253usize.saturating_sub(label.len() + 1);
+    let mut base: String = name.chars().take(room).collect();
+    while base.ends_with(['-', '.']) {
+        base.pop();
+    }
+    format!("{base}.{label}")
+}
+
+/// A cluster name as a DNS label: lowercase letters, digits and `-`, at
+/// most 63 characters, never empty (context names like `admin@prod` or
+/// ARNs are common).
+pub(crate) fn cluster_label(cluster: &str) -> String {
+    let mapped: String = cluster
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
+        .take(63)
+        .collect();
+    let trimmed = mapped.trim_matches('-');
+    if trimmed.is_empty() {
+        "cluster".to_string()
+    } else {
+        trimmed.to_string()
+    }
+}
+
+#[cfg(test)]
+#[path = "merge_tests.rs"]
+mod tests;

@@ -1,0 +1,130 @@
+//! Live Kubernetes clusters as a configuration source: watch Gateway API
+//! and core objects in one or many clusters, merge them into the desired
+//! set of [`Resource`]s the leader coordinator applies through Raft, and
+//! write route and Gateway status back.
+//!
+//! What it owns:
+//!
+//! - connecting to a cluster from a kubeconfig ([`connect`]);
+//! - the watchers and their per-cluster caches, including the watcher's
+//!   "initial list done" meaning "replace the set", and re-lists after a
+//!   watch error ([`watch_clusters`]);
+//! - choosing what switchyard serves (only what hangs off a GatewayClass
+//!   whose `controllerName` is ours) and merging several clusters
+//!   ([`merge_clusters`], [`select_served`]);
+//! - the diff between desired and stored ([`plan`]);
+//! - Gateway API status: the pure condition computation
+//!   ([`route_parent_statuses`], [`gateway_status`]) and the server-side
+//!   apply writers ([`StatusPublisher`], [`write_route_status`],
+//!   [`write_gateway_status`]);
+//! - running the watchers only while this coordinator leads
+//!   ([`run_while_leader`]);
+//! - the RBAC the code needs, in one list ([`REQUIRED_PERMISSIONS`]).
+//!
+//! What it deliberately does not do: talk to the coordinator (the caller
+//! feeds [`DesiredState`] into Raft and hands back `RouteStatus`es), decide
+//! cutovers, or route requests. The translation of each object into the
+//! model is the file side's (`crate::gateway`, `crate::route`,
+//! `crate::backend`), so a route read from a cluster and the same route read
+//! from a file are the same `Resource`.
+//!
+//! # Layout
+//!
+//! - `error`: [`LiveError`].
+//! - `kinds`: the watched kinds, their API paths, [`REQUIRED_PERMISSIONS`].
+//! - `translate`: one watched object into a `Resource` (or why not).
+//! - `cache`: one cluster's objects, driven by watcher events.
+//! - `merge`: served-object selection and the multi-cluster merge.
+//! - `plan`: desired versus stored.
+//! - `watch`: the watcher tasks and the aggregator.
+//! - `conditions`, `gateway_conditions`: pure status computation.
+//! - `status`: the server-side apply writers; `publish`: when to write.
+//! - `leader`: [`run_while_leader`].
+
+mod cache;
+mod conditions;
+mod error;
+mod gateway_conditions;
+mod kinds;
+mod leader;
+mod merge;
+mod plan;
+mod publish;
+mod status;
+mod translate;
+mod watch;
+
+pub use conditions::{
+    CUTOVER_CONDITION, Condition, ConditionStatus, ParentReference, RouteParentStatus, World,
+    route_parent_statuses,
+};
+pub use error::LiveError;
+pub use gateway_conditions::{GatewayStatus, ListenerStatus, gateway_status};
+pub use kinds::{FIELD_MANAGER, REQUIRED_PERMISSIONS};
+pub use leader::run_while_leader;
+pub use merge::{ClusterObjects, Merged, merge_clusters, select_served};
+pub use plan::plan;
+pub use publish::StatusPublisher;
+pub use status::{WriteOutcome, write_gateway_status, write_route_status};
+pub use watch::{
+    ClusterHealth, DesiredState, Origin, Rejected, WatchSettings, watch_clusters,
+    watch_clusters_with,
+};
+
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use std::path::Path;
+
+/// One cluster to watch: a client and the name that tags what came from it
+/// (EndpointSlice `cluster`, [`ClusterHealth::name`], log fields).
+#[derive(Clone)]
+pub struct ClusterSource {
+    /// The kubeconfig context name, or the file name when the file has no
+    /// current context. Must be unique among the sources watched together.
+    pub name: String,
+    /// The client for this cluster.
+    pub client: kube::Client,
+}
+
+impl std::fmt::Debug for ClusterSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClusterSource")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Reads a kubeconfig file and builds a client for `context` (the file's
+/// current context when `None`). Connects to nothing yet: an unreachable
+/// cluster shows up later as [`ClusterHealth::reachable`] `false`.
+pub async fn connect(kubeconfig: &Path, context: Option<&str>) -> Result<ClusterSource, LiveError> {
+    let path = kubeconfig.display().to_string();
+    let file = Kubeconfig::read_from(kubeconfig).map_err(|source| LiveError::Kubeconfig {
+        path: path.clone(),
+        context: context.map(str::to_string),
+        source,
+    })?;
+    let name = context
+        .map(str::to_string)
+        .or_else(|| file.current_context.clone())
+        .unwrap_or_else(|| {
+            kubeconfig
+                .file_stem()
+                .map_or_else(|| path.clone(), |s| s.to_string_lossy().into_owned())
+        });
+    let options = KubeConfigOptions {
+        context: context.map(str::to_string),
+        ..KubeConfigOptions::default()
+    };
+    let config = kube::Config::from_custom_kubeconfig(file, &options)
+        .await
+        .map_err(|source| LiveError::Kubeconfig {
+            path: path.clone(),
+            context: context.map(str::to_string),
+            source,
+        })?;
+    let client = kube::Client::try_from(config).map_err(|source| LiveError::Client {
+        cluster: name.clone(),
+        source,
+    })?;
+    Ok(ClusterSource { name, client })
+}

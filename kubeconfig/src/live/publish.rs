@@ -1,0 +1,127 @@
+//! [`StatusPublisher`]: computes and writes the status of every served
+//! HTTPRoute and Gateway, in every cluster that defines it, skipping what
+//! it already wrote.
+//!
+//! It deliberately keeps only an in-memory record of what it last wrote:
+//! a new leader starts empty and reads each object once before writing
+//! (the writers skip unchanged statuses), so nothing is persisted.
+
+use super::ClusterSource;
+use super::conditions::{RouteParentStatus, World, route_parent_statuses};
+use super::error::LiveError;
+use super::gateway_conditions::{GatewayStatus, gateway_status};
+use super::status::{write_gateway_status, write_route_status};
+use super::watch::DesiredState;
+use std::collections::HashMap;
+use switchyard_proto::model::{Resource, ResourceKey, RouteStatus};
+use tracing::debug;
+
+/// What was last written for one object in one cluster.
+#[derive(Debug, Clone, PartialEq)]
+enum Written {
+    Route(Vec<RouteParentStatus>),
+    Gateway(GatewayStatus),
+}
+
+/// Writes route and Gateway status for the leader.
+#[derive(Debug)]
+pub struct StatusPublisher {
+    sources: Vec<ClusterSource>,
+    controller_name: String,
+    last: HashMap<(String, ResourceKey), Written>,
+}
+
+impl StatusPublisher {
+    /// A publisher for the clusters that were watched.
+    pub fn new(sources: Vec<ClusterSource>, controller_name: impl Into<String>) -> StatusPublisher {
+        StatusPublisher {
+            sources,
+            controller_name: controller_name.into(),
+            last: HashMap::new(),
+        }
+    }
+
+    /// Computes every served object's status from `desired`, the
+    /// coordinators' `routes` rows and the number of live proxies, and
+    /// writes what changed. Returns the failures (the next call retries
+    /// them); one failing object does not stop the others.
+    pub async fn publish(
+        &mut self,
+        desired: &DesiredState,
+        routes: &[RouteStatus],
+        live_proxies: usize,
+    ) -> Vec<LiveError> {
+        let world = World::new(&desired.resources);
+        let mut errors = Vec::new();
+        for resource in &desired.resources {
+            let key = resource.key();
+            let Some(origins) = desired.origins.get(&key) else {
+                continue;
+            };
+            for origin in origins {
+                let Some(source) = self.sources.iter().find(|s| s.name == origin.cluster) else {
+                    continue;
+                };
+                let wanted = match resource {
+                    Resource::HttpRoute(route) => {
+                        let mut route = route.clone();
+                        route.meta.k8s_generation = origin.generation;
+                        let row = routes.iter().find(|r| {
+                            r.namespace == route.meta.namespace && r.name == route.meta.name
+                        });
+                        let rejected = desired
+                            .rejected
+                            .iter()
+                            .find(|r| r.key == key && r.cluster == origin.cluster)
+                            .map(|r| r.message.as_str());
+                        Written::Route(route_parent_statuses(
+                            &route,
+                            &world,
+                            row,
+                            rejected,
+                            &self.controller_name,
+                        ))
+                    }
+                    Resource::Gateway(gateway) => {
+                        let mut gateway = gateway.clone();
+                        gateway.meta.k8s_generation = origin.generation;
+                        Written::Gateway(gateway_status(
+                            &gateway,
+                            &world,
+                            live_proxies,
+                            &self.controller_name,
+                        ))
+                    }
+                    _ => continue,
+                };
+                let slot = (origin.cluster.clone(), key.clone());
+                if self.last.get(&slot) == Some(&wanted) {
+                    continue;
+                }
+                let result = match &wanted {
+                    Written::Route(parents) => {
+                        write_route_status(
+                            &source.client,
+                            &source.name,
+                            &key.name,
+                            &self.controller_name,
+                            parents,
+                        )
+                        .await
+                    }
+                    Written::Gateway(status) => {
+                        write_gateway_status(&source.client, &source.name, &key.name, status).await
+                    }
+                };
+                match result {
+                    Ok(outcome) => {
+                        debug!(cluster = %source.name, object = %key, ?outcome, "status published");
+                        self.last.insert(slot, wanted);
+                    }
+                    Err(e) => errors.push(e),
+                }
+            }
+        }
+        errors
+    }
+}

@@ -1,0 +1,429 @@
+//! The watchers: one kube-runtime `watcher` per cluster and kind, feeding
+//! one aggregator that owns every [`ClusterCache`] and publishes the merged
+//! [`DesiredState`] on a `watch` channel whenever it changes.
+//!
+//! kube's reflector `Store` is not used: the caches here also keep each
+//! object's last good translation and the per-kind health, and swap a
+//! re-listed kind in whole at `InitDone`. The watcher itself re-lists after
+//! `410 Gone` and retries every other error with the backoff in
+//! [`WatchSettings`]; the aggregator only records errors as health.
+//!
+//! It deliberately does not write to the coordinators: the caller diffs
+//! each published state against what is stored ([`super::plan`]).
+
+use super::ClusterSource;
+use super::cache::{ClusterCache, Observed, Update};
+use super::kinds::{WATCHED, api_resource};
+use super::merge::{ClusterObjects, merge_clusters};
+use super::translate::{object_label, translate};
+use futures::StreamExt;
+use kube::Api;
+use kube::core::DynamicObject;
+use kube::runtime::utils::Backoff;
+use kube::runtime::watcher::{self, Event};
+use kube::runtime::{WatchStreamExt, watcher as watch_stream};
+use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
+use std::time::Duration;
+use switchyard_proto::model::{Kind, ObjectName, Resource, ResourceKey};
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinSet;
+use tracing::{Instrument, debug, info, info_span, warn};
+
+/// What the watchers produce: the full desired set from all clusters.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct DesiredState {
+    /// The served objects of every cluster, merged, in apply order.
+    pub resources: Vec<Resource>,
+    /// Every cluster, in source order.
+    pub clusters: Vec<ClusterHealth>,
+    /// Objects whose newest version could not be read; their last good
+    /// version, if any, is still in `resources`.
+    pub rejected: Vec<Rejected>,
+    /// For each served Gateway and HTTPRoute, the clusters that define it:
+    /// where its status is written.
+    pub origins: BTreeMap<ResourceKey, Vec<Origin>>,
+}
+
+/// One cluster's health and contribution.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterHealth {
+    /// The cluster's name.
+    pub name: String,
+    /// False while any of its watchers is failing. Its objects stay as
+    /// last seen meanwhile: endpoints keep serving until their own
+    /// conditions (or the proxies' health checks) say otherwise.
+    pub reachable: bool,
+    /// The newest watch error while unreachable, as `Kind: message`.
+    pub last_error: Option<String>,
+    /// Served Services (`namespace/name`) it contributes endpoints to.
+    pub contributed: Vec<String>,
+}
+
+/// An object whose newest version was rejected.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rejected {
+    /// The cluster it is in.
+    pub cluster: String,
+    /// Its key.
+    pub key: ResourceKey,
+    /// Why, naming the field.
+    pub message: String,
+}
+
+/// Where a served Gateway or HTTPRoute is defined.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Origin {
+    /// The cluster.
+    pub cluster: String,
+    /// Its `metadata.generation` there (status `observedGeneration`).
+    pub generation: Option<i64>,
+}
+
+/// Tuning of the watchers.
+#[derive(Debug, Clone, Copy)]
+pub struct WatchSettings {
+    /// First retry delay after a watch error.
+    pub backoff_min: Duration,
+    /// Longest retry delay.
+    pub backoff_max: Duration,
+    /// Server-side timeout of each watch request, in seconds (the watcher
+    /// reconnects after it; Kubernetes caps it near 300).
+    pub watch_timeout_secs: u32,
+}
+
+impl Default for WatchSettings {
+    /// client-go's reflector defaults: 800 ms doubling to 30 s; 290 s
+    /// watches.
+    fn default() -> Self {
+        WatchSettings {
+            backoff_min: Duration::from_millis(800),
+            backoff_max: Duration::from_secs(30),
+            watch_timeout_secs: 290,
+        }
+    }
+}
+
+/// [`watch_clusters_with`] with [`WatchSettings::default`].
+pub async fn watch_clusters(
+    sources: Vec<ClusterSource>,
+    controller_name: &str,
+    out: watch::Sender<Option<DesiredState>>,
+    shutdown: impl Future,
+) {
+    watch_clusters_with(
+        sources,
+        controller_name,
+        WatchSettings::default(),
+        out,
+        shutdown,
+    )
+    .await;
+}
+
+/// Watches every kind in every source until `shutdown` completes (or this
+/// future is dropped: the watcher tasks are aborted with it). Publishes
+/// `None` until every cluster has finished its first list of every kind —
+/// a partial set would make [`super::plan`] delete what is merely not
+/// listed yet — then the merged state whenever it changes.
+pub async fn watch_clusters_with(
+    sources: Vec<ClusterSource>,
+    controller_name: &str,
+    settings: WatchSettings,
+    out: watch::Sender<Option<DesiredState>>,
+    shutdown: impl Future,
+) {
+    // Bounded: a burst of events (a big re-list) waits for the aggregator
+    // instead of growing memory without limit.
+    let (tx, mut rx) = mpsc::channel::<(usize, Kind, Update)>(1024);
+    let mut tasks = JoinSet::new();
+    for (index, source) in sources.iter().enumerate() {
+        for kind in WATCHED {
+            let span = info_span!("watch", cluster = %source.name, kind = %kind);
+            let task = watch_kind(index, source.clone(), kind, settings, tx.clone());
+            tasks.spawn(task.instrument(span));
+        }
+    }
+    drop(tx);
+    let mut caches: Vec<ClusterCache> = sources
+        .iter()
+        .map(|s| ClusterCache::new(s.name.clone(), &WATCHED))
+        .collect();
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let first = tokio::select! {
+            _ = &mut shutdown => break,
+            m = rx.recv() => m,
+        };
+        // Every watcher task ended: only possible if they all panicked.
+        let Some(first) = first else { break };
+        let before: Vec<bool> = caches.iter().map(ClusterCache::reachable).collect();
+        apply(&mut caches, first);
+        // Fold a burst into one publication.
+        while let Ok(more) = rx.try_recv() {
+            apply(&mut caches, more);
+        }
+        for (cache, was) in caches.iter().zip(before) {
+            match (was, cache.reachable()) {
+                (true, false) => warn!(
+                    cluster = %cache.name,
+                    error = cache.last_error().unwrap_or_default(),
+                    "cluster unreachable; keeping its last objects"
+                ),
+                (false, true) => info!(cluster = %cache.name, "cluster reachable again"),
+                _ => {}
+            }
+        }
+        let state = desired_state(&caches, controller_name);
+        out.send_if_modified(|current| {
+            if *current == state {
+                return false;
+            }
+            *current = state;
+            true
+        });
+    }
+    tasks.abort_all();
+}
+
+fn apply(caches: &mut [ClusterCache], (index, kind, update): (usize, Kind, Update)) {
+    if let Some(cache) = caches.get_mut(index) {
+        cache.update(kind, update);
+    }
+}
+
+/// The merged state of all caches; `None` until every one has listed.
+pub(crate) fn desired_state(
+    caches: &[ClusterCache],
+    controller_name: &str,
+) -> Option<DesiredState> {
+    if !caches.iter().all(ClusterCache::listed) {
+        return None;
+    }
+    let inputs: Vec<ClusterObjects> = caches
+        .iter()
+        .map(|c| ClusterObjects {
+            name: c.name.clone(),
+            resources: c.resources(),
+        })
+        .collect();
+    let mut merged = merge_clusters(&inputs, controller_name);
+    let served: BTreeSet<ResourceKey> = merged
+        .resources
+        .iter()
+        .filter(|r| matches!(r.kind(), Kind::Gateway | Kind::HTTPRoute))
+        .map(Resource::key)
+        .collect();
+    let mut origins: BTreeMap<ResourceKey, Vec<Origin>> = BTreeMap::new();
+    let mut rejected = Vec::new();
+    for cache in caches {
+        for (kind, name, entry) in cache.entries() {
+            let key = ResourceKey {
+                kind,
+                name: name.clone(),
+            };
+            if let Some(message) = &entry.rejected {
+                rejected.push(Rejected {
+                    cluster: cache.name.clone(),
+                    key: key.clone(),
+                    message: message.clone(),
+                });
+            }
+            if served.contains(&key) {
+                origins.entry(key).or_default().push(Origin {
+                    cluster: cache.name.clone(),
+                    generation: entry.generation,
+                });
+            }
+        }
+    }
+    let clusters = caches
+        .iter()
+        .map(|c| ClusterHealth {
+            name: c.name.clone(),
+            reachable: c.reachable(),
+            last_error: c.last_error(),
+            contributed: merged.contributed.remove(&c.name).unwrap_or_default(),
+        })
+        .collect();
+    Some(DesiredState {
+        resources: merged.resources,
+        clusters,
+        rejected,
+        origins,
+    })
+}
+
+/// One kind in one cluster, until the receiver goes away.
+async fn watch_kind(
+    index: usize,
+    source: ClusterSource,
+    kind: Kind,
+    settings: WatchSettings,
+    tx: mpsc::Sender<(usize, Kind, Update)>,
+) {
+    let api: Api<DynamicObject> = Api::all_with(source.client.clone(), &api_resource(kind));
+    let config = watcher::Config::default().timeout(settings.watch_timeout_secs);
+    let stream = watch_stream(api, config).backoff(Doubling::new(settings));
+    let mut stream = std::pin::pin!(stream);
+    while let Some(event) = stream.next().await {
+        let observe = |o: &DynamicObject| Observed {
+            name: object_name(o),
+            generation: o.metadata.generation,
+            result: translate(&source.name, kind, o),
+        };
+        let update = match event {
+            Ok(Event::Init) => Update::Init,
+            Ok(Event::InitApply(o)) => Update::InitApply(observe(&o)),
+            Ok(Event::InitDone) => Update::InitDone,
+            Ok(Event::Apply(o)) => {
+                debug!(object = %object_label(&o), "applied");
+                Update::Apply(observe(&o))
+            }
+            Ok(Event::Delete(o)) => {
+                debug!(object = %object_label(&o), "deleted");
+                Update::Delete(object_name(&o))
+            }
+            Err(e) => {
+                debug!(error = %e, "watch error; the watcher retries");
+                Update::Error(e.to_string())
+            }
+        };
+        if let Update::Apply(Observed { result: Err(e), .. })
+        | Update::InitApply(Observed { result: Err(e), .. }) = &update
+        {
+            warn!(error = %e, "object rejected; its last good version stays");
+        }
+        if tx.send((index, kind, update)).await.is_err() {
+            return;
+        }
+    }
+}
+
+fn object_name(o: &DynamicObject) -> ObjectName {
+    ObjectName::new(
+        o.metadata.namespace.clone().unwrap_or_default(),
+        o.metadata.name.clone().unwrap_or_default(),
+    )
+}
+
+/// Doubling backoff between `backoff_min` and `backoff_max`, reset by the
+/// stream after each success.
+struct Doubling {
+    min: Duration,
+    max: Duration,
+    next: Duration,
+}
+
+impl Doubling {
+    fn new(settings: WatchSettings) -> Doubling {
+        Doubling {
+            min: settings.backoff_min,
+            max: settings.backoff_max,
+            next: settings.backoff_min,
+        }
+    }
+}
+
+impl Iterator for Doubling {
+    type Item = Duration;
+
+    fn next(&mut self) -> Option<Duration> {
+        let now = self.next;
+        self.next = (now * 2).min(self.max);
+        Some(now)
+    }
+}
+
+impl Backoff for Doubling {
+    fn reset(&mut self) {
+        self.next = self.min;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::parse_documents;
+    use switchyard_proto::model::CONTROLLER_NAME;
+
+    const SET: &str = r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: ours}
+spec: {controllerName: switchyard.io/gateway-controller}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: gw, namespace: shop, generation: 3}
+spec: {gatewayClassName: ours, listeners: [{name: http, port: 80, protocol: HTTP}]}
+"#;
+
+    fn listed(name: &str) -> ClusterCache {
+        let mut c = ClusterCache::new(name, &WATCHED);
+        for kind in WATCHED {
+            c.update(kind, Update::Init);
+            for r in parse_documents("set", SET).unwrap() {
+                if r.kind() == kind {
+                    c.update(
+                        kind,
+                        Update::InitApply(Observed {
+                            name: r.meta().object_name(),
+                            generation: r.meta().k8s_generation,
+                            result: Ok(r),
+                        }),
+                    );
+                }
+            }
+            c.update(kind, Update::InitDone);
+        }
+        c
+    }
+
+    #[test]
+    fn nothing_is_published_until_every_cluster_listed_every_kind() {
+        let late = ClusterCache::new("west", &WATCHED);
+        assert_eq!(
+            desired_state(&[listed("east"), late], CONTROLLER_NAME),
+            None
+        );
+        let state = desired_state(&[listed("east"), listed("west")], CONTROLLER_NAME).unwrap();
+        assert_eq!(state.resources.len(), 2);
+        let gw = ResourceKey {
+            kind: Kind::Gateway,
+            name: ObjectName::new("shop", "gw"),
+        };
+        let clusters: Vec<_> = state.origins[&gw]
+            .iter()
+            .map(|o| o.cluster.as_str())
+            .collect();
+        assert_eq!(clusters, ["east", "west"]);
+        assert_eq!(state.origins[&gw][0].generation, Some(3));
+    }
+
+    #[test]
+    fn an_unreachable_cluster_is_reported_and_keeps_its_objects() {
+        let mut east = listed("east");
+        east.update(Kind::Service, Update::Error("connection refused".into()));
+        let state = desired_state(&[east], CONTROLLER_NAME).unwrap();
+        assert_eq!(state.resources.len(), 2);
+        assert!(!state.clusters[0].reachable);
+        assert_eq!(
+            state.clusters[0].last_error.as_deref(),
+            Some("Service: connection refused")
+        );
+    }
+
+    #[test]
+    fn backoff_doubles_to_the_cap_and_resets() {
+        let mut b = Doubling::new(WatchSettings {
+            backoff_min: Duration::from_millis(100),
+            backoff_max: Duration::from_millis(300),
+            watch_timeout_secs: 1,
+        });
+        let first: Vec<u128> = (&mut b).take(4).map(|d| d.as_millis()).collect();
+        assert_eq!(first, [100, 200, 300, 300]);
+        b.reset();
+        assert_eq!(b.next(), Some(Duration::from_millis(100)));
+    }
+}
