@@ -69,6 +69,12 @@ pub enum StoreError {
         #[source]
         source: sled::Error,
     },
+    /// The store was closed (the node shut down).
+    #[error("sled store at {path} is closed")]
+    Closed {
+        /// The data directory.
+        path: PathBuf,
+    },
     /// A stored value does not decode.
     #[error("sled store at {path}: corrupt {what}: {reason}")]
     Corrupt {
@@ -147,30 +153,45 @@ impl Db {
 }
 
 /// Handle to the cluster metadata kept in the store (the [`Formation`]).
+///
+/// Holds the database weakly: the RaftService (which may outlive a node's
+/// shutdown inside a server) must not keep the directory locked. Once the
+/// log and state stores are dropped, its operations fail with
+/// [`StoreError::Closed`].
 #[derive(Clone)]
 pub struct ClusterMetaStore {
-    db: Arc<Db>,
+    db: Weak<Db>,
+    path: PathBuf,
 }
 
 impl ClusterMetaStore {
-    pub(crate) fn new(db: Arc<Db>) -> Self {
-        ClusterMetaStore { db }
+    pub(crate) fn new(db: &Arc<Db>) -> Self {
+        ClusterMetaStore {
+            db: Arc::downgrade(db),
+            path: db.path.clone(),
+        }
+    }
+
+    fn db(&self) -> Result<Arc<Db>, StoreError> {
+        self.db.upgrade().ok_or_else(|| StoreError::Closed {
+            path: self.path.clone(),
+        })
     }
 
     /// The formation recorded at first start or at first contact, if any.
     pub fn load_formation(&self) -> Result<Option<Formation>, StoreError> {
-        let raw = self
-            .db
+        let db = self.db()?;
+        let raw = db
             .meta
             .get(KEY_FORMATION)
             .map_err(|source| StoreError::Sled {
-                path: self.db.path.clone(),
+                path: self.path.clone(),
                 what: "read formation",
                 source,
             })?;
         raw.map(|bytes| {
             serde_json::from_slice(&bytes).map_err(|e| StoreError::Corrupt {
-                path: self.db.path.clone(),
+                path: self.path.clone(),
                 what: "formation",
                 reason: e.to_string(),
             })
@@ -180,20 +201,20 @@ impl ClusterMetaStore {
 
     /// Records the formation durably (flushed before returning).
     pub async fn save_formation(&self, formation: &Formation) -> Result<(), StoreError> {
+        let db = self.db()?;
         let json = serde_json::to_vec(formation).map_err(|e| StoreError::Corrupt {
-            path: self.db.path.clone(),
+            path: self.path.clone(),
             what: "formation",
             reason: e.to_string(),
         })?;
         let sled_err = |what| {
-            let path = self.db.path.clone();
+            let path = self.path.clone();
             move |source| StoreError::Sled { path, what, source }
         };
-        self.db
-            .meta
+        db.meta
             .insert(KEY_FORMATION, json)
             .map_err(sled_err("write formation"))?;
-        self.db.flush().await.map_err(sled_err("flush formation"))
+        db.flush().await.map_err(sled_err("flush formation"))
     }
 }
 
@@ -281,7 +302,7 @@ pub fn open(path: &Path) -> Result<Stores, StoreError> {
     Ok(Stores {
         log: super::log_store::LogStore::new(db.clone()),
         state,
-        cluster: ClusterMetaStore::new(db.clone()),
+        cluster: ClusterMetaStore::new(&db),
         liveness: StoreLiveness::new(&db),
     })
 }

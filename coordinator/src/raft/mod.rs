@@ -2,8 +2,8 @@
 //! `switchyard.v1.RaftService` gRPC contract.
 //!
 //! Owns: the openraft type configuration ([`types`]), the sled store
-//! ([`db`], [`log_store`], [`state_store`]) and everything needed to make
-//! consensus durable. Does not own: what a command means (that is
+//! ([`db`], [`log_store`], [`state_store`]), the network and service over
+//! tonic, and the [`Node`] API. Does not own: what a command means (that is
 //! [`crate::state`], applied here as a black box), nor the gRPC server the
 //! services are mounted on.
 //!
@@ -13,11 +13,27 @@
 //!   besides the two stores.
 //! - [`log_store`]: log entries and vote, with their durability rules.
 //! - [`state_store`]: state machine and snapshots.
+//! - [`fingerprint`]: cluster identity on every Raft RPC.
+//! - [`network`]: openraft's client network over tonic (cached channels).
+//! - [`service`]: the `RaftService` server.
+//! - [`config`], [`error`], [`node`]: the API the coordinator's services
+//!   call — [`Node::start`], [`Node::propose`], membership changes.
 
+pub mod config;
 pub mod db;
+pub mod error;
+pub mod fingerprint;
 pub mod log_store;
+pub mod network;
+pub mod node;
+pub mod service;
 pub mod state_store;
 pub mod types;
+
+pub use config::{NodeConfig, RaftSettings};
+pub use error::{LEADER_HEADER, NodeError, ProposeError};
+pub use fingerprint::CLUSTER_HEADER;
+pub use node::Node;
 
 pub use db::{Formation, StoreError, Stores, open};
 pub use log_store::LogStore;

@@ -1,0 +1,600 @@
+//! A running Raft node: the API the coordinator's services call.
+//!
+//! Owns: starting Raft on the sled store (forming the cluster from `--peers`
+//! on first start, rejoining on restart, or waiting in join mode),
+//! proposals (locally on the leader, forwarded over `RaftService.Propose`
+//! from a follower), membership changes, leader lookup, the state-machine
+//! watch channel and shutdown. Does not own: the gRPC server (the caller
+//! mounts [`Node::raft_service`] on its own), what commands mean, or the
+//! decision of what to propose.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use openraft::error::{ClientWriteError, InitializeError, RaftError};
+use openraft::{ChangeMembers, ServerState};
+use switchyard_proto::pb::RaftPayload;
+use switchyard_proto::pb::raft_service_server::RaftServiceServer;
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use super::config::{NodeConfig, RaftSettings};
+use super::db::{Formation, StoreLiveness};
+use super::error::{ForwardError, LeaderHint, NodeError, ProposeError};
+use super::fingerprint::{ClusterIdentity, peers_string};
+use super::network::{ChannelCache, NetworkFactory, RpcTimeouts};
+use super::service::{RaftGrpc, leader_hint, write_locally};
+use super::types::{Node as PeerNode, NodeId, Raft, RaftMetrics};
+use crate::state::{Command, CommandResponse, ReplicatedState};
+
+/// How many leaders a proposal tries before giving up (each "not leader"
+/// answer is definite — nothing was proposed — so trying again is safe).
+const MAX_HOPS: usize = 3;
+
+/// A coordinator's Raft node. Cheap to clone.
+#[derive(Clone)]
+pub struct Node {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    id: NodeId,
+    raft: Raft,
+    state: watch::Receiver<Arc<ReplicatedState>>,
+    identity: ClusterIdentity,
+    channels: ChannelCache,
+    settings: RaftSettings,
+    liveness: StoreLiveness,
+}
+
+impl Node {
+    /// Opens the sled store, builds the Raft instance and, on first start
+    /// (store has no membership), calls `initialize(peers)` — every node
+    /// calls it with the same set, which openraft allows. On restart it
+    /// simply rejoins. With empty `peers` the node starts in join mode and
+    /// waits to be added. Errors if `peers` does not contain `id`, or the
+    /// store is locked by another process.
+    pub async fn start(config: NodeConfig) -> Result<Node, NodeError> {
+        let NodeConfig {
+            id,
+            peers,
+            advertise_addr,
+            data_dir,
+            raft: settings,
+        } = config;
+        if !peers.is_empty() && !peers.contains_key(&id) {
+            return Err(NodeError::NotInPeers {
+                id,
+                peers: peers_string(&peers),
+            });
+        }
+        if let Some(listed) = peers.get(&id).filter(|listed| **listed != advertise_addr) {
+            tracing::warn!(node_id = id, %listed, %advertise_addr, "--peers lists this node at another address than it advertises");
+        }
+        let raft_config = settings.to_openraft().map_err(|e| NodeError::Settings {
+            id,
+            reason: e.to_string(),
+        })?;
+
+        let stores = {
+            let dir = data_dir.clone();
+            tokio::task::spawn_blocking(move || super::db::open(&dir))
+                .await
+                .map_err(|e| NodeError::Raft {
+                    id,
+                    reason: format!("store open task failed: {e}"),
+                })??
+        };
+
+        let formation = match (stores.cluster.load_formation()?, peers.is_empty()) {
+            (Some(stored), false) => {
+                let given = Formation::from_peers(&peers);
+                if given != stored {
+                    // The cluster's identity is fixed at formation; later
+                    // membership changes legitimately make --peers differ.
+                    tracing::warn!(
+                        node_id = id,
+                        stored_peers = %stored.peers,
+                        given_peers = %given.peers,
+                        "--peers differs from the formation recorded in the data dir; keeping the recorded one"
+                    );
+                }
+                Some(stored)
+            }
+            (Some(stored), true) => Some(stored),
+            (None, false) => {
+                let formation = Formation::from_peers(&peers);
+                stores.cluster.save_formation(&formation).await?;
+                Some(formation)
+            }
+            (None, true) => None,
+        };
+        tracing::info!(
+            node_id = id,
+            fingerprint = formation.as_ref().map(|f| f.fingerprint.as_str()).unwrap_or("none (join mode)"),
+            data_dir = %data_dir.display(),
+            "starting Raft node"
+        );
+        let identity = ClusterIdentity::new(id, formation, stores.cluster.clone());
+        let channels = ChannelCache::new(settings.rpc_timeout);
+        let network = NetworkFactory::new(
+            id,
+            channels.clone(),
+            identity.clone(),
+            RpcTimeouts {
+                rpc: settings.rpc_timeout,
+                snapshot_chunk: settings.rpc_timeout,
+            },
+        );
+        let state = stores.state.subscribe();
+        let liveness = stores.liveness.clone();
+        let raft = Raft::new(id, Arc::new(raft_config), network, stores.log, stores.state)
+            .await
+            .map_err(|e| NodeError::Raft {
+                id,
+                reason: e.to_string(),
+            })?;
+
+        let initialized = raft.is_initialized().await.map_err(|e| NodeError::Raft {
+            id,
+            reason: e.to_string(),
+        })?;
+        if !peers.is_empty() && !initialized {
+            let members: BTreeMap<NodeId, PeerNode> = peers
+                .iter()
+                .map(|(peer, addr)| (*peer, PeerNode::new(addr.clone())))
+                .collect();
+            match raft.initialize(members).await {
+                Ok(()) => {
+                    tracing::info!(node_id = id, peers = %peers_string(&peers), "formed cluster")
+                }
+                // A peer's leader reached us first: we are already part of it.
+                Err(RaftError::APIError(InitializeError::NotAllowed(e))) => {
+                    tracing::info!(node_id = id, reason = %e, "cluster already formed")
+                }
+                Err(e) => {
+                    return Err(NodeError::Initialize {
+                        id,
+                        peers: peers_string(&peers),
+                        reason: e.to_string(),
+                    });
+                }
+            }
+        }
+        Ok(Node {
+            inner: Arc::new(Inner {
+                id,
+                raft,
+                state,
+                identity,
+                channels,
+                settings,
+                liveness,
+            }),
+        })
+    }
+
+    /// This node's Raft id.
+    pub fn id(&self) -> NodeId {
+        self.inner.id
+    }
+
+    /// The `RaftService` to mount on the coordinator's tonic server.
+    pub fn raft_service(&self) -> RaftServiceServer<RaftGrpc> {
+        RaftGrpc::new(
+            self.inner.id,
+            self.inner.raft.clone(),
+            self.inner.identity.clone(),
+            self.inner.settings.propose_timeout,
+        )
+        .into_server()
+    }
+
+    /// The state machine, updated after every apply.
+    pub fn state(&self) -> watch::Receiver<Arc<ReplicatedState>> {
+        self.inner.state.clone()
+    }
+
+    /// openraft's metrics (state, term, leader, membership, log indexes).
+    pub fn metrics(&self) -> watch::Receiver<RaftMetrics> {
+        self.inner.raft.metrics()
+    }
+
+    /// The current leader's id and address, when known.
+    pub fn leader(&self) -> LeaderHint {
+        let leader = self.inner.raft.metrics().borrow().current_leader;
+        leader_hint(&self.inner.raft, leader)
+    }
+
+    /// True when this node is the leader.
+    pub fn is_leader(&self) -> bool {
+        let metrics = self.inner.raft.metrics();
+        let metrics = metrics.borrow();
+        metrics.state == ServerState::Leader && metrics.current_leader == Some(self.inner.id)
+    }
+
+    /// The voters of the current membership, `id -> address`.
+    pub fn voters(&self) -> BTreeMap<NodeId, String> {
+        voters_of(&self.inner.raft.metrics().borrow())
+    }
+
+    /// Proposes `command` and returns the state machine's response once it
+    /// is applied. On the leader it writes locally; on a follower it
+    /// forwards over `RaftService.Propose` to the leader (reused channel,
+    /// deadline). With no leader known it waits up to
+    /// [`RaftSettings::leader_wait`] for one, then fails with
+    /// [`ProposeError::NoLeader`] naming this node's state.
+    ///
+    /// Retries only what is certainly not applied ("not leader" answers);
+    /// a forward that fails in transit is returned as retryable
+    /// [`ProposeError::LeaderUnreachable`], and the caller decides.
+    pub async fn propose(&self, command: Command) -> Result<CommandResponse, ProposeError> {
+        let id = self.inner.id;
+        let deadline = Instant::now() + self.inner.settings.leader_wait;
+        let mut hint: LeaderHint = None;
+        let mut last_refusal = None;
+        for _ in 0..MAX_HOPS {
+            let (leader_id, leader_addr) = match hint.take() {
+                Some(hint) => hint,
+                None => {
+                    self.wait_for_leader(deadline, last_refusal.is_some())
+                        .await?
+                }
+            };
+            let result = if leader_id == id {
+                write_locally(
+                    &self.inner.raft,
+                    command.clone(),
+                    self.inner.settings.propose_timeout,
+                )
+                .await
+            } else {
+                match self.forward(leader_id, &leader_addr, &command).await {
+                    Ok(result) => result,
+                    Err(error) => return Err(error),
+                }
+            };
+            match result {
+                Ok(response) => return Ok(response),
+                Err(ForwardError::NotLeader { leader }) => {
+                    tracing::debug!(
+                        node_id = id,
+                        asked = leader_id,
+                        ?leader,
+                        "proposal reached a non-leader; retrying"
+                    );
+                    hint = leader.filter(|(next, _)| *next != leader_id);
+                    last_refusal = Some(ProposeError::NotLeader {
+                        node_id: leader_id,
+                        leader: hint.clone(),
+                    });
+                }
+                Err(ForwardError::Timeout { reason }) => {
+                    return Err(ProposeError::Timeout {
+                        node_id: leader_id,
+                        what: format!("proposal ({reason})"),
+                        waited: self.inner.settings.propose_timeout,
+                        leader: Some((leader_id, leader_addr)),
+                    });
+                }
+                Err(ForwardError::Fatal { reason }) => {
+                    return Err(ProposeError::Fatal {
+                        node_id: leader_id,
+                        reason,
+                    });
+                }
+            }
+        }
+        Err(last_refusal.unwrap_or(ProposeError::NotLeader {
+            node_id: id,
+            leader: self.leader(),
+        }))
+    }
+
+    /// Waits until a leader with a known address exists, or `deadline`.
+    /// With `changed` set, first waits for the metrics to change at all
+    /// (the last leader just refused, so the current view is stale).
+    async fn wait_for_leader(
+        &self,
+        deadline: Instant,
+        changed: bool,
+    ) -> Result<(NodeId, String), ProposeError> {
+        let started = Instant::now();
+        let mut metrics = self.inner.raft.metrics();
+        if changed {
+            metrics.mark_unchanged();
+            let _ = tokio::time::timeout_at(deadline, metrics.changed()).await;
+        }
+        loop {
+            let (leader, state) = {
+                let m = metrics.borrow_and_update();
+                (m.current_leader, m.state)
+            };
+            if let Some(hint) = leader_hint(&self.inner.raft, leader) {
+                return Ok(hint);
+            }
+            let no_leader = || ProposeError::NoLeader {
+                node_id: self.inner.id,
+                state: format!("{state:?}"),
+                waited: started.elapsed(),
+            };
+            match tokio::time::timeout_at(deadline, metrics.changed()).await {
+                Ok(Ok(())) => continue,
+                // Timed out, or Raft shut down (metrics sender dropped).
+                Ok(Err(_)) | Err(_) => return Err(no_leader()),
+            }
+        }
+    }
+
+    /// Sends `command` to the leader's `Propose` and decodes its answer.
+    async fn forward(
+        &self,
+        leader_id: NodeId,
+        leader_addr: &str,
+        command: &Command,
+    ) -> Result<Result<CommandResponse, ForwardError>, ProposeError> {
+        let id = self.inner.id;
+        let unreachable = |reason: String| ProposeError::LeaderUnreachable {
+            node_id: id,
+            leader_id,
+            leader_addr: leader_addr.to_owned(),
+            reason,
+        };
+        let mut client = self
+            .inner
+            .channels
+            .client(leader_addr)
+            .map_err(|e| unreachable(e.to_string()))?;
+        let json = serde_json::to_vec(command).map_err(|e| ProposeError::Fatal {
+            node_id: id,
+            reason: format!("cannot encode command: {e}"),
+        })?;
+        // The leader may take up to propose_timeout to apply; add one RPC
+        // deadline for the trip itself.
+        let timeout = self.inner.settings.propose_timeout + self.inner.settings.rpc_timeout;
+        let mut request = tonic::Request::new(RaftPayload { json });
+        request.set_timeout(timeout);
+        self.inner.identity.stamp(&mut request);
+        let reply = match tokio::time::timeout(timeout, client.propose(request)).await {
+            Ok(Ok(reply)) => reply.into_inner(),
+            Ok(Err(status)) if status.code() == tonic::Code::FailedPrecondition => {
+                return Err(ProposeError::ClusterMismatch {
+                    node_id: id,
+                    reason: status.message().to_owned(),
+                });
+            }
+            Ok(Err(status)) => return Err(unreachable(status.to_string())),
+            Err(_elapsed) => return Err(unreachable(format!("no answer within {timeout:?}"))),
+        };
+        serde_json::from_slice(&reply.json).map_err(|e| ProposeError::Fatal {
+            node_id: id,
+            reason: format!("undecodable Propose reply from leader {leader_id}: {e}"),
+        })
+    }
+
+    /// Fails with a leader hint unless this node is the leader. Membership
+    /// changes run on the leader only; the caller retries at the hint.
+    async fn require_leader(&self) -> Result<(), ProposeError> {
+        let deadline = Instant::now() + self.inner.settings.leader_wait;
+        let (leader_id, leader_addr) = self.wait_for_leader(deadline, false).await?;
+        if leader_id == self.inner.id {
+            Ok(())
+        } else {
+            Err(ProposeError::NotLeader {
+                node_id: self.inner.id,
+                leader: Some((leader_id, leader_addr)),
+            })
+        }
+    }
+
+    /// Adds coordinator `id` at `addr` as a voter: first as a learner, waits
+    /// (bounded) for it to catch up — by log or snapshot — then promotes it.
+    /// Leader only: a follower answers [`ProposeError::NotLeader`] with the
+    /// leader's address. Idempotent. Returns the voters afterwards.
+    pub async fn add_coordinator(
+        &self,
+        id: NodeId,
+        addr: String,
+    ) -> Result<BTreeMap<NodeId, String>, ProposeError> {
+        self.require_leader().await?;
+        let me = self.inner.id;
+        let timeout = self.inner.settings.propose_timeout;
+        {
+            let metrics = self.inner.raft.metrics();
+            let metrics = metrics.borrow();
+            let membership = metrics.membership_config.membership();
+            if let Some(existing) = membership.get_node(&id)
+                && existing.addr != addr
+            {
+                return Err(ProposeError::Membership {
+                    node_id: me,
+                    reason: format!(
+                        "coordinator {id} is already a member at {}, not {addr}; remove it first",
+                        existing.addr
+                    ),
+                });
+            }
+            if membership.voter_ids().any(|voter| voter == id) {
+                return Ok(voters_of(&metrics));
+            }
+        }
+        tracing::info!(node_id = me, new_id = id, %addr, "adding coordinator as learner");
+        let added = self
+            .membership_write(
+                self.inner
+                    .raft
+                    .add_learner(id, PeerNode::new(addr.clone()), false),
+                "add learner",
+            )
+            .await?;
+        let wait = self
+            .inner
+            .raft
+            .wait(Some(timeout))
+            .metrics(
+                |m| {
+                    m.replication
+                        .as_ref()
+                        .and_then(|r| r.get(&id))
+                        .and_then(|matched| matched.as_ref())
+                        .is_some_and(|matched| matched.index >= added.log_id.index)
+                },
+                "new coordinator caught up",
+            )
+            .await;
+        if wait.is_err() {
+            return Err(ProposeError::Timeout {
+                node_id: me,
+                what: format!(
+                    "catch-up of new coordinator {id} at {addr} (it stays a learner; retry to promote)"
+                ),
+                waited: timeout,
+                leader: Some((me, self.advertised_addr())),
+            });
+        }
+        tracing::info!(
+            node_id = me,
+            new_id = id,
+            "promoting caught-up coordinator to voter"
+        );
+        self.membership_write(
+            self.inner
+                .raft
+                .change_membership(ChangeMembers::AddVoterIds(BTreeSet::from([id])), false),
+            "promote to voter",
+        )
+        .await?;
+        Ok(self.voters())
+    }
+
+    /// Removes coordinator `id` from the group (voter or learner). Leader
+    /// only, like [`Node::add_coordinator`]. Idempotent. Returns the voters
+    /// afterwards.
+    pub async fn remove_coordinator(
+        &self,
+        id: NodeId,
+    ) -> Result<BTreeMap<NodeId, String>, ProposeError> {
+        self.require_leader().await?;
+        let (is_voter, is_node) = {
+            let metrics = self.inner.raft.metrics();
+            let metrics = metrics.borrow();
+            let membership = metrics.membership_config.membership();
+            (
+                membership.voter_ids().any(|voter| voter == id),
+                membership.get_node(&id).is_some(),
+            )
+        };
+        tracing::info!(
+            node_id = self.inner.id,
+            removed_id = id,
+            is_voter,
+            "removing coordinator"
+        );
+        if is_voter {
+            // retain = false also drops it from the node list.
+            self.membership_write(
+                self.inner
+                    .raft
+                    .change_membership(ChangeMembers::RemoveVoters(BTreeSet::from([id])), false),
+                "remove voter",
+            )
+            .await?;
+        } else if is_node {
+            self.membership_write(
+                self.inner
+                    .raft
+                    .change_membership(ChangeMembers::RemoveNodes(BTreeSet::from([id])), false),
+                "remove learner",
+            )
+            .await?;
+        }
+        Ok(self.voters())
+    }
+
+    /// Runs one membership write with the proposal bound, mapping errors.
+    async fn membership_write<F>(
+        &self,
+        write: F,
+        what: &'static str,
+    ) -> Result<openraft::raft::ClientWriteResponse<super::types::TypeConfig>, ProposeError>
+    where
+        F: std::future::Future<
+                Output = Result<
+                    openraft::raft::ClientWriteResponse<super::types::TypeConfig>,
+                    RaftError<NodeId, ClientWriteError<NodeId, PeerNode>>,
+                >,
+            >,
+    {
+        let me = self.inner.id;
+        let timeout = self.inner.settings.propose_timeout;
+        match tokio::time::timeout(timeout, write).await {
+            Ok(Ok(response)) => Ok(response),
+            Ok(Err(RaftError::APIError(ClientWriteError::ForwardToLeader(forward)))) => {
+                Err(ProposeError::NotLeader {
+                    node_id: me,
+                    leader: match (forward.leader_id, forward.leader_node) {
+                        (Some(id), Some(node)) => Some((id, node.addr)),
+                        (id, _) => leader_hint(&self.inner.raft, id),
+                    },
+                })
+            }
+            Ok(Err(RaftError::APIError(ClientWriteError::ChangeMembershipError(e)))) => {
+                Err(ProposeError::Membership {
+                    node_id: me,
+                    reason: format!("{what}: {e}"),
+                })
+            }
+            Ok(Err(RaftError::Fatal(fatal))) => Err(ProposeError::Fatal {
+                node_id: me,
+                reason: format!("{what}: Raft stopped: {fatal}"),
+            }),
+            Err(_elapsed) => Err(ProposeError::Timeout {
+                node_id: me,
+                what: what.to_owned(),
+                waited: timeout,
+                leader: self.leader(),
+            }),
+        }
+    }
+
+    fn advertised_addr(&self) -> String {
+        self.voters().remove(&self.inner.id).unwrap_or_default()
+    }
+
+    /// Stops Raft and waits (bounded) until the store is closed, so the same
+    /// data directory can be opened again right after — by a restart in this
+    /// process or by another process.
+    pub async fn shutdown(&self) {
+        let id = self.inner.id;
+        if let Err(e) = self.inner.raft.shutdown().await {
+            tracing::warn!(node_id = id, error = %e, "Raft shutdown reported an error");
+        }
+        // The store is owned by openraft's tasks, which end shortly after
+        // the core; poll their handles' liveness rather than guess a delay.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while self.inner.liveness.is_open() && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        if self.inner.liveness.is_open() {
+            tracing::warn!(node_id = id, "store still open 10 s after Raft shutdown");
+        } else {
+            tracing::info!(node_id = id, "Raft node stopped, store closed");
+        }
+    }
+}
+
+/// Voters of the membership in `metrics`, `id -> address`.
+fn voters_of(metrics: &RaftMetrics) -> BTreeMap<NodeId, String> {
+    let membership = metrics.membership_config.membership();
+    membership
+        .voter_ids()
+        .map(|id| {
+            let addr = membership
+                .get_node(&id)
+                .map(|n| n.addr.clone())
+                .unwrap_or_default();
+            (id, addr)
+        })
+        .collect()
+}

@@ -1,0 +1,160 @@
+//! The server half of `switchyard.v1.RaftService`.
+//!
+//! Owns: decoding openraft requests (JSON), checking the caller's cluster
+//! fingerprint before anything reaches openraft, handing requests to the
+//! local Raft, and answering `Propose` on the leader. Does not own: the
+//! tonic server it is mounted on (the caller's), forwarding (a `Propose`
+//! that reaches a non-leader is answered "not leader" with a hint, never
+//! forwarded again — see [`super::node`]).
+
+use std::time::Duration;
+
+use openraft::error::{ClientWriteError, RaftError};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use switchyard_proto::pb::RaftPayload;
+use switchyard_proto::pb::raft_service_server::{RaftService, RaftServiceServer};
+use tonic::{Request, Response, Status};
+
+use super::error::{ForwardError, LeaderHint};
+use super::fingerprint::ClusterIdentity;
+use super::network::MAX_MESSAGE_BYTES;
+use super::types::{NodeId, Raft};
+use crate::state::{Command, CommandResponse};
+
+/// The RaftService implementation for one node.
+#[derive(Clone)]
+pub struct RaftGrpc {
+    id: NodeId,
+    raft: Raft,
+    identity: ClusterIdentity,
+    propose_timeout: Duration,
+}
+
+impl RaftGrpc {
+    /// A service over `raft`, refusing callers whose fingerprint differs
+    /// from `identity`'s; a proposal waits at most `propose_timeout`.
+    pub fn new(
+        id: NodeId,
+        raft: Raft,
+        identity: ClusterIdentity,
+        propose_timeout: Duration,
+    ) -> Self {
+        RaftGrpc {
+            id,
+            raft,
+            identity,
+            propose_timeout,
+        }
+    }
+
+    /// This service wrapped for tonic, with message limits large enough for
+    /// snapshot chunks.
+    pub fn into_server(self) -> RaftServiceServer<RaftGrpc> {
+        RaftServiceServer::new(self)
+            .max_decoding_message_size(MAX_MESSAGE_BYTES)
+            .max_encoding_message_size(MAX_MESSAGE_BYTES)
+    }
+}
+
+fn decode<T: DeserializeOwned>(payload: &RaftPayload, rpc: &'static str) -> Result<T, Status> {
+    serde_json::from_slice(&payload.json).map_err(|e| {
+        Status::invalid_argument(format!("{rpc}: payload is not the expected JSON: {e}"))
+    })
+}
+
+fn encode<T: Serialize>(value: &T) -> Result<Response<RaftPayload>, Status> {
+    serde_json::to_vec(value)
+        .map(|json| Response::new(RaftPayload { json }))
+        .map_err(|e| Status::internal(format!("cannot encode reply: {e}")))
+}
+
+/// Looks up a leader's address in the current membership.
+pub(crate) fn leader_hint(raft: &Raft, leader_id: Option<NodeId>) -> LeaderHint {
+    let leader_id = leader_id?;
+    let metrics = raft.metrics();
+    let metrics = metrics.borrow();
+    let node = metrics
+        .membership_config
+        .membership()
+        .get_node(&leader_id)?;
+    Some((leader_id, node.addr.clone()))
+}
+
+/// Proposes `command` on this node if it is the leader and waits for it to
+/// be applied. Shared by the `Propose` handler and local proposals.
+pub(crate) async fn write_locally(
+    raft: &Raft,
+    command: Command,
+    timeout: Duration,
+) -> Result<CommandResponse, ForwardError> {
+    match tokio::time::timeout(timeout, raft.client_write(command)).await {
+        Ok(Ok(response)) => Ok(response.data),
+        Ok(Err(RaftError::APIError(ClientWriteError::ForwardToLeader(forward)))) => {
+            let leader = match (forward.leader_id, forward.leader_node) {
+                (Some(id), Some(node)) => Some((id, node.addr)),
+                (id, _) => leader_hint(raft, id),
+            };
+            Err(ForwardError::NotLeader { leader })
+        }
+        Ok(Err(RaftError::APIError(ClientWriteError::ChangeMembershipError(e)))) => {
+            // Only membership writes produce this; a command never does.
+            Err(ForwardError::Fatal {
+                reason: e.to_string(),
+            })
+        }
+        Ok(Err(RaftError::Fatal(fatal))) => Err(ForwardError::Fatal {
+            reason: format!("Raft stopped: {fatal}"),
+        }),
+        Err(_elapsed) => Err(ForwardError::Timeout {
+            reason: format!("not applied within {timeout:?}"),
+        }),
+    }
+}
+
+#[tonic::async_trait]
+impl RaftService for RaftGrpc {
+    #[tracing::instrument(name = "raft.vote", skip_all, fields(node_id = self.id))]
+    async fn vote(&self, request: Request<RaftPayload>) -> Result<Response<RaftPayload>, Status> {
+        self.identity.check(&request, "Vote", true).await?;
+        let vote = decode(request.get_ref(), "Vote")?;
+        encode(&self.raft.vote(vote).await)
+    }
+
+    #[tracing::instrument(name = "raft.append_entries", skip_all, fields(node_id = self.id))]
+    async fn append_entries(
+        &self,
+        request: Request<RaftPayload>,
+    ) -> Result<Response<RaftPayload>, Status> {
+        self.identity.check(&request, "AppendEntries", true).await?;
+        let append = decode(request.get_ref(), "AppendEntries")?;
+        encode(&self.raft.append_entries(append).await)
+    }
+
+    #[tracing::instrument(name = "raft.install_snapshot", skip_all, fields(node_id = self.id))]
+    async fn install_snapshot(
+        &self,
+        request: Request<RaftPayload>,
+    ) -> Result<Response<RaftPayload>, Status> {
+        self.identity
+            .check(&request, "InstallSnapshot", true)
+            .await?;
+        let chunk = decode(request.get_ref(), "InstallSnapshot")?;
+        encode(&self.raft.install_snapshot(chunk).await)
+    }
+
+    #[tracing::instrument(name = "raft.propose", skip_all, fields(node_id = self.id))]
+    async fn propose(
+        &self,
+        request: Request<RaftPayload>,
+    ) -> Result<Response<RaftPayload>, Status> {
+        // Not an adoption point: a proposal is not proof of being a member.
+        self.identity.check(&request, "Propose", false).await?;
+        let command: Command = decode(request.get_ref(), "Propose")?;
+        let result = write_locally(&self.raft, command, self.propose_timeout).await;
+        if let Err(error) = &result {
+            tracing::debug!(?error, "forwarded proposal not applied");
+        }
+        encode(&result)
+    }
+}
