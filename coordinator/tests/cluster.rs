@@ -271,6 +271,10 @@ async fn three_coordinators_elect_forward_fail_over_restart_and_grow() -> anyhow
     let (listener4, addr4) = bind("127.0.0.1:0").await?;
     let dir4 = root.path().join("node-4");
     let node4 = start(4, listener4, &addr4, &BTreeMap::new(), &dir4).await?;
+    ensure!(
+        node4.node.cluster_fingerprint().is_none(),
+        "join mode starts unformed"
+    );
     let follower = *nodes
         .keys()
         .find(|id| **id != leader)
@@ -296,6 +300,8 @@ async fn three_coordinators_elect_forward_fail_over_restart_and_grow() -> anyhow
         voters.len() == 4 && voters[&4] == addr4,
         "voters after add: {voters:?}"
     );
+    // It adopted the cluster's fingerprint from the leader's first contact.
+    ensure!(node4.node.cluster_fingerprint() == Some(fingerprint(&peers)));
     nodes.insert(4, node4);
     let state = converge(&nodes.values().collect::<Vec<_>>(), "node 4 caught up").await?;
     ensure!(state.proxies.len() == 35);

@@ -117,6 +117,14 @@ pub enum ProposeError {
         /// The leader, when known.
         leader: LeaderHint,
     },
+    /// Another membership change is still in progress. Nothing changed.
+    #[error("coordinator {node_id} is busy: {reason}")]
+    Busy {
+        /// The leader that refused.
+        node_id: NodeId,
+        /// openraft's description of the change in progress.
+        reason: String,
+    },
     /// A membership change that cannot succeed as asked.
     #[error("membership change refused by coordinator {node_id}: {reason}")]
     Membership {
@@ -160,6 +168,7 @@ impl ProposeError {
                 | ProposeError::NotLeader { .. }
                 | ProposeError::LeaderUnreachable { .. }
                 | ProposeError::Timeout { .. }
+                | ProposeError::Busy { .. }
         )
     }
 

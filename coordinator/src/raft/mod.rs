@@ -16,14 +16,16 @@
 //! - [`fingerprint`]: cluster identity on every Raft RPC.
 //! - [`network`]: openraft's client network over tonic (cached channels).
 //! - [`service`]: the `RaftService` server.
-//! - [`config`], [`error`], [`node`]: the API the coordinator's services
-//!   call — [`Node::start`], [`Node::propose`], membership changes.
+//! - [`config`], [`error`], [`node`] (and the private `membership`): the
+//!   API the coordinator's services call — [`Node::start`],
+//!   [`Node::propose`], [`Node::add_coordinator`].
 
 pub mod config;
 pub mod db;
 pub mod error;
 pub mod fingerprint;
 pub mod log_store;
+mod membership;
 pub mod network;
 pub mod node;
 pub mod service;

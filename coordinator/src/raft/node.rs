@@ -8,12 +8,12 @@
 //! mounts [`Node::raft_service`] on its own), what commands mean, or the
 //! decision of what to propose.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use openraft::error::{ClientWriteError, InitializeError, RaftError};
-use openraft::{ChangeMembers, ServerState};
+use openraft::ServerState;
+use openraft::error::{InitializeError, RaftError};
 use switchyard_proto::pb::RaftPayload;
 use switchyard_proto::pb::raft_service_server::RaftServiceServer;
 use tokio::sync::watch;
@@ -23,6 +23,7 @@ use super::config::{NodeConfig, RaftSettings};
 use super::db::{Formation, StoreLiveness};
 use super::error::{ForwardError, LeaderHint, NodeError, ProposeError};
 use super::fingerprint::{ClusterIdentity, peers_string};
+use super::membership::voters_of;
 use super::network::{ChannelCache, NetworkFactory, RpcTimeouts};
 use super::service::{RaftGrpc, leader_hint, write_locally};
 use super::types::{Node as PeerNode, NodeId, Raft, RaftMetrics};
@@ -35,16 +36,17 @@ const MAX_HOPS: usize = 3;
 /// A coordinator's Raft node. Cheap to clone.
 #[derive(Clone)]
 pub struct Node {
-    inner: Arc<Inner>,
+    pub(super) inner: Arc<Inner>,
 }
 
-struct Inner {
-    id: NodeId,
-    raft: Raft,
+/// The shared part of a [`Node`]; [`super::membership`] extends `Node` too.
+pub(super) struct Inner {
+    pub(super) id: NodeId,
+    pub(super) raft: Raft,
     state: watch::Receiver<Arc<ReplicatedState>>,
     identity: ClusterIdentity,
     channels: ChannelCache,
-    settings: RaftSettings,
+    pub(super) settings: RaftSettings,
     liveness: StoreLiveness,
 }
 
@@ -180,6 +182,12 @@ impl Node {
         self.inner.id
     }
 
+    /// The cluster fingerprint this node stamps on its Raft RPCs; `None`
+    /// for a node in join mode that no leader has contacted yet.
+    pub fn cluster_fingerprint(&self) -> Option<String> {
+        self.inner.identity.current().map(|f| f.fingerprint)
+    }
+
     /// The `RaftService` to mount on the coordinator's tonic server.
     pub fn raft_service(&self) -> RaftServiceServer<RaftGrpc> {
         RaftGrpc::new(
@@ -250,10 +258,7 @@ impl Node {
                 )
                 .await
             } else {
-                match self.forward(leader_id, &leader_addr, &command).await {
-                    Ok(result) => result,
-                    Err(error) => return Err(error),
-                }
+                self.forward(leader_id, &leader_addr, &command).await?
             };
             match result {
                 Ok(response) => return Ok(response),
@@ -278,9 +283,19 @@ impl Node {
                         leader: Some((leader_id, leader_addr)),
                     });
                 }
-                Err(ForwardError::Fatal { reason }) => {
+                // Our own Raft stopped: nothing to retry here.
+                Err(ForwardError::Fatal { reason }) if leader_id == id => {
                     return Err(ProposeError::Fatal {
                         node_id: leader_id,
+                        reason,
+                    });
+                }
+                // The leader is shutting down: another one will take over.
+                Err(ForwardError::Fatal { reason }) => {
+                    return Err(ProposeError::LeaderUnreachable {
+                        node_id: id,
+                        leader_id,
+                        leader_addr,
                         reason,
                     });
                 }
@@ -295,7 +310,7 @@ impl Node {
     /// Waits until a leader with a known address exists, or `deadline`.
     /// With `changed` set, first waits for the metrics to change at all
     /// (the last leader just refused, so the current view is stale).
-    async fn wait_for_leader(
+    pub(super) async fn wait_for_leader(
         &self,
         deadline: Instant,
         changed: bool,
@@ -373,195 +388,6 @@ impl Node {
         })
     }
 
-    /// Fails with a leader hint unless this node is the leader. Membership
-    /// changes run on the leader only; the caller retries at the hint.
-    async fn require_leader(&self) -> Result<(), ProposeError> {
-        let deadline = Instant::now() + self.inner.settings.leader_wait;
-        let (leader_id, leader_addr) = self.wait_for_leader(deadline, false).await?;
-        if leader_id == self.inner.id {
-            Ok(())
-        } else {
-            Err(ProposeError::NotLeader {
-                node_id: self.inner.id,
-                leader: Some((leader_id, leader_addr)),
-            })
-        }
-    }
-
-    /// Adds coordinator `id` at `addr` as a voter: first as a learner, waits
-    /// (bounded) for it to catch up — by log or snapshot — then promotes it.
-    /// Leader only: a follower answers [`ProposeError::NotLeader`] with the
-    /// leader's address. Idempotent. Returns the voters afterwards.
-    pub async fn add_coordinator(
-        &self,
-        id: NodeId,
-        addr: String,
-    ) -> Result<BTreeMap<NodeId, String>, ProposeError> {
-        self.require_leader().await?;
-        let me = self.inner.id;
-        let timeout = self.inner.settings.propose_timeout;
-        {
-            let metrics = self.inner.raft.metrics();
-            let metrics = metrics.borrow();
-            let membership = metrics.membership_config.membership();
-            if let Some(existing) = membership.get_node(&id)
-                && existing.addr != addr
-            {
-                return Err(ProposeError::Membership {
-                    node_id: me,
-                    reason: format!(
-                        "coordinator {id} is already a member at {}, not {addr}; remove it first",
-                        existing.addr
-                    ),
-                });
-            }
-            if membership.voter_ids().any(|voter| voter == id) {
-                return Ok(voters_of(&metrics));
-            }
-        }
-        tracing::info!(node_id = me, new_id = id, %addr, "adding coordinator as learner");
-        let added = self
-            .membership_write(
-                self.inner
-                    .raft
-                    .add_learner(id, PeerNode::new(addr.clone()), false),
-                "add learner",
-            )
-            .await?;
-        let wait = self
-            .inner
-            .raft
-            .wait(Some(timeout))
-            .metrics(
-                |m| {
-                    m.replication
-                        .as_ref()
-                        .and_then(|r| r.get(&id))
-                        .and_then(|matched| matched.as_ref())
-                        .is_some_and(|matched| matched.index >= added.log_id.index)
-                },
-                "new coordinator caught up",
-            )
-            .await;
-        if wait.is_err() {
-            return Err(ProposeError::Timeout {
-                node_id: me,
-                what: format!(
-                    "catch-up of new coordinator {id} at {addr} (it stays a learner; retry to promote)"
-                ),
-                waited: timeout,
-                leader: Some((me, self.advertised_addr())),
-            });
-        }
-        tracing::info!(
-            node_id = me,
-            new_id = id,
-            "promoting caught-up coordinator to voter"
-        );
-        self.membership_write(
-            self.inner
-                .raft
-                .change_membership(ChangeMembers::AddVoterIds(BTreeSet::from([id])), false),
-            "promote to voter",
-        )
-        .await?;
-        Ok(self.voters())
-    }
-
-    /// Removes coordinator `id` from the group (voter or learner). Leader
-    /// only, like [`Node::add_coordinator`]. Idempotent. Returns the voters
-    /// afterwards.
-    pub async fn remove_coordinator(
-        &self,
-        id: NodeId,
-    ) -> Result<BTreeMap<NodeId, String>, ProposeError> {
-        self.require_leader().await?;
-        let (is_voter, is_node) = {
-            let metrics = self.inner.raft.metrics();
-            let metrics = metrics.borrow();
-            let membership = metrics.membership_config.membership();
-            (
-                membership.voter_ids().any(|voter| voter == id),
-                membership.get_node(&id).is_some(),
-            )
-        };
-        tracing::info!(
-            node_id = self.inner.id,
-            removed_id = id,
-            is_voter,
-            "removing coordinator"
-        );
-        if is_voter {
-            // retain = false also drops it from the node list.
-            self.membership_write(
-                self.inner
-                    .raft
-                    .change_membership(ChangeMembers::RemoveVoters(BTreeSet::from([id])), false),
-                "remove voter",
-            )
-            .await?;
-        } else if is_node {
-            self.membership_write(
-                self.inner
-                    .raft
-                    .change_membership(ChangeMembers::RemoveNodes(BTreeSet::from([id])), false),
-                "remove learner",
-            )
-            .await?;
-        }
-        Ok(self.voters())
-    }
-
-    /// Runs one membership write with the proposal bound, mapping errors.
-    async fn membership_write<F>(
-        &self,
-        write: F,
-        what: &'static str,
-    ) -> Result<openraft::raft::ClientWriteResponse<super::types::TypeConfig>, ProposeError>
-    where
-        F: std::future::Future<
-                Output = Result<
-                    openraft::raft::ClientWriteResponse<super::types::TypeConfig>,
-                    RaftError<NodeId, ClientWriteError<NodeId, PeerNode>>,
-                >,
-            >,
-    {
-        let me = self.inner.id;
-        let timeout = self.inner.settings.propose_timeout;
-        match tokio::time::timeout(timeout, write).await {
-            Ok(Ok(response)) => Ok(response),
-            Ok(Err(RaftError::APIError(ClientWriteError::ForwardToLeader(forward)))) => {
-                Err(ProposeError::NotLeader {
-                    node_id: me,
-                    leader: match (forward.leader_id, forward.leader_node) {
-                        (Some(id), Some(node)) => Some((id, node.addr)),
-                        (id, _) => leader_hint(&self.inner.raft, id),
-                    },
-                })
-            }
-            Ok(Err(RaftError::APIError(ClientWriteError::ChangeMembershipError(e)))) => {
-                Err(ProposeError::Membership {
-                    node_id: me,
-                    reason: format!("{what}: {e}"),
-                })
-            }
-            Ok(Err(RaftError::Fatal(fatal))) => Err(ProposeError::Fatal {
-                node_id: me,
-                reason: format!("{what}: Raft stopped: {fatal}"),
-            }),
-            Err(_elapsed) => Err(ProposeError::Timeout {
-                node_id: me,
-                what: what.to_owned(),
-                waited: timeout,
-                leader: self.leader(),
-            }),
-        }
-    }
-
-    fn advertised_addr(&self) -> String {
-        self.voters().remove(&self.inner.id).unwrap_or_default()
-    }
-
     /// Stops Raft and waits (bounded) until the store is closed, so the same
     /// data directory can be opened again right after — by a restart in this
     /// process or by another process.
@@ -582,19 +408,4 @@ impl Node {
             tracing::info!(node_id = id, "Raft node stopped, store closed");
         }
     }
-}
-
-/// Voters of the membership in `metrics`, `id -> address`.
-fn voters_of(metrics: &RaftMetrics) -> BTreeMap<NodeId, String> {
-    let membership = metrics.membership_config.membership();
-    membership
-        .voter_ids()
-        .map(|id| {
-            let addr = membership
-                .get_node(&id)
-                .map(|n| n.addr.clone())
-                .unwrap_or_default();
-            (id, addr)
-        })
-        .collect()
 }
