@@ -15,6 +15,8 @@
 mod attach;
 mod backends;
 mod compile;
+#[cfg(test)]
+mod conformance_cases;
 mod filters;
 mod hostname;
 mod matching;
@@ -123,7 +125,8 @@ pub struct HeaderEdits {
 pub struct DirectResponse {
     /// Status code.
     pub status: StatusCode,
-    /// Headers to send (e.g. `Location`).
+    /// Headers to send: for redirects, `Location` followed by the `set` and
+    /// `add` values of the ResponseHeaderModifier at the redirect's level.
     pub headers: Vec<(HeaderName, HeaderValue)>,
     /// Why, for the `x-switchyard-reason` header.
     pub reason: String,
@@ -170,7 +173,9 @@ impl RouteTable {
         }
     }
 
-    /// Every backend a served rule can send traffic or mirrors to.
+    /// Every backend a served rule can send traffic or mirrors to: valid
+    /// refs with a non-zero weight, not redirected, of attached routes, plus
+    /// their valid mirrors.
     pub fn backends(&self) -> BTreeSet<BackendKey> {
         self.backends.clone()
     }

@@ -1,0 +1,20 @@
+//! Scenario tests of the whole router: compile a small world, route
+//! requests, assert the decision. One Gateway API rule per test, grouped by
+//! topic.
+
+mod attachment;
+mod backends;
+mod filters;
+mod hostnames;
+mod precedence;
+
+use super::RouteTable;
+
+/// Every compile note, one per line, for `contains` assertions.
+fn notes_of(t: &RouteTable) -> String {
+    t.notes()
+        .iter()
+        .map(|n| n.to_string())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
