@@ -219,8 +219,15 @@ impl Proxy {
         settings: DataPlaneSettings,
         listeners: Vec<(ListenerKey, tokio::net::TcpListener)>,
     ) -> Proxy {
-        let mut registry = prometheus_client::registry::Registry::default();
-        let dp = DataPlane::new(settings, &mut registry);
+        Proxy::serve(new_data_plane(settings), listeners)
+    }
+
+    /// Serves an existing (possibly already configured) data plane on
+    /// already bound sockets.
+    pub fn serve(
+        dp: Arc<DataPlane>,
+        listeners: Vec<(ListenerKey, tokio::net::TcpListener)>,
+    ) -> Proxy {
         let addrs = listeners
             .iter()
             .map(|(_, l)| l.local_addr().unwrap())
@@ -257,25 +264,7 @@ impl Proxy {
     /// Waits until each backend reports `expected` healthy endpoints out of
     /// `expected`.
     pub async fn wait_healthy(&self, backends: &[(BackendKey, u32)]) {
-        for (key, expected) in backends {
-            let dp = Arc::clone(&self.dp);
-            eventually(&format!("{key} healthy"), Duration::from_secs(10), || {
-                let dp = Arc::clone(&dp);
-                let key = key.clone();
-                let expected = *expected;
-                async move {
-                    let r = dp
-                        .readiness(&key)
-                        .ok_or_else(|| anyhow::anyhow!("not tracked"))?;
-                    anyhow::ensure!(
-                        r.healthy == expected && r.total == expected,
-                        "readiness {r:?}"
-                    );
-                    Ok(())
-                }
-            })
-            .await;
-        }
+        wait_healthy(&self.dp, backends).await;
     }
 
     /// Starts the drain and waits until `serve` returned.
@@ -294,6 +283,35 @@ impl Proxy {
             let _ = tx.send(());
         }
         self.task.take().expect("started")
+    }
+}
+
+/// A data plane with its own metrics registry.
+pub fn new_data_plane(settings: DataPlaneSettings) -> Arc<DataPlane> {
+    let mut registry = prometheus_client::registry::Registry::default();
+    DataPlane::new(settings, &mut registry)
+}
+
+/// Waits until each backend reports `expected` healthy endpoints out of
+/// `expected` on `dp`.
+pub async fn wait_healthy(dp: &Arc<DataPlane>, backends: &[(BackendKey, u32)]) {
+    for (key, expected) in backends {
+        eventually(&format!("{key} healthy"), Duration::from_secs(10), || {
+            let dp = Arc::clone(dp);
+            let key = key.clone();
+            let expected = *expected;
+            async move {
+                let r = dp
+                    .readiness(&key)
+                    .ok_or_else(|| anyhow::anyhow!("not tracked"))?;
+                anyhow::ensure!(
+                    r.healthy == expected && r.total == expected,
+                    "readiness {r:?}"
+                );
+                Ok(())
+            }
+        })
+        .await;
     }
 }
 
