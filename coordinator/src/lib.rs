@@ -3,4 +3,5 @@
 
 pub mod cutover;
 pub mod raft;
+pub mod server;
 pub mod state;

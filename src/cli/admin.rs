@@ -228,7 +228,9 @@ async fn fetch_status(client: &mut AdminClient) -> anyhow::Result<ClusterStatus>
 pub async fn delete(args: DeleteArgs) -> anyhow::Result<ExitCode> {
     let mut keys: Vec<ResourceKey> = Vec::new();
     for file in &args.files {
-        keys.extend(switchyard_kubeconfig::parse_file_keys(file).map_err(|e| anyhow::anyhow!("{e}"))?);
+        keys.extend(
+            switchyard_kubeconfig::parse_file_keys(file).map_err(|e| anyhow::anyhow!("{e}"))?,
+        );
     }
     if keys.is_empty() {
         bail!("no objects found in {}", display_files(&args.files));

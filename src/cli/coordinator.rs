@@ -133,6 +133,7 @@ impl CoordinatorArgs {
                     election_timeout_max: self.election_timeout_max,
                     rpc_timeout: self.rpc_timeout,
                     snapshot_after_logs: self.snapshot_after_logs,
+                    ..RaftSettings::default()
                 },
             },
             lease_ttl: self.proxy_lease_ttl,

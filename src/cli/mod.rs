@@ -3,7 +3,9 @@
 //! message before anything starts.
 
 mod admin;
+mod backend;
 mod coordinator;
+mod proxy;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use std::process::ExitCode;
@@ -41,6 +43,10 @@ pub enum LogFormat {
 pub enum Command {
     /// Run a coordinator (one member of the Raft group).
     Coordinator(coordinator::CoordinatorArgs),
+    /// Run a small echo backend whose health can be scripted (for the demo and tests).
+    Backend(backend::BackendArgs),
+    /// Run a proxy replica (the data plane).
+    Proxy(proxy::ProxyArgs),
     /// Store Kubernetes-shaped resources (Gateway API, Service, EndpointSlice) from YAML files.
     Apply(admin::ApplyArgs),
     /// Remove the resources named in YAML files.
@@ -66,6 +72,8 @@ pub fn init_tracing(format: LogFormat) {
 pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
     match command {
         Command::Coordinator(args) => coordinator::run(args).await,
+        Command::Proxy(args) => proxy::run(args).await,
+        Command::Backend(args) => backend::run(args).await,
         Command::Apply(args) => admin::apply(args).await,
         Command::Delete(args) => admin::delete(args).await,
         Command::Status(args) => admin::status(args).await,

@@ -9,6 +9,7 @@
 
 mod apply;
 pub mod command;
+mod pairs;
 mod view;
 
 use serde::{Deserialize, Serialize};
@@ -36,8 +37,10 @@ pub struct ReplicatedState {
     /// Index of the last log entry applied (0 before any).
     pub last_index: u64,
     /// Stored resources other than HTTPRoutes, by key.
+    #[serde(with = "pairs")]
     pub resources: BTreeMap<ResourceKey, Resource>,
     /// HTTPRoutes, as route records.
+    #[serde(with = "pairs")]
     pub routes: BTreeMap<ObjectName, RouteRecord>,
     /// Registered proxies, by id.
     pub proxies: BTreeMap<String, ProxyRecord>,

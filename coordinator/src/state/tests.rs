@@ -277,3 +277,22 @@ fn the_snapshot_carries_every_kind() {
     assert_eq!(rows[0].active_generation, None);
     assert_eq!(rows[0].policy.as_deref(), Some("all"));
 }
+
+#[test]
+fn the_state_round_trips_through_json() {
+    // Snapshots and the sled state machine store the state as JSON; struct
+    // map keys must survive that.
+    let mut s = ReplicatedState::default();
+    ok(s.apply(1, &apply(vec![service("blue"), route("r", "blue")])));
+    ok(s.apply(
+        2,
+        &Command::RegisterProxy {
+            id: "p".into(),
+            zone: "z".into(),
+            admin_address: String::new(),
+        },
+    ));
+    let json = serde_json::to_vec(&s).unwrap();
+    let back: ReplicatedState = serde_json::from_slice(&json).unwrap();
+    assert_eq!(back, s);
+}

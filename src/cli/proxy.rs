@@ -1,0 +1,234 @@
+//! `switchyard proxy`: flags, validation, then the data plane, its admin
+//! endpoint and the control-plane client, all stopped by one SIGTERM.
+
+use anyhow::{Context, bail};
+use clap::Args;
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+use switchyard_proto::model::{
+    ConfigSnapshot, ObjectName, Resource, RouteGeneration, RouteRecord, parse_duration,
+};
+use switchyard_proxy::control::coordinators::CoordinatorAddress;
+use switchyard_proxy::control::{self, ControlConfig, ControlMetrics};
+use switchyard_proxy::router::ListenerKey;
+use switchyard_proxy::{
+    BoundListener, DataPlane, DataPlaneSettings, ServingConfig, bind_reuseport,
+};
+use tokio::sync::watch;
+
+/// Flags of `switchyard proxy`.
+#[derive(Debug, Args)]
+pub struct ProxyArgs {
+    /// This replica's id, unique in the fleet (a pod name, say).
+    #[arg(long, env = "SWITCHYARD_PROXY_ID")]
+    pub id: String,
+    /// Failure domain this replica runs in; per-zone readiness policies count by it.
+    #[arg(long, env = "SWITCHYARD_ZONE", default_value = "default")]
+    pub zone: String,
+    /// Coordinator gRPC addresses, [ZONE=]HOST:PORT,...; those in --zone are tried first.
+    #[arg(long, env = "SWITCHYARD_COORDINATORS", value_delimiter = ',', value_parser = CoordinatorAddress::parse,
+          required_unless_present = "config")]
+    pub coordinators: Vec<CoordinatorAddress>,
+    /// Serve a fixed configuration from this YAML file instead of watching coordinators
+    /// (every route is served as written; for benchmarks and tests).
+    #[arg(long, conflicts_with = "coordinators")]
+    pub config: Option<PathBuf>,
+    /// A Gateway listener port bound to a local address: [NAMESPACE/GATEWAY:]PORT=HOST:PORT.
+    /// Repeatable. Name the Gateway only when several Gateways share a port.
+    #[arg(long = "listener", required = true, value_parser = parse_listener)]
+    pub listeners: Vec<(String, ListenerKey, SocketAddr)>,
+    /// Address of /metrics and /ready.
+    #[arg(
+        long,
+        env = "SWITCHYARD_ADMIN_LISTEN",
+        default_value = "127.0.0.1:9901"
+    )]
+    pub admin_listen: SocketAddr,
+    /// Upper bound on connecting to an upstream endpoint.
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    pub connect_timeout: Duration,
+    /// Upper bound from sending a request upstream to its response head (then 504).
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    pub request_timeout: Duration,
+    /// How long a client may take to send a request head (slow clients are cut off).
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub header_read_timeout: Duration,
+    /// Largest request head accepted, in bytes (larger gets 431).
+    #[arg(long, default_value_t = 64 * 1024)]
+    pub max_header_bytes: usize,
+    /// Time between two health checks of one endpoint.
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    pub health_interval: Duration,
+    /// Upper bound on one health check.
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    pub health_timeout: Duration,
+    /// Longest a committed route generation waits for this proxy to warm its backends
+    /// before it is applied anyway (counted in switchyard_proxy_forced_applies).
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    pub apply_wait_limit: Duration,
+    /// Deadline of every unary call to a coordinator.
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    pub rpc_timeout: Duration,
+}
+
+fn parse_listener(text: &str) -> Result<(String, ListenerKey, SocketAddr), String> {
+    let (name, address) = text.split_once('=').ok_or_else(|| {
+        format!("listener {text:?} must look like [NAMESPACE/GATEWAY:]PORT=HOST:PORT")
+    })?;
+    let address: SocketAddr = address
+        .parse()
+        .map_err(|e| format!("listener {text:?}: {address:?} is not HOST:PORT: {e}"))?;
+    let (gateway, port) = match name.rsplit_once(':') {
+        Some((gateway, port)) => {
+            let (ns, gw) = gateway
+                .split_once('/')
+                .ok_or_else(|| format!("listener {text:?}: the Gateway must be NAMESPACE/NAME"))?;
+            (Some(ObjectName::new(ns, gw)), port)
+        }
+        None => (None, name),
+    };
+    let port: u16 = port
+        .parse()
+        .ok()
+        .filter(|p| *p > 0)
+        .ok_or_else(|| format!("listener {text:?}: {port:?} is not a Gateway listener port"))?;
+    Ok((name.to_string(), ListenerKey { gateway, port }, address))
+}
+
+/// A snapshot serving every route in `resources` as written.
+fn static_config(resources: Vec<Resource>) -> ServingConfig {
+    let mut snapshot = ConfigSnapshot {
+        version: 1,
+        ..Default::default()
+    };
+    let mut routes = Vec::new();
+    for resource in resources {
+        match resource {
+            Resource::GatewayClass(o) => snapshot.gateway_classes.push(o),
+            Resource::Gateway(o) => snapshot.gateways.push(o),
+            Resource::ReferenceGrant(o) => snapshot.reference_grants.push(o),
+            Resource::Namespace(o) => snapshot.namespaces.push(o),
+            Resource::Service(o) => snapshot.services.push(o),
+            Resource::EndpointSlice(o) => snapshot.endpoint_slices.push(o),
+            Resource::HttpRoute(route) => {
+                snapshot.routes.push(RouteRecord {
+                    name: route.meta.object_name(),
+                    active: Some(RouteGeneration {
+                        generation: 1,
+                        spec: route.clone(),
+                    }),
+                    pending: None,
+                    last_failure: None,
+                });
+                routes.push(route);
+            }
+        }
+    }
+    ServingConfig {
+        snapshot: Arc::new(snapshot),
+        routes,
+    }
+}
+
+/// Runs a proxy until SIGTERM, then drains and exits 0.
+pub async fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
+    if args.id.trim().is_empty() {
+        bail!("--id must not be empty");
+    }
+    let static_resources = match &args.config {
+        Some(path) => {
+            Some(switchyard_kubeconfig::parse_file(path).map_err(|e| anyhow::anyhow!("{e}"))?)
+        }
+        None => None,
+    };
+    let mut registry = prometheus_client::registry::Registry::default();
+    let settings = DataPlaneSettings {
+        connect_timeout: args.connect_timeout,
+        request_timeout: args.request_timeout,
+        max_header_bytes: args.max_header_bytes,
+        header_read_timeout: args.header_read_timeout,
+        health: switchyard_proxy::HealthSettings {
+            interval: args.health_interval,
+            timeout: args.health_timeout,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let dataplane = DataPlane::new(settings, &mut registry);
+    let control_metrics = ControlMetrics::register(&mut registry);
+    let registry = Arc::new(registry);
+
+    let mut bound = Vec::new();
+    let mut line = String::from("LISTENING");
+    let admin = bind_reuseport(args.admin_listen)
+        .with_context(|| format!("cannot listen on {}", args.admin_listen))?;
+    line.push_str(&format!(" admin={}", admin.local_addr()?));
+    for (name, key, address) in args.listeners {
+        let listener =
+            bind_reuseport(address).with_context(|| format!("cannot listen on {address}"))?;
+        line.push_str(&format!(" {name}={}", listener.local_addr()?));
+        bound.push(BoundListener {
+            name,
+            key,
+            listener,
+        });
+    }
+
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let stopped = |mut rx: watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|stop| *stop).await;
+    };
+    let admin_address = admin.local_addr()?.to_string();
+    let ready_dp = dataplane.clone();
+    let admin_task = tokio::spawn(switchyard_proxy::admin::serve(
+        admin,
+        registry,
+        move || ready_dp.has_config(),
+        stopped(stop_rx.clone()),
+    ));
+    let control_task = match static_resources {
+        Some(resources) => {
+            dataplane.install(static_config(resources));
+            tracing::info!("serving a fixed configuration; not talking to coordinators");
+            None
+        }
+        None => {
+            let config = ControlConfig {
+                proxy_id: args.id.clone(),
+                zone: args.zone.clone(),
+                admin_address,
+                coordinators: args.coordinators,
+                rpc_timeout: args.rpc_timeout,
+                apply_wait_limit: args.apply_wait_limit,
+                reconnect_backoff: Duration::from_millis(200),
+            };
+            Some(tokio::spawn(control::run(
+                config,
+                dataplane.clone(),
+                control_metrics,
+                stopped(stop_rx.clone()),
+            )))
+        }
+    };
+    tracing::info!(id = %args.id, zone = %args.zone, "proxy starting");
+    println!("{line}");
+    std::io::stdout().flush()?;
+
+    let signal = tokio::spawn(async move {
+        super::shutdown_signal().await;
+        let _ = stop_tx.send(true);
+    });
+    let served = dataplane.serve(bound, stopped(stop_rx)).await;
+    signal.abort();
+    if let Some(task) = control_task {
+        let _ = tokio::time::timeout(Duration::from_secs(3), task).await;
+    }
+    let _ = admin_task.await;
+    served.context("serving failed")?;
+    tracing::info!(id = %args.id, "proxy drained and stopped");
+    Ok(ExitCode::SUCCESS)
+}
