@@ -1,0 +1,267 @@
+//! Status write-back against a fake API server: the exact server-side
+//! apply requests (method, content type, field manager, force, the body's
+//! conditions), other controllers' entries kept, no write when nothing
+//! changed, a retry after 409, and the publisher end to end.
+
+mod live_support;
+
+use live_support::fixtures::{self, GW};
+use live_support::{FakeApiServer, Recorded, eventually, fast};
+use serde_json::{Value, json};
+use switchyard_kubeconfig::live::{
+    CUTOVER_CONDITION, DesiredState, FIELD_MANAGER, REQUIRED_PERMISSIONS, StatusPublisher, World,
+    WriteOutcome, route_parent_statuses, watch_clusters_with, write_route_status,
+};
+use switchyard_proto::model::{CONTROLLER_NAME, HttpRoute, ObjectName, Resource, RouteStatus};
+use tokio::sync::watch;
+
+fn other_controllers_status() -> Value {
+    json!({"parents": [{
+        "controllerName": "example.com/other",
+        "parentRef": {"name": "other"},
+        "conditions": [{"type": "Accepted", "status": "True", "reason": "Accepted",
+                        "message": "theirs", "lastTransitionTime": "2020-01-01T00:00:00Z"}]
+    }]})
+}
+
+async fn desired(server: &FakeApiServer) -> DesiredState {
+    let (tx, rx) = watch::channel(None);
+    let sources = vec![server.source("east")];
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        watch_clusters_with(sources, CONTROLLER_NAME, fast(), tx, async {
+            let _ = stopped.await;
+        })
+        .await;
+    });
+    let state = eventually("desired state", || rx.borrow().clone()).await;
+    drop(stop);
+    task.await.expect("watchers stop");
+    state
+}
+
+fn route_of(state: &DesiredState) -> HttpRoute {
+    state
+        .resources
+        .iter()
+        .find_map(|r| match r {
+            Resource::HttpRoute(r) => Some(r.clone()),
+            _ => None,
+        })
+        .expect("route served")
+}
+
+fn ready_row() -> RouteStatus {
+    RouteStatus {
+        namespace: "shop".into(),
+        name: "app".into(),
+        active_generation: Some(7),
+        applied: Some("3 of 3 proxies at generation 7".into()),
+        ready: true,
+        ..RouteStatus::default()
+    }
+}
+
+fn assert_server_side_apply(p: &Recorded, path: &str) {
+    assert_eq!(p.path, path);
+    assert_eq!(
+        p.content_type.as_deref(),
+        Some("application/apply-patch+yaml")
+    );
+    assert_eq!(
+        p.query.get("fieldManager").map(String::as_str),
+        Some(FIELD_MANAGER)
+    );
+    assert_eq!(p.query.get("force").map(String::as_str), Some("true"));
+    let (g, r, v) = p.permission();
+    assert!(REQUIRED_PERMISSIONS.contains(&(g.as_str(), r.as_str(), v.as_str())));
+}
+
+#[tokio::test]
+async fn route_status_is_server_side_applied_keeping_other_controllers_entries() {
+    let mut route = fixtures::route("blue", 5);
+    route["status"] = other_controllers_status();
+    let mut objects = fixtures::cluster();
+    objects.retain(|o| o["kind"] != "HTTPRoute");
+    objects.push(route);
+    let server = FakeApiServer::start(objects).await;
+    let state = desired(&server).await;
+    let route = route_of(&state);
+    let world = World::new(&state.resources);
+    let parents = route_parent_statuses(&route, &world, Some(&ready_row()), None, CONTROLLER_NAME);
+    let client = server.client("status");
+    let name = ObjectName::new("shop", "app");
+    let before = server.requests().len();
+
+    let outcome = write_route_status(&client, "east", &name, CONTROLLER_NAME, &parents)
+        .await
+        .expect("status written");
+    assert_eq!(outcome, WriteOutcome::Written);
+    let requests: Vec<Recorded> = server.requests().split_off(before);
+    let shape: Vec<(&str, &str)> = requests
+        .iter()
+        .map(|r| (r.method.as_str(), r.path.as_str()))
+        .collect();
+    let path = "/apis/gateway.networking.k8s.io/v1/namespaces/shop/httproutes/app";
+    let status_path = format!("{path}/status");
+    assert_eq!(shape, [("GET", path), ("PATCH", status_path.as_str())]);
+    let patch = &requests[1];
+    assert_server_side_apply(patch, &status_path);
+    let body = patch.body.as_ref().expect("json body");
+    assert_eq!(body["apiVersion"], GW);
+    assert_eq!(body["kind"], "HTTPRoute");
+    assert_eq!(body["metadata"]["name"], "app");
+    assert!(
+        body["metadata"]["resourceVersion"].is_string(),
+        "optimistic lock"
+    );
+    let parents = body["status"]["parents"].as_array().expect("parents");
+    assert_eq!(parents.len(), 2);
+    assert_eq!(parents[0], other_controllers_status()["parents"][0]);
+    let ours = &parents[1];
+    assert_eq!(ours["controllerName"], CONTROLLER_NAME);
+    assert_eq!(ours["parentRef"]["name"], "gw");
+    let conditions: Vec<(String, String, String)> = ours["conditions"]
+        .as_array()
+        .expect("conditions")
+        .iter()
+        .map(|c| {
+            assert_eq!(c["observedGeneration"], 5);
+            assert!(c["lastTransitionTime"].is_string());
+            (
+                c["type"].as_str().unwrap_or("").to_string(),
+                c["status"].as_str().unwrap_or("").to_string(),
+                c["reason"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect();
+    let expected = [
+        ("Accepted", "True", "Accepted"),
+        ("ResolvedRefs", "True", "ResolvedRefs"),
+        (CUTOVER_CONDITION, "True", "Ready"),
+    ]
+    .map(|(a, b, c)| (a.to_string(), b.to_string(), c.to_string()));
+    assert_eq!(conditions, expected);
+    assert_eq!(
+        ours["conditions"][2]["message"],
+        "3 of 3 proxies at generation 7"
+    );
+
+    // The same status again: read, compare, no write.
+    let before = server.requests().len();
+    let outcome = write_route_status(
+        &client,
+        "east",
+        &name,
+        CONTROLLER_NAME,
+        &route_parent_statuses(&route, &world, Some(&ready_row()), None, CONTROLLER_NAME),
+    )
+    .await
+    .expect("read");
+    assert_eq!(outcome, WriteOutcome::Unchanged);
+    let methods: Vec<String> = server.requests()[before..]
+        .iter()
+        .map(|r| r.method.clone())
+        .collect();
+    assert_eq!(methods, ["GET"]);
+}
+
+#[tokio::test]
+async fn a_conflict_is_retried_from_a_fresh_read() {
+    let server = FakeApiServer::start(fixtures::cluster()).await;
+    let state = desired(&server).await;
+    let route = route_of(&state);
+    let world = World::new(&state.resources);
+    let pending = RouteStatus {
+        pending_generation: Some(8),
+        policy: Some("all".into()),
+        evidence: Some("1 of 3 proxies ready".into()),
+        ready: false,
+        ..ready_row()
+    };
+    let parents = route_parent_statuses(&route, &world, Some(&pending), None, CONTROLLER_NAME);
+    server.conflict_next_patches(1);
+    let before = server.requests().len();
+    let outcome = write_route_status(
+        &server.client("status"),
+        "east",
+        &ObjectName::new("shop", "app"),
+        CONTROLLER_NAME,
+        &parents,
+    )
+    .await
+    .expect("written on the second try");
+    assert_eq!(outcome, WriteOutcome::Written);
+    let methods: Vec<String> = server.requests()[before..]
+        .iter()
+        .map(|r| r.method.clone())
+        .collect();
+    assert_eq!(methods, ["GET", "PATCH", "GET", "PATCH"]);
+    let stored = server.get(GW, "HTTPRoute", "shop", "app").expect("route");
+    let cutover = &stored["status"]["parents"][0]["conditions"][2];
+    assert_eq!(cutover["type"], CUTOVER_CONDITION);
+    assert_eq!(cutover["status"], "Unknown");
+    assert_eq!(cutover["reason"], "Pending");
+}
+
+#[tokio::test]
+async fn the_publisher_writes_routes_and_gateways_once() {
+    let server = FakeApiServer::start(fixtures::cluster()).await;
+    let state = desired(&server).await;
+    let mut publisher = StatusPublisher::new(vec![server.source("east")], CONTROLLER_NAME);
+    let before = server.requests().len();
+    let errors = publisher.publish(&state, &[ready_row()], 3).await;
+    assert!(errors.is_empty(), "{errors:?}");
+    let new = server.requests().split_off(before);
+    let patched: Vec<&str> = new
+        .iter()
+        .filter(|r| r.method == "PATCH")
+        .map(|r| r.path.as_str())
+        .collect();
+    assert_eq!(
+        patched,
+        [
+            "/apis/gateway.networking.k8s.io/v1/namespaces/shop/gateways/gw/status",
+            "/apis/gateway.networking.k8s.io/v1/namespaces/shop/httproutes/app/status",
+        ]
+    );
+    let gateway_patch = new
+        .iter()
+        .find(|r| r.method == "PATCH" && r.path.contains("gateways"))
+        .expect("patch");
+    assert_server_side_apply(gateway_patch, patched[0]);
+    let body = gateway_patch.body.as_ref().expect("body");
+    assert_eq!(body["status"]["conditions"][1]["type"], "Programmed");
+    assert_eq!(body["status"]["conditions"][1]["status"], "True");
+    assert_eq!(body["status"]["listeners"][0]["attachedRoutes"], 1);
+    assert_eq!(
+        body["status"]["listeners"][0]["conditions"][0]["observedGeneration"],
+        2
+    );
+
+    // Nothing changed: not even a read.
+    let before = server.requests().len();
+    assert!(
+        publisher
+            .publish(&state, &[ready_row()], 3)
+            .await
+            .is_empty()
+    );
+    assert_eq!(server.requests().len(), before);
+    // A change in one route's progress writes that route only.
+    let pending = RouteStatus {
+        pending_generation: Some(8),
+        ready: false,
+        ..ready_row()
+    };
+    assert!(publisher.publish(&state, &[pending], 3).await.is_empty());
+    let patched: Vec<String> = server.requests()[before..]
+        .iter()
+        .filter(|r| r.method == "PATCH")
+        .map(|r| r.path.clone())
+        .collect();
+    assert_eq!(
+        patched,
+        ["/apis/gateway.networking.k8s.io/v1/namespaces/shop/httproutes/app/status"]
+    );
+}
