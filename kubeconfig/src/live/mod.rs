@@ -79,7 +79,10 @@ use std::path::Path;
 #[derive(Clone)]
 pub struct ClusterSource {
     /// The kubeconfig context name, or the file name when the file has no
-    /// current context. Must be unique among the sources watched together.
+    /// current context. Must be unique among the sources watched together,
+    /// and the same on every coordinator: it is stored (EndpointSlice
+    /// `cluster`), so a new leader naming the cluster differently would
+    /// rewrite every slice.
     pub name: String,
     /// The client for this cluster.
     pub client: kube::Client,

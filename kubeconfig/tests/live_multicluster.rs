@@ -1,0 +1,159 @@
+//! Two fake clusters: the endpoints of one Service in both are merged,
+//! each tagged with its cluster and zone; a cluster that goes away keeps
+//! its endpoints and is reported unreachable with the error. Also
+//! `connect` from a kubeconfig file with two contexts.
+
+mod live_support;
+
+use live_support::fixtures;
+use live_support::{FakeApiServer, eventually, fast};
+use switchyard_kubeconfig::live::{DesiredState, connect, watch_clusters_with};
+use switchyard_proto::model::{CONTROLLER_NAME, EndpointSlice, Resource};
+use tokio::sync::watch;
+
+fn slices(state: &DesiredState) -> Vec<(String, String, String, String)> {
+    state
+        .resources
+        .iter()
+        .filter_map(|r| match r {
+            Resource::EndpointSlice(EndpointSlice {
+                meta,
+                endpoints,
+                cluster,
+                ..
+            }) => Some((
+                meta.name.clone(),
+                cluster.clone().unwrap_or_default(),
+                endpoints[0].addresses[0].clone(),
+                endpoints[0].zone.clone().unwrap_or_default(),
+            )),
+            _ => None,
+        })
+        .collect()
+}
+
+fn t(a: &str, b: &str, c: &str, d: &str) -> (String, String, String, String) {
+    (a.into(), b.into(), c.into(), d.into())
+}
+
+#[tokio::test]
+async fn two_clusters_merge_and_an_unreachable_one_keeps_its_endpoints() {
+    let east = FakeApiServer::start(fixtures::cluster()).await;
+    // West serves the same Service from its own pods, in another zone.
+    let west = FakeApiServer::start(vec![
+        fixtures::namespace(),
+        fixtures::service("blue"),
+        fixtures::slice("blue-w1", "blue", "10.1.0.1", "zone-b", true),
+    ])
+    .await;
+    let (tx, rx) = watch::channel(None);
+    let sources = vec![east.source("east"), west.source("west")];
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        watch_clusters_with(sources, CONTROLLER_NAME, fast(), tx, async {
+            let _ = stopped.await;
+        })
+        .await;
+    });
+    let state = eventually("merged state", || rx.borrow().clone()).await;
+    assert_eq!(
+        slices(&state),
+        [
+            t("blue-a1.east", "east", "10.0.0.1", "zone-a"),
+            t("blue-w1.west", "west", "10.1.0.1", "zone-b"),
+        ]
+    );
+    let services = state
+        .resources
+        .iter()
+        .filter(|r| matches!(r, Resource::Service(_)))
+        .count();
+    assert_eq!(services, 1, "one Service for both clusters");
+    for c in &state.clusters {
+        assert!(c.reachable, "{c:?}");
+        assert_eq!(c.contributed, ["shop/blue"], "{c:?}");
+    }
+
+    // West goes away: its endpoints stay, it is reported unreachable.
+    west.stop();
+    let state = eventually("west unreachable", || {
+        rx.borrow()
+            .clone()
+            .filter(|s| s.clusters.iter().any(|c| c.name == "west" && !c.reachable))
+    })
+    .await;
+    let west_health = state
+        .clusters
+        .iter()
+        .find(|c| c.name == "west")
+        .expect("west");
+    let error = west_health
+        .last_error
+        .as_deref()
+        .expect("the error is reported");
+    assert!(!error.is_empty());
+    assert_eq!(west_health.contributed, ["shop/blue"]);
+    assert!(
+        state
+            .clusters
+            .iter()
+            .any(|c| c.name == "east" && c.reachable)
+    );
+    assert!(slices(&state).contains(&t("blue-w1.west", "west", "10.1.0.1", "zone-b")));
+
+    // East keeps working meanwhile.
+    east.apply(fixtures::slice(
+        "blue-a1", "blue", "10.0.0.1", "zone-a", false,
+    ));
+    eventually("east still watched", || {
+        rx.borrow().clone().filter(|s| {
+            s.resources.iter().any(|r| {
+                matches!(r, Resource::EndpointSlice(e) if e.cluster.as_deref() == Some("east") && !e.endpoints[0].ready)
+            })
+        })
+    })
+    .await;
+    drop(stop);
+    task.await.expect("watchers stop");
+}
+
+#[tokio::test]
+async fn connect_reads_a_kubeconfig_context() {
+    let server = FakeApiServer::start(fixtures::cluster()).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("config");
+    let url = format!("http://{}", server.addr);
+    std::fs::write(
+        &path,
+        format!(
+            "apiVersion: v1\nkind: Config\ncurrent-context: east\nclusters:\n- name: c\n  cluster: {{server: \"{url}\"}}\nusers:\n- name: u\n  user: {{token: t}}\ncontexts:\n- name: east\n  context: {{cluster: c, user: u}}\n- name: west\n  context: {{cluster: c, user: u}}\n"
+        ),
+    )
+    .expect("write kubeconfig");
+    let default = connect(&path, None).await.expect("current context");
+    assert_eq!(default.name, "east");
+    let west = connect(&path, Some("west")).await.expect("named context");
+    assert_eq!(west.name, "west");
+    // The client really talks to the server the context names.
+    let (tx, rx) = watch::channel(None);
+    let task = tokio::spawn(async move {
+        watch_clusters_with(
+            vec![west],
+            CONTROLLER_NAME,
+            fast(),
+            tx,
+            std::future::pending::<()>(),
+        )
+        .await;
+    });
+    let state = eventually("state through the kubeconfig client", || {
+        rx.borrow().clone()
+    })
+    .await;
+    assert_eq!(state.clusters[0].name, "west");
+    task.abort();
+    let missing = connect(&path, Some("nope"))
+        .await
+        .expect_err("no such context");
+    assert!(missing.to_string().contains("nope"), "{missing}");
+}
