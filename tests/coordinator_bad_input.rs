@@ -16,15 +16,29 @@ fn rejected(cluster: &Cluster, name: &str, text: &str, needles: &[&str]) -> anyh
     let out = cli(&["apply", "-f", &file, "--coordinators", &cluster.all()])?;
     assert_ne!(out.code, 0, "{name} was accepted: {}", out.stdout);
     for needle in needles {
-        assert!(out.stderr.contains(needle), "{name}: stderr lacks {needle:?}: {}", out.stderr);
+        assert!(
+            out.stderr.contains(needle),
+            "{name}: stderr lacks {needle:?}: {}",
+            out.stderr
+        );
     }
-    assert_eq!(out.stderr.trim().lines().count(), 1, "{name}: one-line reason expected: {}", out.stderr);
+    assert_eq!(
+        out.stderr.trim().lines().count(),
+        1,
+        "{name}: one-line reason expected: {}",
+        out.stderr
+    );
     Ok(())
 }
 
 #[test]
 fn bad_input_is_refused_clearly_and_changes_nothing() -> anyhow::Result<()> {
-    let mut cluster = Cluster::start(&["--max-objects-per-apply", "20", "--max-message-bytes", "65536"])?;
+    let mut cluster = Cluster::start(&[
+        "--max-objects-per-apply",
+        "20",
+        "--max-message-bytes",
+        "65536",
+    ])?;
     cluster.wait_leader(Duration::from_secs(15))?;
     let good = write(cluster.dir.path(), "good.yaml", &route_yaml("app", "blue"));
     let out = cli(&["apply", "-f", &good, "--coordinators", &cluster.all()])?;
@@ -32,7 +46,12 @@ fn bad_input_is_refused_clearly_and_changes_nothing() -> anyhow::Result<()> {
     let before = replicated_routes(&cluster.status_of(0)?);
     let index_before = cluster.status_of(0)?["applied_index"].clone();
 
-    rejected(&cluster, "malformed.yaml", "kind: HTTPRoute\nmetadata: {name: x\n  bad: [", &["malformed.yaml"])?;
+    rejected(
+        &cluster,
+        "malformed.yaml",
+        "kind: HTTPRoute\nmetadata: {name: x\n  bad: [",
+        &["malformed.yaml"],
+    )?;
     rejected(
         &cluster,
         "unknown-kind.yaml",
@@ -40,7 +59,12 @@ fn bad_input_is_refused_clearly_and_changes_nothing() -> anyhow::Result<()> {
         &["unknown-kind.yaml", "ConfigMap"],
     )?;
     let bad_ref = route_yaml("app", "blue").replace("port: 80}]\n", "}]\n");
-    rejected(&cluster, "bad-ref.yaml", &bad_ref, &["bad-ref.yaml", "port"])?;
+    rejected(
+        &cluster,
+        "bad-ref.yaml",
+        &bad_ref,
+        &["bad-ref.yaml", "port"],
+    )?;
 
     // Oversized: more objects than the coordinator's limit.
     let many: String = (0..25)
@@ -59,7 +83,8 @@ fn bad_input_is_refused_clearly_and_changes_nothing() -> anyhow::Result<()> {
     for address in &cluster.addresses {
         let mut stream = TcpStream::connect(address)?;
         stream.set_read_timeout(Some(Duration::from_secs(2)))?;
-        stream.write_all(b"\x16\x03\x01 GET / HTTP/1.1\r\nthis is not HTTP/2\r\n\r\n\x00\xff\xfe")?;
+        stream
+            .write_all(b"\x16\x03\x01 GET / HTTP/1.1\r\nthis is not HTTP/2\r\n\r\n\x00\xff\xfe")?;
         let mut sink = Vec::new();
         let _ = stream.read_to_end(&mut sink);
     }
@@ -68,8 +93,15 @@ fn bad_input_is_refused_clearly_and_changes_nothing() -> anyhow::Result<()> {
         assert!(node.is_running(), "{} crashed", node.name());
     }
     for i in 0..3 {
-        let status = eventually(Duration::from_secs(5), "status", || Ok(Some(cluster.status_of(i)?)))?;
-        assert_eq!(replicated_routes(&status), before, "coordinator {} state changed", i + 1);
+        let status = eventually(Duration::from_secs(5), "status", || {
+            Ok(Some(cluster.status_of(i)?))
+        })?;
+        assert_eq!(
+            replicated_routes(&status),
+            before,
+            "coordinator {} state changed",
+            i + 1
+        );
     }
     // Rejected applies were refused before reaching the log, or applied as
     // a "no": either way nothing but the index may move.
@@ -78,21 +110,40 @@ fn bad_input_is_refused_clearly_and_changes_nothing() -> anyhow::Result<()> {
 }
 
 #[test]
-fn a_coordinator_with_disagreeing_peers_is_refused_and_the_cluster_is_unharmed() -> anyhow::Result<()> {
+fn a_coordinator_with_disagreeing_peers_is_refused_and_the_cluster_is_unharmed()
+-> anyhow::Result<()> {
     let mut cluster = Cluster::start(&[])?;
     cluster.wait_leader(Duration::from_secs(15))?;
     let good = write(cluster.dir.path(), "good.yaml", &route_yaml("app", "blue"));
-    assert_eq!(cli(&["apply", "-f", &good, "--coordinators", &cluster.all()])?.code, 0);
+    assert_eq!(
+        cli(&["apply", "-f", &good, "--coordinators", &cluster.all()])?.code,
+        0
+    );
     let before = replicated_routes(&cluster.status_of(0)?);
 
     // A fourth coordinator that believes the group is {1, 2, 4}.
     let own = format!("127.0.0.1:{}", free_port());
-    let peers = format!("1={},2={},4={own}", cluster.addresses[0], cluster.addresses[1]);
+    let peers = format!(
+        "1={},2={},4={own}",
+        cluster.addresses[0], cluster.addresses[1]
+    );
     let data = cluster.dir.path().join("rogue");
     let args: Vec<String> = [
-        "coordinator", "--id", "4", "--listen", &own, "--peers", &peers,
-        "--data-dir", &data.to_string_lossy(),
-        "--heartbeat-interval", "50ms", "--election-timeout-min", "300ms", "--election-timeout-max", "600ms",
+        "coordinator",
+        "--id",
+        "4",
+        "--listen",
+        &own,
+        "--peers",
+        &peers,
+        "--data-dir",
+        &data.to_string_lossy(),
+        "--heartbeat-interval",
+        "50ms",
+        "--election-timeout-min",
+        "300ms",
+        "--election-timeout-max",
+        "600ms",
     ]
     .iter()
     .map(|s| s.to_string())
@@ -100,17 +151,35 @@ fn a_coordinator_with_disagreeing_peers_is_refused_and_the_cluster_is_unharmed()
     let mut rogue = Process::start(ProcessSpec::new("rogue-4", BIN, args))?;
 
     // The members notice and say so in their logs, naming both peer lists.
-    eventually(Duration::from_secs(10), "a member to log the disagreement", || {
-        Ok(cluster.nodes.iter().any(|n| n.log_text().contains(&own) && n.log_text().contains("disagree")).then_some(()))
-    })?;
-    assert!(rogue.is_running(), "the misconfigured coordinator crashed instead of reporting");
+    eventually(
+        Duration::from_secs(10),
+        "a member to log the disagreement",
+        || {
+            Ok(cluster
+                .nodes
+                .iter()
+                .any(|n| n.log_text().contains(&own) && n.log_text().contains("disagree"))
+                .then_some(()))
+        },
+    )?;
+    assert!(
+        rogue.is_running(),
+        "the misconfigured coordinator crashed instead of reporting"
+    );
     for node in &mut cluster.nodes {
         assert!(node.is_running(), "{} crashed", node.name());
     }
     let leader = cluster.wait_leader(Duration::from_secs(5))?;
     assert!(leader < 3);
-    let again = write(cluster.dir.path(), "again.yaml", &route_yaml("app", "green"));
-    assert_eq!(cli(&["apply", "-f", &again, "--coordinators", &cluster.all()])?.code, 0);
+    let again = write(
+        cluster.dir.path(),
+        "again.yaml",
+        &route_yaml("app", "green"),
+    );
+    assert_eq!(
+        cli(&["apply", "-f", &again, "--coordinators", &cluster.all()])?.code,
+        0
+    );
     let after = replicated_routes(&cluster.status_of(leader)?);
     assert_ne!(after, before, "the cluster still takes applies");
     Ok(())

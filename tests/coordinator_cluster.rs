@@ -16,7 +16,12 @@ fn applies_survive_leader_kill_and_full_restart() -> anyhow::Result<()> {
     let first = write(&dir, "first.yaml", &route_yaml("app", "blue"));
     let out = cli(&["apply", "-f", &first, "--coordinators", &cluster.all()])?;
     assert_eq!(out.code, 0, "apply failed: {}", out.stderr);
-    assert!(out.stdout.contains("HTTPRoute demo/app: generation 1 pending"), "{}", out.stdout);
+    assert!(
+        out.stdout
+            .contains("HTTPRoute demo/app: generation 1 pending"),
+        "{}",
+        out.stdout
+    );
 
     let leader = cluster.wait_leader(Duration::from_secs(10))?;
     cluster.nodes[leader].kill();
@@ -24,9 +29,24 @@ fn applies_survive_leader_kill_and_full_restart() -> anyhow::Result<()> {
 
     // Through one surviving coordinator only: it forwards to the new leader.
     let second = write(&dir, "second.yaml", &route_yaml("app", "green"));
-    let out = cli(&["apply", "-f", &second, "--coordinators", &cluster.addresses[survivor]])?;
-    assert_eq!(out.code, 0, "apply after leader kill failed: {}", out.stderr);
-    assert!(out.stdout.contains("generation 2 pending, supersedes pending generation 1"), "{}", out.stdout);
+    let out = cli(&[
+        "apply",
+        "-f",
+        &second,
+        "--coordinators",
+        &cluster.addresses[survivor],
+    ])?;
+    assert_eq!(
+        out.code, 0,
+        "apply after leader kill failed: {}",
+        out.stderr
+    );
+    assert!(
+        out.stdout.contains("generation 2 pending")
+            && out.stdout.contains("supersedes pending generation 1"),
+        "{}",
+        out.stdout
+    );
 
     // Every survivor agrees on the routes.
     let survivors: Vec<usize> = (0..3).filter(|i| *i != leader).collect();

@@ -16,7 +16,11 @@ pub const BIN: &str = env!("CARGO_BIN_EXE_switchyard");
 
 /// Polls `check` every 20 ms until it returns `Some`, or fails after
 /// `timeout` with the last error.
-pub fn eventually<T>(timeout: Duration, what: &str, mut check: impl FnMut() -> anyhow::Result<Option<T>>) -> anyhow::Result<T> {
+pub fn eventually<T>(
+    timeout: Duration,
+    what: &str,
+    mut check: impl FnMut() -> anyhow::Result<Option<T>>,
+) -> anyhow::Result<T> {
     let deadline = Instant::now() + timeout;
     let mut last = String::from("never checked");
     while Instant::now() < deadline {
@@ -69,7 +73,9 @@ impl Cluster {
     /// Starts coordinators 1..=3 with `extra` flags each.
     pub fn start(extra: &[&str]) -> anyhow::Result<Cluster> {
         let dir = tempfile::tempdir()?;
-        let addresses: Vec<String> = (0..3).map(|_| format!("127.0.0.1:{}", free_port())).collect();
+        let addresses: Vec<String> = (0..3)
+            .map(|_| format!("127.0.0.1:{}", free_port()))
+            .collect();
         let peers = addresses
             .iter()
             .enumerate()
@@ -81,18 +87,39 @@ impl Cluster {
             let id = (i + 1).to_string();
             let data = dir.path().join(format!("coordinator-{id}"));
             let mut args: Vec<String> = [
-                "coordinator", "--id", &id, "--listen", address, "--peers", &peers,
-                "--data-dir", &data.to_string_lossy(),
-                "--heartbeat-interval", "50ms", "--election-timeout-min", "300ms",
-                "--election-timeout-max", "600ms", "--rpc-timeout", "500ms",
+                "coordinator",
+                "--id",
+                &id,
+                "--listen",
+                address,
+                "--peers",
+                &peers,
+                "--data-dir",
+                &data.to_string_lossy(),
+                "--heartbeat-interval",
+                "50ms",
+                "--election-timeout-min",
+                "300ms",
+                "--election-timeout-max",
+                "600ms",
+                "--rpc-timeout",
+                "500ms",
             ]
             .iter()
             .map(|s| s.to_string())
             .collect();
             args.extend(extra.iter().map(|s| s.to_string()));
-            nodes.push(Process::start(ProcessSpec::new(format!("coordinator-{id}"), BIN, args))?);
+            nodes.push(Process::start(ProcessSpec::new(
+                format!("coordinator-{id}"),
+                BIN,
+                args,
+            ))?);
         }
-        Ok(Cluster { nodes, addresses, dir })
+        Ok(Cluster {
+            nodes,
+            addresses,
+            dir,
+        })
     }
 
     /// All addresses joined with commas, for `--coordinators`.
@@ -108,7 +135,9 @@ impl Cluster {
     /// Waits for a leader every running coordinator agrees on; returns its
     /// index.
     pub fn wait_leader(&mut self, timeout: Duration) -> anyhow::Result<usize> {
-        let running: Vec<usize> = (0..self.nodes.len()).filter(|i| self.nodes[*i].is_running()).collect();
+        let running: Vec<usize> = (0..self.nodes.len())
+            .filter(|i| self.nodes[*i].is_running())
+            .collect();
         eventually(timeout, "an agreed leader", || {
             let mut leader = None;
             for i in &running {
@@ -125,7 +154,15 @@ impl Cluster {
 
 /// `status -o json --coordinators ADDRESS`, parsed.
 pub fn status_at(address: &str) -> anyhow::Result<Value> {
-    let out = cli(&["status", "-o", "json", "--coordinators", address, "--timeout", "2s"])?;
+    let out = cli(&[
+        "status",
+        "-o",
+        "json",
+        "--coordinators",
+        address,
+        "--timeout",
+        "2s",
+    ])?;
     if out.code != 0 {
         bail!("status at {address} failed: {}", out.stderr.trim());
     }
