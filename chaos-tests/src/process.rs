@@ -56,7 +56,12 @@ pub fn free_port() -> u16 {
         .unwrap_or(0)
 }
 
-fn pump(reader: impl Read + Send + 'static, name: String, log: Arc<Mutex<Vec<String>>>, tx: Option<mpsc::Sender<String>>) {
+fn pump(
+    reader: impl Read + Send + 'static,
+    name: String,
+    log: Arc<Mutex<Vec<String>>>,
+    tx: Option<mpsc::Sender<String>>,
+) {
     std::thread::spawn(move || {
         for line in BufReader::new(reader).lines() {
             let Ok(line) = line else { break };
@@ -117,7 +122,10 @@ impl Process {
                     }
                 }
                 Err(_) => {
-                    let status = self.child.as_mut().and_then(|c| c.try_wait().ok().flatten());
+                    let status = self
+                        .child
+                        .as_mut()
+                        .and_then(|c| c.try_wait().ok().flatten());
                     bail!(
                         "{} printed no LISTENING line within {:?} (exit status {status:?}); log:\n{}",
                         self.spec.name,
@@ -136,10 +144,12 @@ impl Process {
 
     /// The address bound under `name` in the `LISTENING` line.
     pub fn address(&self, name: &str) -> anyhow::Result<String> {
-        self.addresses
-            .get(name)
-            .cloned()
-            .with_context(|| format!("{} has no address named {name}: {:?}", self.spec.name, self.addresses))
+        self.addresses.get(name).cloned().with_context(|| {
+            format!(
+                "{} has no address named {name}: {:?}",
+                self.spec.name, self.addresses
+            )
+        })
     }
 
     /// The PID while running.

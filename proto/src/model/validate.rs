@@ -93,15 +93,16 @@ impl Checker {
     }
 
     fn regex(&self, field: &str, pattern: &str) -> Result<(), ValidationError> {
-        regex::Regex::new(pattern)
-            .map(|_| ())
-            .map_err(|e| {
-                // regex's messages draw a caret under the pattern over
-                // several lines; errors here are one line.
-                let text = e.to_string();
-                let last = text.lines().last().unwrap_or_default().trim().to_string();
-                self.fail(field, format!("invalid regular expression {pattern:?}: {last}"))
-            })
+        regex::Regex::new(pattern).map(|_| ()).map_err(|e| {
+            // regex's messages draw a caret under the pattern over
+            // several lines; errors here are one line.
+            let text = e.to_string();
+            let last = text.lines().last().unwrap_or_default().trim().to_string();
+            self.fail(
+                field,
+                format!("invalid regular expression {pattern:?}: {last}"),
+            )
+        })
     }
 
     fn hostname(&self, field: &str, host: &str) -> Result<(), ValidationError> {

@@ -28,7 +28,9 @@ impl CoordinatorAddress {
             None => (None, text.trim()),
         };
         if !address.contains(':') || address.starts_with(':') {
-            return Err(format!("coordinator {text:?} must look like [ZONE=]HOST:PORT"));
+            return Err(format!(
+                "coordinator {text:?} must look like [ZONE=]HOST:PORT"
+            ));
         }
         Ok(CoordinatorAddress {
             zone,
@@ -66,7 +68,11 @@ impl Coordinators {
 
     /// A client for `address` over its (reused) channel. `streaming`
     /// clients get no per-call timeout (a watch lives as long as it can).
-    pub fn client(&self, address: &str, streaming: bool) -> Result<FleetServiceClient<Channel>, String> {
+    pub fn client(
+        &self,
+        address: &str,
+        streaming: bool,
+    ) -> Result<FleetServiceClient<Channel>, String> {
         let mut channels = self.channels.lock().unwrap_or_else(|e| e.into_inner());
         let key = format!("{address}/{streaming}");
         let channel = match channels.get(&key) {
@@ -90,7 +96,11 @@ impl Coordinators {
 
     /// The leader's address if a follower told us, else the first choice.
     pub fn leader_or_first(&self) -> Option<String> {
-        let leader = self.leader.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let leader = self
+            .leader
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
         leader.or_else(|| self.order.first().cloned())
     }
 
@@ -133,7 +143,9 @@ mod tests {
         assert_eq!(c.order()[0], "127.0.0.1:2");
         assert_eq!(c.leader_or_first().as_deref(), Some("127.0.0.1:2"));
         let mut refusal = tonic::Status::unavailable("not the leader");
-        refusal.metadata_mut().insert(LEADER_HEADER, "127.0.0.1:3".parse().unwrap());
+        refusal
+            .metadata_mut()
+            .insert(LEADER_HEADER, "127.0.0.1:3".parse().unwrap());
         c.note_error("127.0.0.1:2", &refusal);
         assert_eq!(c.leader_or_first().as_deref(), Some("127.0.0.1:3"));
         assert!(CoordinatorAddress::parse("nope").is_err());

@@ -142,7 +142,9 @@ async fn watch_config(shared: Arc<Shared>, tx: watch::Sender<Option<Arc<ConfigSn
         let address = order[attempt % order.len().max(1)].clone();
         attempt += 1;
         match stream_from(&shared, &address, &mut held, &tx).await {
-            Ok(()) => tracing::warn!(coordinator = %address, "configuration stream ended; reconnecting"),
+            Ok(()) => {
+                tracing::warn!(coordinator = %address, "configuration stream ended; reconnecting")
+            }
             Err(e) => {
                 shared.metrics.coordinator_errors.inc();
                 tracing::warn!(coordinator = %address, error = %e, "configuration stream failed; trying the next coordinator");
@@ -169,16 +171,28 @@ async fn stream_from(
         .map_err(|s| s.message().to_string())?
         .into_inner();
     tracing::info!(coordinator = %address, "watching configuration");
-    while let Some(update) = stream.message().await.map_err(|s| s.message().to_string())? {
+    while let Some(update) = stream
+        .message()
+        .await
+        .map_err(|s| s.message().to_string())?
+    {
         if update.version <= *held {
-            tracing::debug!(version = update.version, held = *held, "ignoring a configuration no newer than ours");
+            tracing::debug!(
+                version = update.version,
+                held = *held,
+                "ignoring a configuration no newer than ours"
+            );
             continue;
         }
         let snapshot: ConfigSnapshot = serde_json::from_slice(&update.snapshot_json)
             .map_err(|e| format!("configuration {} does not decode: {e}", update.version))?;
         *held = update.version;
         shared.metrics.config_version.set(update.version as i64);
-        tracing::info!(version = update.version, coordinator = update.coordinator_id, "configuration received");
+        tracing::info!(
+            version = update.version,
+            coordinator = update.coordinator_id,
+            "configuration received"
+        );
         tx.send_replace(Some(Arc::new(snapshot)));
     }
     Ok(())
@@ -187,7 +201,10 @@ async fn stream_from(
 /// Feeds the data plane: on every new snapshot, install it (routes as the
 /// guard decides) and keep the right backends warm; on every readiness
 /// change, let the guard apply what became warm.
-async fn apply_loop(shared: Arc<Shared>, mut snapshots: watch::Receiver<Option<Arc<ConfigSnapshot>>>) {
+async fn apply_loop(
+    shared: Arc<Shared>,
+    mut snapshots: watch::Receiver<Option<Arc<ConfigSnapshot>>>,
+) {
     let mut guard = ApplyGuard::new(shared.config.apply_wait_limit.as_millis() as u64);
     let mut readiness = shared.dataplane.readiness_changes();
     let mut current: Option<Arc<ConfigSnapshot>> = None;
@@ -207,7 +224,9 @@ async fn apply_loop(shared: Arc<Shared>, mut snapshots: watch::Receiver<Option<A
         if new_snapshot {
             current = snapshots.borrow_and_update().clone();
         }
-        let Some(snapshot) = current.clone() else { continue };
+        let Some(snapshot) = current.clone() else {
+            continue;
+        };
         if new_snapshot {
             // First make the data plane know the new endpoints and start
             // warming, with the routes as they are served now.
@@ -228,7 +247,10 @@ async fn apply_loop(shared: Arc<Shared>, mut snapshots: watch::Receiver<Option<A
                 .is_some_and(|r| r.healthy > 0 && r.endpoints_generation >= generation),
         };
         let report = guard.decide(&snapshot, &warm, now_ms());
-        shared.metrics.waiting_routes.set(report.waiting.len() as i64);
+        shared
+            .metrics
+            .waiting_routes
+            .set(report.waiting.len() as i64);
         for (route, generation) in &report.forced {
             shared.metrics.forced_applies.inc();
             tracing::warn!(route = %route, generation, "applying a committed generation before its backends are warm here: local wait limit reached");
@@ -254,11 +276,13 @@ fn applied_pb(guard: &ApplyGuard) -> Vec<pb::AppliedGeneration> {
     guard
         .generations()
         .into_iter()
-        .map(|(name, generation): (ObjectName, u64)| pb::AppliedGeneration {
-            namespace: name.namespace,
-            name: name.name,
-            generation,
-        })
+        .map(
+            |(name, generation): (ObjectName, u64)| pb::AppliedGeneration {
+                namespace: name.namespace,
+                name: name.name,
+                generation,
+            },
+        )
         .collect()
 }
 
@@ -322,7 +346,11 @@ async fn register(shared: &Shared) -> Option<pb::RegisterReply> {
 /// Returns false when the proxy must register again. Transport errors are
 /// retried on the next round without re-registering.
 async fn heartbeat(shared: &Shared) -> bool {
-    let applied = shared.applied.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let applied = shared
+        .applied
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone();
     let request = pb::HeartbeatRequest {
         proxy_id: shared.config.proxy_id.clone(),
         applied,
@@ -404,6 +432,8 @@ async fn deregister(shared: &Shared) {
     };
     match client.deregister(request).await {
         Ok(_) => tracing::info!("deregistered from the coordinators"),
-        Err(status) => tracing::warn!(error = %status.message(), "could not deregister; the lease will expire instead"),
+        Err(status) => {
+            tracing::warn!(error = %status.message(), "could not deregister; the lease will expire instead")
+        }
     }
 }
