@@ -151,6 +151,12 @@ impl DataPlane {
         self.ctx.readiness_changes()
     }
 
+    /// Mirror copies in flight (they run detached from the requests that
+    /// caused them).
+    pub fn mirrors_in_flight(&self) -> usize {
+        self.mirrors.in_flight()
+    }
+
     /// Whether a configuration has been installed.
     pub fn has_config(&self) -> bool {
         self.served.load().is_some()

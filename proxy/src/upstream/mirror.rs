@@ -193,6 +193,7 @@ impl Body for MirrorBody {
 #[derive(Debug)]
 pub struct MirrorLimiter {
     permits: Arc<Semaphore>,
+    max: usize,
 }
 
 impl MirrorLimiter {
@@ -200,7 +201,13 @@ impl MirrorLimiter {
     pub fn new(max: usize) -> MirrorLimiter {
         MirrorLimiter {
             permits: Arc::new(Semaphore::new(max.max(1))),
+            max: max.max(1),
         }
+    }
+
+    /// Mirror copies currently in flight.
+    pub fn in_flight(&self) -> usize {
+        self.max.saturating_sub(self.permits.available_permits())
     }
 
     fn try_acquire(&self) -> Option<OwnedSemaphorePermit> {

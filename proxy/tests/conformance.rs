@@ -1,0 +1,605 @@
+//! The Gateway API HTTPRoute conformance cases in
+//! `shared/conformance/gateway-api/*.yaml`, run against the real data
+//! plane: one echo backend per Service endpoint (as the README's "Backends"
+//! section describes), one 127.0.0.1 socket per (Gateway, port) the cases
+//! use, the file's Gateways, routes and grants parsed by the project's own
+//! Kubernetes parser, and every case judged by the suite's rules (3 passes
+//! in a row, within a deadline). TLS cases are skipped with a printed
+//! reason; nothing else is.
+
+#[path = "conformance_support/judge.rs"]
+mod judge;
+mod support;
+
+use anyhow::{Context, Result, anyhow, bail, ensure};
+use bytes::Bytes;
+use http::Request;
+use http_body_util::Full;
+use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use support::client::{Conn, Reply};
+use support::echo::{Echo, start_echo};
+use support::*;
+use switchyard_proto::model::*;
+use switchyard_proxy::router::ListenerKey;
+use tokio::time::Instant;
+
+const PASSES_IN_A_ROW: usize = 3;
+const CASE_DEADLINE: Duration = Duration::from_secs(5);
+const REQUEST_ID_PARAM: &str = "gateway-api-conformance-request-id";
+
+fn conformance_dir() -> PathBuf {
+    let dir =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/conformance/gateway-api");
+    assert!(
+        dir.is_dir(),
+        "conformance data not found at {}; this test needs it and does not skip",
+        dir.display()
+    );
+    dir
+}
+
+/// Labels of the suite's base namespaces (README table), plus the label
+/// Kubernetes puts on every namespace.
+fn namespace_object(name: &str, file_labels: Option<&Value>) -> Namespace {
+    let base = match name {
+        "gateway-conformance-infra" => Some("infra"),
+        "gateway-conformance-app-backend" | "gateway-conformance-web-backend" => Some("backend"),
+        _ => None,
+    };
+    let mut labels: Vec<(String, String)> =
+        vec![("kubernetes.io/metadata.name".to_owned(), name.to_owned())];
+    match file_labels.and_then(Value::as_object) {
+        Some(map) => labels.extend(
+            map.iter()
+                .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_owned())),
+        ),
+        None => labels.extend(base.map(|b| ("gateway-conformance".to_owned(), b.to_owned()))),
+    }
+    let pairs: Vec<(&str, &str)> = labels
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    namespace(name, &pairs)
+}
+
+/// Replicas of a base Service (README: 2, except infra-backend-v3).
+fn replicas(service: &str) -> usize {
+    if service == "infra-backend-v3" { 1 } else { 2 }
+}
+
+/// Everything one file's run needs.
+struct FileCtx {
+    name: String,
+    proxy: Proxy,
+    addrs: BTreeMap<(String, u16), SocketAddr>,
+    /// `namespace/name` -> its echo pods.
+    echoes: BTreeMap<String, Vec<Echo>>,
+    snapshot: ConfigSnapshot,
+    routes: Vec<HttpRoute>,
+}
+
+#[derive(Default)]
+struct Tally {
+    passed: usize,
+    failed: usize,
+    skipped: usize,
+    failures: Vec<String>,
+}
+
+impl Tally {
+    fn record(&mut self, what: String, result: Result<()>) {
+        match result {
+            Ok(()) => self.passed += 1,
+            Err(error) => {
+                self.failed += 1;
+                self.failures.push(format!("{what}: {error:#}"));
+            }
+        }
+    }
+}
+
+fn objects<'a>(data: &'a Value, list: &str) -> impl Iterator<Item = &'a Value> {
+    data[list].as_array().into_iter().flatten()
+}
+
+async fn setup(name: &str, data: &Value) -> Result<FileCtx> {
+    let mut snapshot = ConfigSnapshot {
+        version: 1,
+        ..Default::default()
+    };
+    snapshot.gateway_classes.push(gateway_class());
+    let mut routes = Vec::new();
+    let mut namespaces = BTreeSet::new();
+    let mut index = 0;
+    for list in ["gateways", "routes", "reference_grants"] {
+        for object in objects(data, list) {
+            let resource = switchyard_kubeconfig::parse_object(name, index, object.clone())
+                .with_context(|| format!("{name}: {list}[{index}]"))?;
+            index += 1;
+            namespaces.insert(resource.meta().namespace.clone());
+            match resource {
+                Resource::Gateway(g) => snapshot.gateways.push(g),
+                Resource::HttpRoute(r) => routes.push(r),
+                Resource::ReferenceGrant(g) => snapshot.reference_grants.push(g),
+                other => bail!("{name}: unexpected {} in {list}", other.kind()),
+            }
+        }
+    }
+
+    let mut echoes: BTreeMap<String, Vec<Echo>> = BTreeMap::new();
+    let mut warm = Vec::new();
+    for backend in objects(data, "backends") {
+        if !backend["exists_in_base"].as_bool().unwrap_or(false) {
+            continue;
+        }
+        let text = backend["service"].as_str().context("backends[].service")?;
+        let key = BackendKey::parse(text).with_context(|| format!("backend {text}"))?;
+        let ns = key.service.namespace.clone();
+        let svc = key.service.name.clone();
+        namespaces.insert(ns.clone());
+        let id = format!("{ns}/{svc}");
+        if !echoes.contains_key(&id) {
+            let mut pods = Vec::new();
+            for replica in 0..replicas(&svc) {
+                pods.push(start_echo(&ns, &svc, replica).await);
+            }
+            let addrs: Vec<SocketAddr> = pods.iter().map(|p| p.addr).collect();
+            snapshot
+                .endpoint_slices
+                .extend(slices(&ns, &svc, &addrs, 1));
+            snapshot.services.push(Service {
+                meta: ObjectMeta::named(&ns, &svc),
+                ports: Vec::new(),
+            });
+            echoes.insert(id.clone(), pods);
+        }
+        // One Service object per name, with every port the file uses.
+        if let Some(service) = snapshot
+            .services
+            .iter_mut()
+            .find(|s| s.meta.namespace == ns && s.meta.name == svc)
+            && !service.ports.iter().any(|p| p.port == key.port)
+        {
+            service.ports.push(ServicePort {
+                name: Some("http".to_owned()),
+                port: key.port,
+                target_port: None,
+            });
+        }
+        let count = u32::try_from(replicas(&svc))?;
+        if !warm.iter().any(|(k, _)| *k == key) {
+            warm.push((key, count));
+        }
+    }
+    for ns in namespaces {
+        let labels = data["namespace_labels"].get(&ns);
+        snapshot.namespaces.push(namespace_object(&ns, labels));
+    }
+
+    // One socket per (Gateway, port) a case or the distribution uses.
+    let mut wanted: BTreeSet<(String, u16)> = BTreeSet::new();
+    let requests = objects(data, "cases")
+        .map(|c| &c["request"])
+        .chain(std::iter::once(&data["distribution"]["request"]));
+    for request in requests {
+        if request["requires_tls"].as_bool().unwrap_or(false) {
+            continue;
+        }
+        if let (Some(gw), Some(port)) = (request["gateway"].as_str(), request["port"].as_u64()) {
+            wanted.insert((gw.to_owned(), u16::try_from(port)?));
+        }
+    }
+    let mut keys = Vec::new();
+    for (gw, port) in &wanted {
+        let (ns, gname) = gw.split_once('/').context("gateway ns/name")?;
+        keys.push(ListenerKey {
+            gateway: Some(ObjectName::new(ns, gname)),
+            port: *port,
+        });
+    }
+    let proxy = Proxy::start(test_settings(), keys).await;
+    let addrs = wanted
+        .into_iter()
+        .zip(proxy.addrs.iter().copied())
+        .collect();
+    proxy
+        .dp
+        .set_warming(warm.iter().map(|(k, _)| k.clone()).collect());
+    proxy.install(snapshot.clone(), routes.clone());
+    proxy.wait_healthy(&warm).await;
+    Ok(FileCtx {
+        name: name.to_owned(),
+        proxy,
+        addrs,
+        echoes,
+        snapshot,
+        routes,
+    })
+}
+
+impl FileCtx {
+    fn addr(&self, request: &Value) -> Result<SocketAddr> {
+        let gw = request["gateway"].as_str().context("request.gateway")?;
+        let port = u16::try_from(request["port"].as_u64().context("request.port")?)?;
+        self.addrs
+            .get(&(gw.to_owned(), port))
+            .copied()
+            .ok_or_else(|| anyhow!("no socket for {gw}:{port}"))
+    }
+
+    /// Mirror log lines equal to `uri` across the pods of `ns/name`.
+    fn mirror_count(&self, id: &str, uri: &str) -> usize {
+        self.echoes
+            .get(id)
+            .map_or(0, |pods| pods.iter().map(|p| p.count(uri)).sum())
+    }
+
+    fn before(&mut self, step: &Value) -> Result<()> {
+        let action = step["action"].as_str().unwrap_or_default();
+        let kind = step["kind"].as_str().unwrap_or_default();
+        let object = step["object"].as_str().unwrap_or_default();
+        ensure!(
+            action == "delete" && kind == "ReferenceGrant",
+            "unsupported before step {step}"
+        );
+        let (ns, name) = object.split_once('/').context("before.object ns/name")?;
+        let before = self.snapshot.reference_grants.len();
+        self.snapshot
+            .reference_grants
+            .retain(|g| !(g.meta.namespace == ns && g.meta.name == name));
+        ensure!(
+            self.snapshot.reference_grants.len() < before,
+            "no ReferenceGrant {object} to delete"
+        );
+        self.snapshot.version += 1;
+        self.proxy
+            .install(self.snapshot.clone(), self.routes.clone());
+        Ok(())
+    }
+}
+
+/// The request a case sends, and the path and Host it sent.
+fn build_request(
+    request: &Value,
+    addr: SocketAddr,
+    path_suffix: Option<&str>,
+) -> Result<(Request<Full<Bytes>>, String, Option<String>)> {
+    let mut path = request["path"].as_str().context("request.path")?.to_owned();
+    if let Some(suffix) = path_suffix {
+        path.push(if path.contains('?') { '&' } else { '?' });
+        path.push_str(suffix);
+    }
+    let host = request["host"].as_str().map(str::to_owned);
+    let method = request["method"].as_str().unwrap_or("GET");
+    let mut builder = Request::builder().method(method).uri(path.as_str()).header(
+        http::header::HOST,
+        host.clone().unwrap_or_else(|| addr.to_string()),
+    );
+    if let Some(headers) = request["headers"].as_object() {
+        for (name, value) in headers {
+            builder = builder.header(name.as_str(), value.as_str().unwrap_or_default());
+        }
+    }
+    // The suite always sends it, sometimes empty.
+    let echo_set = request["echo_backend_set_response_headers"]
+        .as_object()
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| format!("{k}:{}", v.as_str().unwrap_or_default()))
+                .collect::<Vec<_>>()
+                .join(",")
+        })
+        .unwrap_or_default();
+    builder = builder.header("X-Echo-Set-Header", echo_set);
+    Ok((builder.body(Full::new(Bytes::new()))?, path, host))
+}
+
+fn request_id() -> String {
+    format!("{REQUEST_ID_PARAM}={:032x}", rand::random::<u128>())
+}
+
+/// One attempt at a case: send, judge, and check unconditional mirrors.
+async fn attempt(ctx: &FileCtx, case: &Value) -> Result<()> {
+    let request = &case["request"];
+    let expected = &case["expected"];
+    let addr = ctx.addr(request)?;
+    let id = request["request_id_query_param"]
+        .as_bool()
+        .unwrap_or(false)
+        .then(request_id);
+    let (req, path, host) = build_request(request, addr, id.as_deref())?;
+    let reply = support::client::send(addr, req).await?;
+    judge::judge(request, expected, &reply, &path, host.as_deref())?;
+    for mirror in expected["mirrored_to"].as_array().into_iter().flatten() {
+        let percent = mirror["percent"].as_u64().unwrap_or(100);
+        if percent < 100 {
+            // Judged by the distribution phase.
+            continue;
+        }
+        let target = format!(
+            "{}/{}",
+            mirror["namespace"].as_str().unwrap_or_default(),
+            mirror["backend"].as_str().unwrap_or_default()
+        );
+        // Mirrors are fire-and-forget: give the copy a moment to land.
+        let deadline = Instant::now() + Duration::from_secs(3);
+        while ctx.mirror_count(&target, &path) == 0 {
+            ensure!(
+                Instant::now() < deadline,
+                "{target} never received the mirrored {path}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    Ok(())
+}
+
+/// The suite's retry rule: pass `PASSES_IN_A_ROW` times in a row within
+/// the deadline.
+async fn run_case(ctx: &FileCtx, case: &Value) -> Result<()> {
+    let deadline = Instant::now() + CASE_DEADLINE;
+    let mut in_a_row = 0;
+    loop {
+        match attempt(ctx, case).await {
+            Ok(()) => {
+                in_a_row += 1;
+                if in_a_row == PASSES_IN_A_ROW {
+                    return Ok(());
+                }
+            }
+            Err(error) => {
+                if Instant::now() >= deadline {
+                    return Err(error);
+                }
+                in_a_row = 0;
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+}
+
+/// Sends `total` requests, `concurrency` at a time on keep-alive
+/// connections; `make` builds each request.
+async fn load<F>(addr: SocketAddr, total: usize, concurrency: usize, make: F) -> Result<Vec<Reply>>
+where
+    F: Fn() -> Result<Request<Full<Bytes>>> + Send + Sync + 'static,
+{
+    let make = Arc::new(make);
+    let mut workers = Vec::new();
+    for w in 0..concurrency {
+        let make = Arc::clone(&make);
+        let share = total / concurrency + usize::from(w < total % concurrency);
+        workers.push(tokio::spawn(async move {
+            let mut replies = Vec::with_capacity(share);
+            let mut conn = Conn::connect(addr).await?;
+            for _ in 0..share {
+                let reply = conn.send(make()?).await?;
+                if reply.closes() {
+                    conn = Conn::connect(addr).await?;
+                }
+                replies.push(reply);
+            }
+            Ok::<_, anyhow::Error>(replies)
+        }));
+    }
+    let mut all = Vec::with_capacity(total);
+    for w in workers {
+        all.extend(w.await??);
+    }
+    Ok(all)
+}
+
+/// `HTTPRouteWeight`: the share of each backend within the tolerance, and
+/// only backends with weight get traffic.
+async fn weight_distribution(ctx: &FileCtx, dist: &Value) -> Result<()> {
+    let request = dist["request"].clone();
+    let addr = ctx.addr(&request)?;
+    let total = usize::try_from(dist["total_requests"].as_u64().unwrap_or(500))?;
+    let concurrency = usize::try_from(dist["concurrency"].as_u64().unwrap_or(10))?;
+    let tolerance = dist["tolerance_abs"].as_f64().unwrap_or(0.05);
+    let attempts = dist["max_attempts"].as_u64().unwrap_or(10);
+    let fractions = dist["expected_fractions"]
+        .as_object()
+        .context("expected_fractions")?
+        .clone();
+    let mut last = anyhow!("no attempt made");
+    for _ in 0..attempts {
+        let request = request.clone();
+        let replies = load(addr, total, concurrency, move || {
+            let mut req = request.clone();
+            if rand::random::<bool>() {
+                req["headers"] = serde_json::json!({
+                    "X-Jitter": rand::random_range(0..10_000u32).to_string()
+                });
+            }
+            Ok(build_request(&req, addr, None)?.0)
+        })
+        .await?;
+        let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+        for reply in &replies {
+            ensure!(reply.status == 200, "status {}", reply.status);
+            let pod = reply.pod()?;
+            let parts: Vec<&str> = pod.split('-').collect();
+            let backend = parts[..parts.len().saturating_sub(2)].join("-");
+            *counts.entry(backend).or_default() += 1;
+        }
+        let check = || -> Result<()> {
+            for (backend, want) in &fractions {
+                let want = want.as_f64().unwrap_or(0.0);
+                let got = counts.get(backend).copied().unwrap_or(0) as f64 / total as f64;
+                ensure!(
+                    (got - want).abs() <= tolerance,
+                    "{backend}: {got:.3} of requests, want {want} ± {tolerance}; counts {counts:?}"
+                );
+                if want == 0.0 {
+                    ensure!(got == 0.0, "{backend} has weight 0 but got traffic");
+                }
+            }
+            for backend in counts.keys() {
+                ensure!(
+                    fractions.contains_key(backend),
+                    "unexpected backend {backend} got traffic"
+                );
+            }
+            Ok(())
+        };
+        match check() {
+            Ok(()) => return Ok(()),
+            Err(error) => last = error,
+        }
+    }
+    Err(last)
+}
+
+/// `HTTPRouteRequestPercentageMirror`: mirror counts within the binomial
+/// band, every primary answer as the case expects.
+async fn mirror_distribution(ctx: &FileCtx, case: &Value, dist: &Value) -> Result<()> {
+    let request = case["request"].clone();
+    let expected = case["expected"].clone();
+    let path = request["path"].as_str().context("path")?.to_owned();
+    let band = &dist["bands"][&path];
+    let min = band["min_count"].as_f64().context("band.min_count")?;
+    let max = band["max_count"].as_f64().context("band.max_count")?;
+    let mirror = &expected["mirrored_to"][0];
+    let target = format!(
+        "{}/{}",
+        mirror["namespace"].as_str().unwrap_or_default(),
+        mirror["backend"].as_str().unwrap_or_default()
+    );
+    let total = usize::try_from(dist["total_requests"].as_u64().unwrap_or(500))?;
+    let concurrency = usize::try_from(dist["concurrency"].as_u64().unwrap_or(10))?;
+    let attempts = dist["max_attempts"].as_u64().unwrap_or(5);
+    let addr = ctx.addr(&request)?;
+    let mut last = anyhow!("no attempt made");
+    for _ in 0..attempts {
+        let id = request_id();
+        let (_, sent_path, host) = build_request(&request, addr, Some(&id))?;
+        let req_value = request.clone();
+        let id_for_load = id.clone();
+        let replies = load(addr, total, concurrency, move || {
+            Ok(build_request(&req_value, addr, Some(&id_for_load))?.0)
+        })
+        .await?;
+        for reply in &replies {
+            judge::judge(&request, &expected, reply, &sent_path, host.as_deref())?;
+        }
+        let dp = Arc::clone(&ctx.proxy.dp);
+        eventually("mirrors finished", Duration::from_secs(10), || {
+            let dp = Arc::clone(&dp);
+            async move {
+                ensure!(dp.mirrors_in_flight() == 0, "mirrors in flight");
+                Ok(())
+            }
+        })
+        .await;
+        let count = ctx.mirror_count(&target, &sent_path) as f64;
+        if (min..=max).contains(&count) {
+            return Ok(());
+        }
+        last = anyhow!("{count} mirrored of {total}, want {min:.0}..={max:.0}");
+    }
+    Err(last)
+}
+
+async fn run_file(name: &str, data: &Value) -> Tally {
+    let mut tally = Tally::default();
+    let mut ctx = match setup(name, data).await {
+        Ok(ctx) => ctx,
+        Err(error) => {
+            tally.record(format!("{name} setup"), Err(error));
+            return tally;
+        }
+    };
+    let dist = &data["distribution"];
+    for case in objects(data, "cases") {
+        let id = case["id"].as_u64().unwrap_or(0);
+        let label = format!(
+            "{name} case {id}{}",
+            case["group"]
+                .as_str()
+                .map(|g| format!(" ({g})"))
+                .unwrap_or_default()
+        );
+        if case["request"]["requires_tls"].as_bool().unwrap_or(false) {
+            tally.skipped += 1;
+            println!(
+                "  skip {label}: requires TLS (an HTTPS listener), which the proxy does not serve"
+            );
+            continue;
+        }
+        if case["before"].is_object()
+            && let Err(error) = ctx.before(&case["before"])
+        {
+            tally.record(label, Err(error));
+            continue;
+        }
+        let result = run_case(&ctx, case).await;
+        let passed = result.is_ok();
+        tally.record(label.clone(), result);
+        if passed
+            && dist["per_case"].as_bool().unwrap_or(false)
+            && case["expected"]["mirrored_to"][0]["percent"].is_u64()
+        {
+            let result = mirror_distribution(&ctx, case, dist).await;
+            tally.record(format!("{label} mirror distribution"), result);
+        }
+    }
+    if dist["expected_fractions"].is_object() {
+        let result = weight_distribution(&ctx, dist).await;
+        tally.record(format!("{name} weight distribution"), result);
+    }
+    ctx.proxy.shutdown().await;
+    let _ = &ctx.name;
+    tally
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gateway_api_conformance_cases() {
+    let dir = conformance_dir();
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().and_then(|e| e.to_str()) == Some("yaml"))
+        .collect();
+    files.sort();
+    assert!(
+        !files.is_empty(),
+        "no conformance files in {}",
+        dir.display()
+    );
+    let mut total = Tally::default();
+    for path in files {
+        let name = path.file_stem().unwrap().to_string_lossy().into_owned();
+        let text = std::fs::read_to_string(&path)
+            .unwrap()
+            .replace("{GATEWAY_CLASS_NAME}", CLASS);
+        let data: Value = yaml_serde::from_str(&text).unwrap();
+        let tally = run_file(&name, &data).await;
+        println!(
+            "{name}: passed {}, failed {}, skipped {}",
+            tally.passed, tally.failed, tally.skipped
+        );
+        for failure in &tally.failures {
+            println!("  FAIL {failure}");
+        }
+        total.passed += tally.passed;
+        total.failed += tally.failed;
+        total.skipped += tally.skipped;
+        total.failures.extend(tally.failures);
+    }
+    println!(
+        "conformance total: passed {}, failed {}, skipped {} (TLS)",
+        total.passed, total.failed, total.skipped
+    );
+    assert!(
+        total.failures.is_empty(),
+        "{} conformance checks failed:\n{}",
+        total.failures.len(),
+        total.failures.join("\n")
+    );
+}
