@@ -2,16 +2,49 @@
 //! coordinators in turn, follows the leader's address when a follower
 //! refuses, retries only what is safe to retry, and gives up at a deadline.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::time::Duration;
-use switchyard_proto::pb::admin_service_client::AdminServiceClient;
+use switchyard_proto::model::{ClusterStatus, ObjectName};
+use switchyard_proto::pb::{self, admin_service_client::AdminServiceClient};
 use tokio::time::Instant;
 use tonic::transport::{Channel, Endpoint};
 use tonic::{Code, Status};
 
 /// Metadata key with which a follower names the leader's address.
 pub const LEADER_HEADER: &str = "x-switchyard-leader";
+
+/// Why waiting for Ready failed.
+#[derive(Debug, thiserror::Error)]
+pub enum WaitError {
+    /// The coordinators could not be asked.
+    #[error(transparent)]
+    Client(#[from] ClientError),
+    /// The status reply did not decode.
+    #[error("status reply is not valid JSON: {0}")]
+    BadStatus(String),
+    /// A route's cutover ended without reaching the generation.
+    #[error("HTTPRoute {route} generation {generation} did not become active: {why}")]
+    Failed {
+        /// The route.
+        route: ObjectName,
+        /// The generation waited for.
+        generation: u64,
+        /// What status says.
+        why: String,
+    },
+    /// The route was deleted while waiting.
+    #[error("HTTPRoute {0} no longer exists (deleted while waiting)")]
+    Deleted(ObjectName),
+    /// The deadline passed.
+    #[error("timed out after {timeout:?} waiting for Ready: {progress}")]
+    Timeout {
+        /// The deadline.
+        timeout: Duration,
+        /// The last progress line.
+        progress: String,
+    },
+}
 
 /// Why a call failed.
 #[derive(Debug, thiserror::Error)]
@@ -131,5 +164,83 @@ impl AdminClient {
             timeout: self.timeout,
             last,
         })
+    }
+}
+
+impl AdminClient {
+    /// The status, from the leader when it can be reached (only the leader
+    /// knows leases and evidence).
+    pub async fn fetch_status(&mut self) -> Result<ClusterStatus, WaitError> {
+        let reply = self
+            .call(true, |mut c| async move { c.status(pb::StatusRequest {}).await })
+            .await?;
+        let status: ClusterStatus = serde_json::from_slice(&reply.status_json)
+            .map_err(|e| WaitError::BadStatus(e.to_string()))?;
+        if let Some(leader) = status.leader
+            && leader != status.answered_by
+            && let Some(address) = status.members.get(&leader)
+        {
+            let mut direct = AdminClient::new(vec![address.clone()], Duration::from_secs(2));
+            if let Ok(reply) = direct
+                .call(true, |mut c| async move { c.status(pb::StatusRequest {}).await })
+                .await
+                && let Ok(from_leader) = serde_json::from_slice(&reply.status_json)
+            {
+                return Ok(from_leader);
+            }
+        }
+        Ok(status)
+    }
+
+    /// Polls the leader's status until every target route is Ready at (or
+    /// past) its generation, or one of them fails. `progress` is called
+    /// with a line each time the progress changes.
+    pub async fn wait_ready(
+        &mut self,
+        targets: &BTreeMap<ObjectName, u64>,
+        timeout: Duration,
+        mut progress: impl FnMut(&str),
+    ) -> Result<(), WaitError> {
+        let deadline = Instant::now() + timeout;
+        let mut last_line = String::new();
+        loop {
+            let status = self.fetch_status().await?;
+            let mut waiting = Vec::new();
+            for (name, generation) in targets {
+                let row = status
+                    .routes
+                    .iter()
+                    .find(|r| r.namespace == name.namespace && r.name == name.name)
+                    .ok_or_else(|| WaitError::Deleted(name.clone()))?;
+                let active = row.active_generation.unwrap_or(0);
+                if row.pending_generation.is_none() && active < *generation {
+                    return Err(WaitError::Failed {
+                        route: name.clone(),
+                        generation: *generation,
+                        why: row.last_failure.clone().unwrap_or_else(|| "superseded".into()),
+                    });
+                }
+                if !(row.ready && active >= *generation) {
+                    let detail = row
+                        .evidence
+                        .clone()
+                        .or_else(|| row.applied.clone())
+                        .unwrap_or_else(|| "waiting for the leader".into());
+                    waiting.push(format!("{name}: {detail}"));
+                }
+            }
+            if waiting.is_empty() {
+                return Ok(());
+            }
+            let line = waiting.join("; ");
+            if Instant::now() >= deadline {
+                return Err(WaitError::Timeout { timeout, progress: line });
+            }
+            if line != last_line {
+                progress(&line);
+                last_line = line;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
     }
 }

@@ -4,7 +4,7 @@
 //! stderr saying why and a non-zero code.
 
 use crate::client::AdminClient;
-use anyhow::{Context, bail};
+use anyhow::bail;
 use clap::{Args, ValueEnum};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -12,7 +12,6 @@ use std::process::ExitCode;
 use std::time::Duration;
 use switchyard_proto::model::{ClusterStatus, ObjectName, Resource, ResourceKey, parse_duration};
 use switchyard_proto::pb;
-use tokio::time::Instant;
 
 /// Where the coordinators are.
 #[derive(Debug, Args)]
@@ -136,92 +135,13 @@ pub async fn apply(args: ApplyArgs) -> anyhow::Result<ExitCode> {
             )
         })
         .collect();
-    wait_ready(&mut client, &targets, args.wait_timeout).await
-}
-
-/// Polls the leader's status until every target route is Ready at (or past)
-/// its generation, or one of them fails.
-async fn wait_ready(
-    client: &mut AdminClient,
-    targets: &BTreeMap<ObjectName, u64>,
-    timeout: Duration,
-) -> anyhow::Result<ExitCode> {
-    let deadline = Instant::now() + timeout;
-    let mut last_line = String::new();
-    loop {
-        let status = fetch_status(client).await?;
-        let mut waiting = Vec::new();
-        for (name, generation) in targets {
-            let row = status
-                .routes
-                .iter()
-                .find(|r| r.namespace == name.namespace && r.name == name.name);
-            let Some(row) = row else {
-                bail!("HTTPRoute {name} no longer exists (deleted while waiting)");
-            };
-            let active = row.active_generation.unwrap_or(0);
-            if row.pending_generation.is_none() && active < *generation {
-                let why = row
-                    .last_failure
-                    .clone()
-                    .unwrap_or_else(|| "superseded".into());
-                bail!("HTTPRoute {name} generation {generation} did not become active: {why}");
-            }
-            if !(row.ready && active >= *generation) {
-                let progress = row
-                    .evidence
-                    .clone()
-                    .or_else(|| row.applied.clone())
-                    .unwrap_or_else(|| "waiting for the leader".into());
-                waiting.push(format!("{name}: {progress}"));
-            }
-        }
-        if waiting.is_empty() {
-            for (name, generation) in targets {
-                println!("HTTPRoute {name} ready at generation {generation}");
-            }
-            return Ok(ExitCode::SUCCESS);
-        }
-        let line = waiting.join("; ");
-        if Instant::now() >= deadline {
-            bail!("timed out after {timeout:?} waiting for Ready: {line}");
-        }
-        if line != last_line {
-            eprintln!("waiting: {line}");
-            last_line = line;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
-/// The status, from the leader when it can be reached (only the leader
-/// knows leases and evidence).
-async fn fetch_status(client: &mut AdminClient) -> anyhow::Result<ClusterStatus> {
-    let reply = client
-        .call(
-            true,
-            |mut c| async move { c.status(pb::StatusRequest {}).await },
-        )
+    client
+        .wait_ready(&targets, args.wait_timeout, |line| eprintln!("waiting: {line}"))
         .await?;
-    let status: ClusterStatus =
-        serde_json::from_slice(&reply.status_json).context("status reply is not valid JSON")?;
-    if let Some(leader) = status.leader
-        && leader != status.answered_by
-        && let Some(address) = status.members.get(&leader)
-    {
-        let mut direct = AdminClient::new(vec![address.clone()], Duration::from_secs(2));
-        if let Ok(reply) = direct
-            .call(
-                true,
-                |mut c| async move { c.status(pb::StatusRequest {}).await },
-            )
-            .await
-            && let Ok(from_leader) = serde_json::from_slice(&reply.status_json)
-        {
-            return Ok(from_leader);
-        }
+    for (name, generation) in &targets {
+        println!("HTTPRoute {name} ready at generation {generation}");
     }
-    Ok(status)
+    Ok(ExitCode::SUCCESS)
 }
 
 /// `switchyard delete`.
@@ -257,7 +177,7 @@ pub async fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
     let mut client = args.connection.client();
     let mut last = None;
     loop {
-        let status = fetch_status(&mut client).await?;
+        let status = client.fetch_status().await?;
         if last.as_ref() != Some(&status) {
             match args.output {
                 Output::Json => println!("{}", serde_json::to_string(&status)?),
