@@ -70,10 +70,26 @@ pub enum Decision {
     },
 }
 
+/// Test-only switches that break one decision rule on purpose, so the
+/// seeded simulation (`chaos-tests`) can prove each of its invariant
+/// checkers catches a broken engine. Compiled only with the
+/// `fault-injection` feature; every switch is off by default, and off
+/// means the engine behaves exactly as without the feature.
+#[cfg(feature = "fault-injection")]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EngineFaults {
+    /// Commit every pending transition, evidence or not (breaks invariant 1).
+    pub commit_without_evidence: bool,
+    /// Commit nothing while any route's policy is unmet (breaks invariant 6).
+    pub global_route_blocking: bool,
+}
+
 /// The leader's view of the fleet.
 #[derive(Debug, Clone)]
 pub struct CutoverEngine {
     settings: EngineSettings,
+    #[cfg(feature = "fault-injection")]
+    faults: EngineFaults,
     /// When this coordinator became leader.
     leader_since_ms: u64,
     leases: Leases,
@@ -92,6 +108,8 @@ impl CutoverEngine {
         }
         CutoverEngine {
             settings,
+            #[cfg(feature = "fault-injection")]
+            faults: EngineFaults::default(),
             leader_since_ms: now_ms,
             leases,
             evidence: BTreeMap::new(),
@@ -117,6 +135,12 @@ impl CutoverEngine {
         for id in gone {
             self.forget(&id);
         }
+    }
+
+    /// Test-only: breaks decision rules on purpose (see [`EngineFaults`]).
+    #[cfg(feature = "fault-injection")]
+    pub fn set_faults(&mut self, faults: EngineFaults) {
+        self.faults = faults;
     }
 
     /// Lease length.
@@ -255,6 +279,13 @@ impl CutoverEngine {
             }
         }
         let grace = self.in_grace(state, now_ms);
+        // Test-only fault: one stuck route blocks every route's commit.
+        #[cfg(feature = "fault-injection")]
+        let blocked = self.faults.global_route_blocking
+            && state
+                .routes
+                .keys()
+                .any(|r| self.verdict(state, r, now_ms).is_some_and(|v| !v.met));
         for (name, record) in &state.routes {
             let Some(pending) = &record.pending else {
                 continue;
@@ -263,7 +294,11 @@ impl CutoverEngine {
                 continue;
             };
             let generation = pending.target.generation;
-            if verdict.met && !grace {
+            let met = verdict.met;
+            // Test-only faults: commit without evidence / block globally.
+            #[cfg(feature = "fault-injection")]
+            let met = (met || self.faults.commit_without_evidence) && !blocked;
+            if met && !grace {
                 decisions.push(Decision::Commit {
                     route: name.clone(),
                     generation,

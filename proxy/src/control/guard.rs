@@ -46,11 +46,27 @@ pub struct GuardReport {
     pub waiting: Vec<(ObjectName, u64, u64)>,
 }
 
+/// Test-only switches that break one rule of the guard on purpose, so the
+/// seeded simulation (`chaos-tests`) can prove its invariant checkers catch
+/// a broken guard. Compiled only with the `fault-injection` feature; every
+/// switch is off by default, and off means no change in behaviour.
+#[cfg(feature = "fault-injection")]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct GuardFaults {
+    /// Apply committed generations without waiting for warm-up (breaks
+    /// invariant 3).
+    pub ignores_warmth: bool,
+    /// Accept generations older than the served one (breaks invariant 4).
+    pub allows_regression: bool,
+}
+
 /// Per-route served generations.
 #[derive(Debug, Clone, Default)]
 pub struct ApplyGuard {
     served: BTreeMap<ObjectName, Served>,
     wait_limit_ms: u64,
+    #[cfg(feature = "fault-injection")]
+    faults: GuardFaults,
 }
 
 impl ApplyGuard {
@@ -60,28 +76,58 @@ impl ApplyGuard {
         ApplyGuard {
             served: BTreeMap::new(),
             wait_limit_ms,
+            #[cfg(feature = "fault-injection")]
+            faults: GuardFaults::default(),
         }
+    }
+
+    /// Test-only: breaks guard rules on purpose (see [`GuardFaults`]).
+    #[cfg(feature = "fault-injection")]
+    pub fn set_faults(&mut self, faults: GuardFaults) {
+        self.faults = faults;
     }
 
     /// Brings the served generations in line with `snapshot` and returns
     /// what changed. Routes gone from the snapshot stop being served.
-    pub fn decide(&mut self, snapshot: &ConfigSnapshot, warm: &impl Warmth, now_ms: u64) -> GuardReport {
+    pub fn decide(
+        &mut self,
+        snapshot: &ConfigSnapshot,
+        warm: &impl Warmth,
+        now_ms: u64,
+    ) -> GuardReport {
         let mut report = GuardReport::default();
         let names: BTreeSet<&ObjectName> = snapshot.routes.iter().map(|r| &r.name).collect();
         self.served.retain(|name, _| names.contains(name));
         for record in &snapshot.routes {
-            let Some(active) = &record.active else { continue };
+            let Some(active) = &record.active else {
+                continue;
+            };
             let served = self.served.entry(record.name.clone()).or_insert(Served {
                 current: None,
                 waiting_since_ms: None,
             });
             let held = served.current.as_ref().map_or(0, |g| g.generation);
-            if active.generation <= held {
+            let stale = active.generation <= held;
+            // Test-only fault: accept older generations.
+            #[cfg(feature = "fault-injection")]
+            let stale = if self.faults.allows_regression {
+                active.generation == held
+            } else {
+                stale
+            };
+            if stale {
                 // Never go back; equal means nothing to do.
                 served.waiting_since_ms = None;
                 continue;
             }
-            let ready = active.spec.traffic_backends().iter().all(|b| warm.is_warm(b));
+            let ready = active
+                .spec
+                .traffic_backends()
+                .iter()
+                .all(|b| warm.is_warm(b));
+            // Test-only fault: treat every backend as warm.
+            #[cfg(feature = "fault-injection")]
+            let ready = ready || self.faults.ignores_warmth;
             let since = match served.waiting_since_ms {
                 Some((generation, since)) if generation == active.generation => since,
                 _ => now_ms,
@@ -91,12 +137,16 @@ impl ApplyGuard {
                 if !ready {
                     report.forced.push((record.name.clone(), active.generation));
                 }
-                report.applied.push((record.name.clone(), active.generation));
+                report
+                    .applied
+                    .push((record.name.clone(), active.generation));
                 served.current = Some(active.clone());
                 served.waiting_since_ms = None;
             } else {
                 served.waiting_since_ms = Some((active.generation, since));
-                report.waiting.push((record.name.clone(), active.generation, waited));
+                report
+                    .waiting
+                    .push((record.name.clone(), active.generation, waited));
             }
         }
         report
@@ -152,7 +202,10 @@ mod tests {
     }
 
     fn snapshot(active: Option<(u64, &str)>, pending: Option<(u64, &str)>) -> ConfigSnapshot {
-        let generation = |(g, b): (u64, &str)| RouteGeneration { generation: g, spec: spec(b) };
+        let generation = |(g, b): (u64, &str)| RouteGeneration {
+            generation: g,
+            spec: spec(b),
+        };
         ConfigSnapshot {
             routes: vec![RouteRecord {
                 name: ObjectName::new("ns", "r"),
@@ -177,13 +230,19 @@ mod tests {
     fn a_committed_generation_waits_until_its_backends_are_warm() {
         let mut g = ApplyGuard::new(10_000);
         g.decide(&snapshot(Some((1, "blue")), None), &warm_only(&["blue"]), 0);
-        assert_eq!(g.generations().values().copied().collect::<Vec<_>>(), vec![1]);
+        assert_eq!(
+            g.generations().values().copied().collect::<Vec<_>>(),
+            vec![1]
+        );
 
         let next = snapshot(Some((2, "green")), None);
         let report = g.decide(&next, &warm_only(&["blue"]), 100);
         assert_eq!(report.waiting.len(), 1);
         assert_eq!(g.routes()[0], spec("blue"), "old generation keeps serving");
-        assert!(g.warming(&next).contains(&BackendKey::new("ns", "green", 80)));
+        assert!(
+            g.warming(&next)
+                .contains(&BackendKey::new("ns", "green", 80))
+        );
 
         let report = g.decide(&next, &warm_only(&["blue", "green"]), 200);
         assert_eq!(report.applied, vec![(ObjectName::new("ns", "r"), 2)]);
@@ -195,8 +254,16 @@ mod tests {
         let mut g = ApplyGuard::new(1_000);
         g.decide(&snapshot(Some((1, "blue")), None), &warm_only(&["blue"]), 0);
         let next = snapshot(Some((2, "green")), None);
-        assert!(g.decide(&next, &warm_only(&["blue"]), 10).applied.is_empty());
-        assert!(g.decide(&next, &warm_only(&["blue"]), 1_009).applied.is_empty());
+        assert!(
+            g.decide(&next, &warm_only(&["blue"]), 10)
+                .applied
+                .is_empty()
+        );
+        assert!(
+            g.decide(&next, &warm_only(&["blue"]), 1_009)
+                .applied
+                .is_empty()
+        );
         let report = g.decide(&next, &warm_only(&["blue"]), 1_010);
         assert_eq!(report.forced, vec![(ObjectName::new("ns", "r"), 2)]);
     }
@@ -204,8 +271,16 @@ mod tests {
     #[test]
     fn generations_never_go_back_and_pending_is_never_served() {
         let mut g = ApplyGuard::new(0);
-        g.decide(&snapshot(Some((3, "blue")), Some((4, "green"))), &warm_only(&["blue", "green"]), 0);
-        assert_eq!(g.routes()[0], spec("blue"), "a pending generation is not served");
+        g.decide(
+            &snapshot(Some((3, "blue")), Some((4, "green"))),
+            &warm_only(&["blue", "green"]),
+            0,
+        );
+        assert_eq!(
+            g.routes()[0],
+            spec("blue"),
+            "a pending generation is not served"
+        );
         // An older snapshot (a lagging coordinator) changes nothing.
         let report = g.decide(&snapshot(Some((2, "red")), None), &warm_only(&["red"]), 5);
         assert!(report.applied.is_empty());
