@@ -78,6 +78,11 @@ impl Conn {
         Ok(Conn { sender })
     }
 
+    /// Whether the server closed the connection.
+    pub fn is_closed(&self) -> bool {
+        self.sender.is_closed()
+    }
+
     /// Sends one request and reads the whole response. Any failure is an
     /// error: nothing is retried.
     pub async fn send(&mut self, req: Request<Full<Bytes>>) -> Result<Reply> {

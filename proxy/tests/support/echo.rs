@@ -31,6 +31,10 @@ pub struct Echo {
     pub served: Arc<AtomicUsize>,
     /// TCP connections accepted.
     pub connections: Arc<AtomicUsize>,
+    /// TCP connections currently open.
+    pub open: Arc<AtomicUsize>,
+    /// Delayed (`?delay_ms=`) requests being answered right now.
+    pub active: Arc<AtomicUsize>,
     stop: watch::Sender<bool>,
 }
 
@@ -59,6 +63,7 @@ struct EchoState {
     log: Arc<Mutex<Vec<String>>>,
     unhealthy: Arc<AtomicBool>,
     served: Arc<AtomicUsize>,
+    active: Arc<AtomicUsize>,
 }
 
 /// Starts an echo server for one pod of `namespace/service`.
@@ -72,8 +77,10 @@ pub async fn start_echo(namespace: &str, service: &str, replica: usize) -> Echo 
         log: Arc::default(),
         unhealthy: Arc::default(),
         served: Arc::default(),
+        active: Arc::default(),
     };
     let connections = Arc::new(AtomicUsize::new(0));
+    let open = Arc::new(AtomicUsize::new(0));
     let (stop, mut stopped) = watch::channel(false);
     let echo = Echo {
         addr,
@@ -82,6 +89,8 @@ pub async fn start_echo(namespace: &str, service: &str, replica: usize) -> Echo 
         unhealthy: Arc::clone(&state.unhealthy),
         served: Arc::clone(&state.served),
         connections: Arc::clone(&connections),
+        open: Arc::clone(&open),
+        active: Arc::clone(&state.active),
         stop,
     };
     tokio::spawn(async move {
@@ -94,6 +103,8 @@ pub async fn start_echo(namespace: &str, service: &str, replica: usize) -> Echo 
                 },
             };
             connections.fetch_add(1, Ordering::Relaxed);
+            open.fetch_add(1, Ordering::Relaxed);
+            let open = Arc::clone(&open);
             let state = state.clone();
             let mut stopped = stopped.clone();
             tokio::spawn(async move {
@@ -108,6 +119,7 @@ pub async fn start_echo(namespace: &str, service: &str, replica: usize) -> Echo 
                     _ = conn.as_mut() => {}
                     _ = stopped.changed() => {}
                 }
+                open.fetch_sub(1, Ordering::Relaxed);
             });
         }
     });
@@ -123,6 +135,17 @@ async fn answer(state: &EchoState, req: Request<Incoming>) -> Response<Full<Byte
         let mut resp = Response::new(Full::new(Bytes::from_static(b"unhealthy")));
         *resp.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
         return resp;
+    }
+    // `?delay_ms=N`: answer late, to keep a request in flight.
+    if let Some(ms) = parts
+        .uri
+        .query()
+        .and_then(|q| q.split('&').find_map(|kv| kv.strip_prefix("delay_ms=")))
+        .and_then(|v| v.parse::<u64>().ok())
+    {
+        state.active.fetch_add(1, Ordering::Relaxed);
+        tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+        state.active.fetch_sub(1, Ordering::Relaxed);
     }
     state.log.lock().unwrap().push(uri.clone());
     state.served.fetch_add(1, Ordering::Relaxed);
