@@ -30,7 +30,10 @@ pub struct DataPlaneSettings {
     /// endpoint not tried yet.
     pub max_attempts: usize,
     /// Idle upstream connections older than this are closed instead of
-    /// reused.
+    /// reused. Keep it below the backends' own keep-alive timeout (Node.js
+    /// closes idle connections after 5 s): reusing a connection the backend
+    /// is closing fails a request after it was written, which cannot be
+    /// retried safely.
     pub pool_idle_timeout: Duration,
     /// Idle upstream connections kept per endpoint.
     pub max_idle_per_endpoint: usize,
@@ -56,7 +59,7 @@ impl Default for DataPlaneSettings {
             health: HealthSettings::default(),
             outlier: OutlierSettings::default(),
             max_attempts: 3,
-            pool_idle_timeout: Duration::from_secs(60),
+            pool_idle_timeout: Duration::from_secs(4),
             max_idle_per_endpoint: 256,
             drain_idle_grace: Duration::from_secs(2),
             drain_timeout: Duration::from_secs(30),
