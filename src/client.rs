@@ -172,7 +172,10 @@ impl AdminClient {
     /// knows leases and evidence).
     pub async fn fetch_status(&mut self) -> Result<ClusterStatus, WaitError> {
         let reply = self
-            .call(true, |mut c| async move { c.status(pb::StatusRequest {}).await })
+            .call(
+                true,
+                |mut c| async move { c.status(pb::StatusRequest {}).await },
+            )
             .await?;
         let status: ClusterStatus = serde_json::from_slice(&reply.status_json)
             .map_err(|e| WaitError::BadStatus(e.to_string()))?;
@@ -182,7 +185,10 @@ impl AdminClient {
         {
             let mut direct = AdminClient::new(vec![address.clone()], Duration::from_secs(2));
             if let Ok(reply) = direct
-                .call(true, |mut c| async move { c.status(pb::StatusRequest {}).await })
+                .call(
+                    true,
+                    |mut c| async move { c.status(pb::StatusRequest {}).await },
+                )
                 .await
                 && let Ok(from_leader) = serde_json::from_slice(&reply.status_json)
             {
@@ -217,7 +223,10 @@ impl AdminClient {
                     return Err(WaitError::Failed {
                         route: name.clone(),
                         generation: *generation,
-                        why: row.last_failure.clone().unwrap_or_else(|| "superseded".into()),
+                        why: row
+                            .last_failure
+                            .clone()
+                            .unwrap_or_else(|| "superseded".into()),
                     });
                 }
                 if !(row.ready && active >= *generation) {
@@ -234,7 +243,10 @@ impl AdminClient {
             }
             let line = waiting.join("; ");
             if Instant::now() >= deadline {
-                return Err(WaitError::Timeout { timeout, progress: line });
+                return Err(WaitError::Timeout {
+                    timeout,
+                    progress: line,
+                });
             }
             if line != last_line {
                 progress(&line);

@@ -14,3 +14,4 @@
 
 pub mod cli;
 pub mod client;
+pub mod demo;

@@ -136,7 +136,9 @@ pub async fn apply(args: ApplyArgs) -> anyhow::Result<ExitCode> {
         })
         .collect();
     client
-        .wait_ready(&targets, args.wait_timeout, |line| eprintln!("waiting: {line}"))
+        .wait_ready(&targets, args.wait_timeout, |line| {
+            eprintln!("waiting: {line}")
+        })
         .await?;
     for (name, generation) in &targets {
         println!("HTTPRoute {name} ready at generation {generation}");

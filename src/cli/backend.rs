@@ -69,7 +69,8 @@ impl Backend {
     }
 }
 
-/// Serves until SIGTERM/SIGINT (or SIGKILL).
+/// Serves until SIGTERM/SIGINT, then stops accepting, lets in-flight
+/// requests finish (up to 5 s) and exits 0 — like a pod being deleted.
 pub async fn run(args: BackendArgs) -> anyhow::Result<ExitCode> {
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
@@ -82,6 +83,8 @@ pub async fn run(args: BackendArgs) -> anyhow::Result<ExitCode> {
     std::io::stdout().flush()?;
     let shutdown = super::shutdown_signal();
     tokio::pin!(shutdown);
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let http = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
     loop {
         let (stream, _) = tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -91,17 +94,20 @@ pub async fn run(args: BackendArgs) -> anyhow::Result<ExitCode> {
                     continue;
                 }
             },
-            _ = &mut shutdown => return Ok(ExitCode::SUCCESS),
+            _ = &mut shutdown => break,
         };
         let backend = backend.clone();
+        let service = hyper::service::service_fn(move |request| {
+            let response = backend.answer(&request);
+            async move { Ok::<_, std::convert::Infallible>(response) }
+        });
+        let connection = http.serve_connection_with_upgrades(TokioIo::new(stream), service);
+        let connection = graceful.watch(connection.into_owned());
         tokio::spawn(async move {
-            let service = hyper::service::service_fn(move |request| {
-                let response = backend.answer(&request);
-                async move { Ok::<_, std::convert::Infallible>(response) }
-            });
-            let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
-                .serve_connection(TokioIo::new(stream), service)
-                .await;
+            let _ = connection.await;
         });
     }
+    drop(listener);
+    let _ = tokio::time::timeout(Duration::from_secs(5), graceful.shutdown()).await;
+    Ok(ExitCode::SUCCESS)
 }

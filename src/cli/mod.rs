@@ -5,6 +5,7 @@
 mod admin;
 mod backend;
 mod coordinator;
+mod demo;
 mod proxy;
 
 use clap::{Parser, Subcommand, ValueEnum};
@@ -43,6 +44,8 @@ pub enum LogFormat {
 pub enum Command {
     /// Run a coordinator (one member of the Raft group).
     Coordinator(coordinator::CoordinatorArgs),
+    /// The main job: a whole deployment on loopback, cut over 20 times under continuous traffic.
+    Demo(demo::DemoArgs),
     /// Run a small echo backend whose health can be scripted (for the demo and tests).
     Backend(backend::BackendArgs),
     /// Run a proxy replica (the data plane).
@@ -74,6 +77,7 @@ pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Coordinator(args) => coordinator::run(args).await,
         Command::Proxy(args) => proxy::run(args).await,
         Command::Backend(args) => backend::run(args).await,
+        Command::Demo(args) => demo::run(args).await,
         Command::Apply(args) => admin::apply(args).await,
         Command::Delete(args) => admin::delete(args).await,
         Command::Status(args) => admin::status(args).await,

@@ -1,0 +1,251 @@
+//! A whole switchyard deployment as child processes on loopback: three
+//! coordinators, proxies in several zones, and backend processes. Built on
+//! the chaos harness's [`Process`], so every child is stopped by PID and
+//! killed when the fleet is dropped — nothing is left running.
+
+use crate::client::AdminClient;
+use anyhow::{Context, bail};
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+use switchyard_chaos_tests::{Process, ProcessSpec, free_port};
+use switchyard_proto::model::ObjectName;
+use switchyard_proto::pb;
+
+/// What to start.
+#[derive(Debug, Clone)]
+pub struct FleetOptions {
+    /// The `switchyard` binary.
+    pub binary: PathBuf,
+    /// Proxies as `(id, zone)`.
+    pub proxies: Vec<(String, String)>,
+    /// Extra flags for every coordinator.
+    pub coordinator_flags: Vec<String>,
+    /// Extra flags for every proxy.
+    pub proxy_flags: Vec<String>,
+}
+
+impl FleetOptions {
+    /// Three proxies in zones a, b, c, with timings shrunk for loopback.
+    pub fn three_zones(binary: PathBuf) -> Self {
+        FleetOptions {
+            binary,
+            proxies: ["a", "b", "c"]
+                .iter()
+                .map(|z| (format!("proxy-{z}"), format!("zone-{z}")))
+                .collect(),
+            coordinator_flags: [
+                "--heartbeat-interval",
+                "50ms",
+                "--election-timeout-min",
+                "300ms",
+                "--election-timeout-max",
+                "600ms",
+                "--rpc-timeout",
+                "500ms",
+                "--proxy-lease-ttl",
+                "2s",
+                "--proxy-heartbeat-interval",
+                "300ms",
+            ]
+            .map(String::from)
+            .to_vec(),
+            proxy_flags: [
+                "--health-interval",
+                "200ms",
+                "--health-timeout",
+                "500ms",
+                "--rpc-timeout",
+                "500ms",
+            ]
+            .map(String::from)
+            .to_vec(),
+        }
+    }
+}
+
+/// The running deployment.
+pub struct Fleet {
+    /// Coordinators; index i is id i+1.
+    pub coordinators: Vec<Process>,
+    /// Their gRPC addresses.
+    pub coordinator_addresses: Vec<String>,
+    /// Proxies.
+    pub proxies: Vec<Process>,
+    /// Backends by name.
+    pub backends: BTreeMap<String, Process>,
+    options: FleetOptions,
+    dir: tempfile::TempDir,
+}
+
+fn spec(name: String, binary: &PathBuf, args: Vec<String>) -> ProcessSpec {
+    let mut spec = ProcessSpec::new(name, binary, args);
+    spec.env = vec![("RUST_LOG".into(), "info".into())];
+    spec
+}
+
+impl Fleet {
+    /// Starts three coordinators, then the proxies. Blocking (process
+    /// start-up waits for `LISTENING` lines).
+    pub fn start(options: FleetOptions) -> anyhow::Result<Fleet> {
+        let dir = tempfile::tempdir().context("cannot create a temporary directory")?;
+        let addresses: Vec<String> = (0..3)
+            .map(|_| format!("127.0.0.1:{}", free_port()))
+            .collect();
+        let peers = addresses
+            .iter()
+            .enumerate()
+            .map(|(i, a)| format!("{}={a}", i + 1))
+            .collect::<Vec<_>>()
+            .join(",");
+        let mut coordinators = Vec::new();
+        for (i, address) in addresses.iter().enumerate() {
+            let data = dir.path().join(format!("coordinator-{}", i + 1));
+            let mut args: Vec<String> = vec![
+                "coordinator".into(),
+                "--id".into(),
+                (i + 1).to_string(),
+                "--listen".into(),
+                address.clone(),
+                "--peers".into(),
+                peers.clone(),
+                "--data-dir".into(),
+                data.to_string_lossy().into_owned(),
+            ];
+            args.extend(options.coordinator_flags.iter().cloned());
+            coordinators.push(Process::start(spec(
+                format!("coordinator-{}", i + 1),
+                &options.binary,
+                args,
+            ))?);
+        }
+        let mut fleet = Fleet {
+            coordinators,
+            coordinator_addresses: addresses,
+            proxies: Vec::new(),
+            backends: BTreeMap::new(),
+            options,
+            dir,
+        };
+        for (id, zone) in fleet.options.proxies.clone() {
+            let proxy = fleet.start_proxy(&id, &zone)?;
+            fleet.proxies.push(proxy);
+        }
+        Ok(fleet)
+    }
+
+    fn start_proxy(&self, id: &str, zone: &str) -> anyhow::Result<Process> {
+        let coordinators = self.coordinator_addresses.join(",");
+        let mut args: Vec<String> = vec![
+            "proxy".into(),
+            "--id".into(),
+            id.into(),
+            "--zone".into(),
+            zone.into(),
+            "--coordinators".into(),
+            coordinators,
+            "--listener".into(),
+            format!("{}=127.0.0.1:0", super::manifests::GATEWAY_PORT),
+            "--admin-listen".into(),
+            "127.0.0.1:0".into(),
+        ];
+        args.extend(self.options.proxy_flags.iter().cloned());
+        Process::start(spec(id.to_string(), &self.options.binary, args))
+    }
+
+    /// An admin client for every coordinator.
+    pub fn client(&self) -> AdminClient {
+        AdminClient::new(self.coordinator_addresses.clone(), Duration::from_secs(15))
+    }
+
+    /// `http://HOST:PORT` of each proxy's Gateway listener.
+    pub fn proxy_urls(&self) -> anyhow::Result<Vec<String>> {
+        let port = super::manifests::GATEWAY_PORT.to_string();
+        self.proxies
+            .iter()
+            .map(|p| p.address(&port).map(|a| format!("http://{a}")))
+            .collect()
+    }
+
+    /// Starts backend `name` with extra flags (e.g. `--unhealthy-for 2s`).
+    pub fn start_backend(&mut self, name: &str, extra: &[&str]) -> anyhow::Result<SocketAddr> {
+        let mut args: Vec<String> = vec!["backend".into(), "--name".into(), name.into()];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        let process = Process::start(spec(format!("backend-{name}"), &self.options.binary, args))?;
+        let address: SocketAddr = process
+            .address("http")?
+            .parse()
+            .context("backend address")?;
+        self.backends.insert(name.to_string(), process);
+        Ok(address)
+    }
+
+    /// Stops backend `name` the way a pod is deleted: SIGTERM, it finishes
+    /// what it is answering and exits.
+    pub fn stop_backend(&mut self, name: &str) {
+        if let Some(mut backend) = self.backends.remove(name) {
+            backend.terminate(Duration::from_secs(6));
+        }
+    }
+
+    /// Index of the current leader, as the coordinators say.
+    pub async fn leader(&self) -> Option<usize> {
+        let status = self.client().fetch_status().await.ok()?;
+        status.leader.map(|l| (l - 1) as usize)
+    }
+
+    /// Waits for a leader.
+    pub async fn wait_leader(&self, timeout: Duration) -> anyhow::Result<usize> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        while tokio::time::Instant::now() < deadline {
+            if let Some(l) = self.leader().await {
+                return Ok(l);
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        bail!("no coordinator became leader within {timeout:?}")
+    }
+
+    /// Applies YAML text; returns each route's new generation.
+    pub async fn apply(&self, yaml: &str) -> anyhow::Result<BTreeMap<ObjectName, u64>> {
+        let resources = switchyard_kubeconfig::parse_documents("demo.yaml", yaml)
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        let resources_json = serde_json::to_vec(&resources)?;
+        let reply = self
+            .client()
+            .call(true, |mut c| {
+                let request = pb::ApplyRequest {
+                    resources_json: resources_json.clone(),
+                };
+                async move { c.apply(request).await }
+            })
+            .await?;
+        Ok(reply
+            .routes
+            .iter()
+            .map(|r| {
+                (
+                    ObjectName::new(r.namespace.clone(), r.name.clone()),
+                    r.generation,
+                )
+            })
+            .collect())
+    }
+
+    /// Every process's log, for a failure report.
+    pub fn logs(&self) -> String {
+        self.coordinators
+            .iter()
+            .chain(&self.proxies)
+            .chain(self.backends.values())
+            .map(|p| format!("===== {} =====\n{}", p.name(), p.log_text()))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// Where data dirs live.
+    pub fn dir(&self) -> &std::path::Path {
+        self.dir.path()
+    }
+}

@@ -1,0 +1,225 @@
+//! `switchyard demo`, the main job: a whole deployment on loopback (three
+//! coordinators, three proxies in three zones, backend processes), requests
+//! in flight continuously through the proxies, and the cutover sequence of
+//! Knative's ingress `TestUpdate`: route changes that only change a header
+//! value, then moves to brand-new backend processes whose predecessors are
+//! stopped right after. Any failed request fails the demo.
+//!
+//! The acceptance tests (`tests/acceptance.rs`) run the same sequence with
+//! faults added through [`DemoOptions`].
+
+pub mod fleet;
+pub mod manifests;
+pub mod prober;
+
+use anyhow::{Context, bail};
+use fleet::{Fleet, FleetOptions};
+use indicatif::{ProgressBar, ProgressStyle};
+use manifests::VERSION_HEADER;
+use prober::{ProbeReport, Prober};
+use std::path::PathBuf;
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct DemoOptions {
+    /// The `switchyard` binary to start children from.
+    pub binary: PathBuf,
+    /// Cutovers that only change the header value.
+    pub header_updates: usize,
+    /// Cutovers to brand-new backend processes.
+    pub backend_swaps: usize,
+    /// Request loops in flight at all times.
+    pub concurrency: usize,
+    /// New backends answer 503 for this long after they start.
+    pub backend_unhealthy_for: Duration,
+    /// Kill -9 the leader coordinator right after every Nth cutover is
+    /// applied (and start it again once that cutover is Ready).
+    pub kill_leader_every: Option<usize>,
+    /// Show a progress bar on stderr.
+    pub progress: bool,
+}
+
+impl DemoOptions {
+    /// The acceptance sequence: 10 header updates, 10 new backends.
+    pub fn acceptance(binary: PathBuf) -> Self {
+        DemoOptions {
+            binary,
+            header_updates: 10,
+            backend_swaps: 10,
+            concurrency: 4,
+            backend_unhealthy_for: Duration::from_millis(500),
+            kill_leader_every: None,
+            progress: false,
+        }
+    }
+}
+
+/// One cutover's outcome.
+#[derive(Debug, Clone)]
+pub struct Cutover {
+    /// What changed.
+    pub label: String,
+    /// From apply to Ready.
+    pub time_to_ready: Duration,
+    /// Whether the leader was killed during it.
+    pub leader_killed: bool,
+}
+
+/// What the demo measured.
+#[derive(Debug, Clone)]
+pub struct DemoReport {
+    /// Requests and failures.
+    pub probe: ProbeReport,
+    /// Each cutover.
+    pub cutovers: Vec<Cutover>,
+}
+
+/// Runs the demo. Errors mean the sequence could not be carried out (a
+/// cutover did not become Ready, a response showed the wrong backend);
+/// failed requests are in the report.
+pub async fn run(options: DemoOptions) -> anyhow::Result<DemoReport> {
+    let fleet_options = FleetOptions::three_zones(options.binary.clone());
+    let mut fleet = tokio::task::block_in_place(|| Fleet::start(fleet_options))?;
+    let result = sequence(&mut fleet, &options).await;
+    if result.is_err() {
+        eprintln!("{}", fleet.logs());
+    }
+    result
+}
+
+async fn sequence(fleet: &mut Fleet, options: &DemoOptions) -> anyhow::Result<DemoReport> {
+    fleet.wait_leader(Duration::from_secs(20)).await?;
+    let first = "v1".to_string();
+    let address = tokio::task::block_in_place(|| fleet.start_backend(&first, &[]))?;
+    let yaml = format!(
+        "{}{}{}",
+        manifests::base(),
+        manifests::backend(&first, address),
+        manifests::route(&first, "h0", "30s")
+    );
+    let targets = fleet.apply(&yaml).await?;
+    fleet
+        .client()
+        .wait_ready(&targets, Duration::from_secs(60), |_| {})
+        .await
+        .context("the first route never became Ready")?;
+
+    let prober = Prober::start(
+        fleet.proxy_urls()?,
+        options.concurrency,
+        VERSION_HEADER,
+        Duration::from_secs(600),
+    );
+    let total = options.header_updates + options.backend_swaps;
+    let bar = if options.progress {
+        let bar = ProgressBar::new(total as u64);
+        bar.set_style(
+            ProgressStyle::with_template("{bar:30} {pos}/{len} cutovers  {msg}")
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
+        bar
+    } else {
+        ProgressBar::hidden()
+    };
+
+    let mut cutovers = Vec::new();
+    let mut backend = first;
+    let mut version = "h0".to_string();
+    for step in 1..=total {
+        let swap = step > options.header_updates;
+        let mut yaml = String::new();
+        let label;
+        if swap {
+            let name = format!("v{}", step - options.header_updates + 1);
+            let unhealthy = format!("{}ms", options.backend_unhealthy_for.as_millis());
+            let address = tokio::task::block_in_place(|| {
+                fleet.start_backend(&name, &["--unhealthy-for", &unhealthy])
+            })?;
+            yaml.push_str(&manifests::backend(&name, address));
+            label = format!("backend {backend} -> {name}");
+            backend = name;
+        } else {
+            let next = format!("h{step}");
+            label = format!("header {version} -> {next}");
+            version = next;
+        }
+        yaml.push_str(&manifests::route(&backend, &version, "30s"));
+
+        let started = Instant::now();
+        let targets = fleet.apply(&yaml).await?;
+        let kill_leader = options
+            .kill_leader_every
+            .is_some_and(|n| n > 0 && step % n == 0);
+        let mut killed = None;
+        if kill_leader && let Some(leader) = fleet.leader().await {
+            fleet.coordinators[leader].kill();
+            killed = Some(leader);
+        }
+        let waited = fleet
+            .client()
+            .wait_ready(&targets, Duration::from_secs(60), |_| {})
+            .await;
+        let time_to_ready = started.elapsed();
+        if let Some(leader) = killed {
+            tokio::task::block_in_place(|| fleet.coordinators[leader].restart())?;
+        }
+        waited.with_context(|| format!("cutover {step} ({label}) did not become Ready"))?;
+        let ready_at = Instant::now();
+        let seen = prober
+            .observe_after(ready_at, Duration::from_secs(10))
+            .await
+            .with_context(|| format!("no successful response after cutover {step} ({label})"))?;
+        if seen.backend != backend || seen.version != version {
+            bail!(
+                "after cutover {step} ({label}) was Ready, a response came from {} with version {:?}; expected {backend} with {version:?}",
+                seen.backend,
+                seen.version
+            );
+        }
+        if swap {
+            let previous = format!("v{}", step - options.header_updates);
+            tokio::task::block_in_place(|| fleet.stop_backend(&previous));
+        }
+        cutovers.push(Cutover {
+            label,
+            time_to_ready,
+            leader_killed: killed.is_some(),
+        });
+        let report = prober.report();
+        bar.set_message(format!(
+            "{} requests, {} failed",
+            report.sent, report.failed
+        ));
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    let probe = prober.stop().await;
+    Ok(DemoReport { probe, cutovers })
+}
+
+/// The closing table.
+pub fn render(report: &DemoReport) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    let _ = writeln!(out, "| # | cutover | time to Ready | leader killed |");
+    let _ = writeln!(out, "|---|---|---|---|");
+    for (i, c) in report.cutovers.iter().enumerate() {
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} ms | {} |",
+            i + 1,
+            c.label,
+            c.time_to_ready.as_millis(),
+            if c.leader_killed { "yes" } else { "" }
+        );
+    }
+    let _ = writeln!(out);
+    let _ = writeln!(out, "requests sent: {}", report.probe.sent);
+    let _ = writeln!(out, "requests failed: {}", report.probe.failed);
+    for failure in &report.probe.failures {
+        let _ = writeln!(out, "  failed: {failure}");
+    }
+    out
+}
