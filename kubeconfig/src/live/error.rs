@@ -1,6 +1,7 @@
 //! [`LiveError`]: what can go wrong talking to a cluster.
 //!
-//! Configuration errors ([`LiveError::Kubeconfig`], [`LiveError::Client`])
+//! Configuration errors ([`LiveError::Kubeconfig`], [`LiveError::InCluster`],
+//! [`LiveError::Client`])
 //! are fatal for the source: retrying cannot fix them. Status writes fail
 //! for transient reasons and are retried by the caller on the next publish
 //! ([`LiveError::is_retryable`]). Watch errors are not here: the watchers
@@ -21,13 +22,19 @@ pub enum LiveError {
         /// kube's reason.
         source: kube::config::KubeconfigError,
     },
+    /// Not running in a pod, or the pod has no ServiceAccount token.
+    #[error("in-cluster configuration: {source}")]
+    InCluster {
+        /// kube's reason.
+        source: kube::config::InClusterError,
+    },
     /// A client could not be built from a valid configuration.
     #[error("cluster {cluster}: cannot build a client: {source}")]
     Client {
         /// The cluster's name.
         cluster: String,
-        /// kube's reason.
-        source: kube::Error,
+        /// kube's reason (boxed: kube's error is large).
+        source: Box<kube::Error>,
     },
     /// Reading or server-side-applying an object's status failed.
     #[error("cluster {cluster}: status of {kind} {object}: {source}")]
@@ -38,8 +45,8 @@ pub enum LiveError {
         kind: &'static str,
         /// `namespace/name`.
         object: String,
-        /// kube's reason.
-        source: kube::Error,
+        /// kube's reason (boxed: kube's error is large).
+        source: Box<kube::Error>,
     },
     /// The object changed between our read and our write every time we
     /// tried; the next publish tries again.

@@ -1,11 +1,12 @@
 //! Live Kubernetes clusters as a configuration source: watch Gateway API
 //! and core objects in one or many clusters, merge them into the desired
-//! set of [`Resource`]s the leader coordinator applies through Raft, and
+//! set of [`Resource`](switchyard_proto::model::Resource)s the leader coordinator applies through Raft, and
 //! write route and Gateway status back.
 //!
 //! What it owns:
 //!
-//! - connecting to a cluster from a kubeconfig ([`connect`]);
+//! - connecting to a cluster from a kubeconfig ([`connect`]) or from inside
+//!   it ([`connect_in_cluster`]);
 //! - the watchers and their per-cluster caches, including the watcher's
 //!   "initial list done" meaning "replace the set", and re-lists after a
 //!   watch error ([`watch_clusters`]);
@@ -127,7 +128,21 @@ pub async fn connect(kubeconfig: &Path, context: Option<&str>) -> Result<Cluster
         })?;
     let client = kube::Client::try_from(config).map_err(|source| LiveError::Client {
         cluster: name.clone(),
-        source,
+        source: Box::new(source),
     })?;
     Ok(ClusterSource { name, client })
+}
+
+/// A client for the cluster this process runs in (its ServiceAccount
+/// token and CA, `KUBERNETES_SERVICE_HOST`), tagged `name`.
+pub fn connect_in_cluster(name: &str) -> Result<ClusterSource, LiveError> {
+    let config = kube::Config::incluster().map_err(|source| LiveError::InCluster { source })?;
+    let client = kube::Client::try_from(config).map_err(|source| LiveError::Client {
+        cluster: name.to_string(),
+        source: Box::new(source),
+    })?;
+    Ok(ClusterSource {
+        name: name.to_string(),
+        client,
+    })
 }
