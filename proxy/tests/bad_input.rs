@@ -137,7 +137,7 @@ async fn bad_input_gets_the_right_status_quickly_and_the_proxy_stays_up() {
     let reply = send(addr, get("app.example", "/reset")).await.unwrap();
     assert_eq!(reply.status, 502, "{reply:?}");
     assert!(
-        started.elapsed() < Duration::from_secs(1),
+        started.elapsed() < Duration::from_secs(2),
         "{:?}",
         started.elapsed()
     );
@@ -149,7 +149,7 @@ async fn bad_input_gets_the_right_status_quickly_and_the_proxy_stays_up() {
     let took = started.elapsed();
     assert_eq!(reply.status, 504, "{reply:?}");
     assert!(
-        took >= REQUEST_TIMEOUT && took < REQUEST_TIMEOUT + Duration::from_secs(1),
+        took >= REQUEST_TIMEOUT && took < REQUEST_TIMEOUT + Duration::from_secs(2),
         "504 after {took:?}"
     );
     assert_good(addr).await;
@@ -191,7 +191,7 @@ async fn bad_input_gets_the_right_status_quickly_and_the_proxy_stays_up() {
         "slow head got {text:?}"
     );
     assert!(
-        took < HEADER_READ_TIMEOUT + Duration::from_millis(700),
+        took < HEADER_READ_TIMEOUT + Duration::from_millis(1500),
         "cut off after {took:?}"
     );
     // A client that connects and says nothing is cut off too.
@@ -201,7 +201,7 @@ async fn bad_input_gets_the_right_status_quickly_and_the_proxy_stays_up() {
         answer.is_empty() || answer.starts_with("HTTP/1.1 408"),
         "{answer:?}"
     );
-    assert!(started.elapsed() < HEADER_READ_TIMEOUT + Duration::from_millis(700));
+    assert!(started.elapsed() < HEADER_READ_TIMEOUT + Duration::from_millis(1500));
     assert_good(addr).await;
 
     proxy.shutdown().await;

@@ -33,6 +33,8 @@ pub struct Echo {
     pub connections: Arc<AtomicUsize>,
     /// TCP connections currently open.
     pub open: Arc<AtomicUsize>,
+    /// Request bodies received, with their URIs.
+    pub bodies: Arc<Mutex<Vec<(String, Bytes)>>>,
     /// Delayed (`?delay_ms=`) requests being answered right now.
     pub active: Arc<AtomicUsize>,
     stop: watch::Sender<bool>,
@@ -64,6 +66,7 @@ struct EchoState {
     unhealthy: Arc<AtomicBool>,
     served: Arc<AtomicUsize>,
     active: Arc<AtomicUsize>,
+    bodies: Arc<Mutex<Vec<(String, Bytes)>>>,
 }
 
 /// Starts an echo server for one pod of `namespace/service`.
@@ -78,6 +81,7 @@ pub async fn start_echo(namespace: &str, service: &str, replica: usize) -> Echo 
         unhealthy: Arc::default(),
         served: Arc::default(),
         active: Arc::default(),
+        bodies: Arc::default(),
     };
     let connections = Arc::new(AtomicUsize::new(0));
     let open = Arc::new(AtomicUsize::new(0));
@@ -91,6 +95,7 @@ pub async fn start_echo(namespace: &str, service: &str, replica: usize) -> Echo 
         connections: Arc::clone(&connections),
         open: Arc::clone(&open),
         active: Arc::clone(&state.active),
+        bodies: Arc::clone(&state.bodies),
         stop,
     };
     tokio::spawn(async move {
@@ -129,8 +134,13 @@ pub async fn start_echo(namespace: &str, service: &str, replica: usize) -> Echo 
 async fn answer(state: &EchoState, req: Request<Incoming>) -> Response<Full<Bytes>> {
     let uri = req.uri().to_string();
     let (parts, body) = req.into_parts();
-    // Read the body so keep-alive works for requests that carry one.
-    let _ = body.collect().await;
+    // Read the body (keep-alive needs it) and keep non-empty ones.
+    if let Ok(collected) = body.collect().await {
+        let bytes = collected.to_bytes();
+        if !bytes.is_empty() {
+            state.bodies.lock().unwrap().push((uri.clone(), bytes));
+        }
+    }
     if parts.uri.path() == "/health" && state.unhealthy.load(Ordering::Relaxed) {
         let mut resp = Response::new(Full::new(Bytes::from_static(b"unhealthy")));
         *resp.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
