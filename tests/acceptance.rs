@@ -1,0 +1,168 @@
+//! The zero-drop acceptance sequence (Knative's ingress `TestUpdate`) and
+//! its variants, against real processes: a continuous prober through three
+//! proxies, cutovers with `--wait` semantics, and zero failed requests as
+//! the first assertion of every test.
+
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::time::Duration;
+use switchyard::client::WaitError;
+use switchyard::demo::fleet::{Fleet, FleetOptions};
+use switchyard::demo::manifests;
+use switchyard::demo::prober::Prober;
+use switchyard::demo::{DemoOptions, render, run};
+
+/// These tests each start a whole deployment; on two cores they run one at
+/// a time.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn binary() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_switchyard"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn twenty_cutovers_drop_nothing() -> anyhow::Result<()> {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let report = run(DemoOptions::acceptance(binary())).await?;
+    println!("{}", render(&report));
+    assert_eq!(
+        report.probe.failed, 0,
+        "failed requests: {:?}",
+        report.probe.failures
+    );
+    assert_eq!(report.cutovers.len(), 20);
+    assert!(
+        report.probe.sent > 100,
+        "the prober barely ran: {}",
+        report.probe.sent
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leader_killed_during_cutovers_drops_nothing() -> anyhow::Result<()> {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut options = DemoOptions::acceptance(binary());
+    options.header_updates = 4;
+    options.backend_swaps = 5;
+    options.kill_leader_every = Some(3);
+    let report = run(options).await?;
+    println!("{}", render(&report));
+    assert_eq!(
+        report.probe.failed, 0,
+        "failed requests: {:?}",
+        report.probe.failures
+    );
+    let killed = report.cutovers.iter().filter(|c| c.leader_killed).count();
+    assert_eq!(
+        killed, 3,
+        "the leader was to be killed during cutovers 3, 6 and 9"
+    );
+    Ok(())
+}
+
+/// A fleet serving route `demo/app` from backend v1, with the prober
+/// running.
+async fn serving_v1() -> anyhow::Result<(Fleet, Prober)> {
+    let mut fleet =
+        tokio::task::block_in_place(|| Fleet::start(FleetOptions::three_zones(binary())))?;
+    fleet.wait_leader(Duration::from_secs(20)).await?;
+    let address = tokio::task::block_in_place(|| fleet.start_backend("v1", &[]))?;
+    let yaml = format!(
+        "{}{}{}",
+        manifests::base(),
+        manifests::backend("v1", address),
+        manifests::route("v1", "h0", "30s")
+    );
+    let targets = fleet.apply(&yaml).await?;
+    fleet
+        .client()
+        .wait_ready(&targets, Duration::from_secs(60), |_| {})
+        .await?;
+    let prober = Prober::start(
+        fleet.proxy_urls()?,
+        4,
+        manifests::VERSION_HEADER,
+        Duration::from_secs(120),
+    );
+    Ok((fleet, prober))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backend_that_never_becomes_healthy_times_out_and_keeps_the_old_one() -> anyhow::Result<()>
+{
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (mut fleet, prober) = serving_v1().await?;
+    let address =
+        tokio::task::block_in_place(|| fleet.start_backend("dead", &["--never-healthy"]))?;
+    let yaml = format!(
+        "{}{}",
+        manifests::backend("dead", address),
+        manifests::route("dead", "h0", "3s")
+    );
+    let targets = fleet.apply(&yaml).await?;
+    let waited = fleet
+        .client()
+        .wait_ready(&targets, Duration::from_secs(30), |_| {})
+        .await;
+    match waited {
+        Err(WaitError::Failed { why, .. }) => {
+            assert!(why.contains("timed out after 3000ms"), "{why}");
+            assert!(why.contains("0 of 3 proxies ready"), "{why}");
+        }
+        other => panic!("expected the cutover to time out, got {other:?}"),
+    }
+    let status = fleet.client().fetch_status().await?;
+    let row = &status.routes[0];
+    assert_eq!(
+        row.active_generation,
+        Some(1),
+        "the old generation stays active"
+    );
+    assert_eq!(row.pending_generation, None);
+    assert!(
+        row.last_failure
+            .as_deref()
+            .is_some_and(|f| f.contains("abandoned")),
+        "{row:?}"
+    );
+    let seen = prober
+        .observe_after(tokio::time::Instant::now(), Duration::from_secs(5))
+        .await
+        .expect("responses keep coming");
+    assert_eq!(seen.backend, "v1");
+    let report = prober.stop().await;
+    assert_eq!(report.failed, 0, "failed requests: {:?}", report.failures);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backend_that_answers_503_at_first_is_waited_for() -> anyhow::Result<()> {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (mut fleet, prober) = serving_v1().await?;
+    let address =
+        tokio::task::block_in_place(|| fleet.start_backend("slow", &["--unhealthy-for", "3s"]))?;
+    let started = tokio::time::Instant::now();
+    let yaml = format!(
+        "{}{}",
+        manifests::backend("slow", address),
+        manifests::route("slow", "h0", "30s")
+    );
+    let targets = fleet.apply(&yaml).await?;
+    fleet
+        .client()
+        .wait_ready(&targets, Duration::from_secs(30), |_| {})
+        .await?;
+    assert!(
+        started.elapsed() >= Duration::from_millis(2_500),
+        "Ready before the backend was healthy"
+    );
+    let seen = prober
+        .observe_after(tokio::time::Instant::now(), Duration::from_secs(5))
+        .await
+        .expect("responses keep coming");
+    assert_eq!(seen.backend, "slow");
+    let report = prober.stop().await;
+    assert_eq!(report.failed, 0, "failed requests: {:?}", report.failures);
+    Ok(())
+}
