@@ -20,10 +20,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll, ready};
 use tokio::time::Instant;
 
-/// Sends `req` to `backend`. Retries — on an endpoint not tried yet — only
-/// attempts that failed before any byte of the request was written
-/// (connect failures). A stale pooled connection hyper refuses before
-/// writing is retried on the same footing. `client_body_failed` is set by
+/// Sends `req` to `backend`. Retries only attempts that failed before any
+/// byte of the request was written: a failed connect is retried on an
+/// endpoint not tried yet; a pooled connection that hyper finds closed
+/// before writing is retried on a new connection (any endpoint).
+/// `client_body_failed` is set by
 /// the downstream body wrapper when the client broke the body off, so the
 /// error is blamed on the client rather than the backend.
 pub async fn forward(
@@ -83,8 +84,11 @@ pub async fn forward(
             }
             Ok(Err(mut error)) => match error.take_message() {
                 Some(unsent) => {
-                    // hyper gave the request back: nothing was written.
+                    // hyper gave the request back: nothing was written. The
+                    // pooled connection went stale, not the endpoint, so
+                    // the endpoint stays eligible (a new connection).
                     req = unsent;
+                    tried.pop();
                     last_error = Some(ProxyError::Connect {
                         backend: backend.key().clone(),
                         endpoint: endpoint.addr,
