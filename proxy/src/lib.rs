@@ -18,8 +18,9 @@
 //! - [`admin`]: `/metrics` and `/ready`.
 //! - [`metrics`], [`settings`], [`error`], [`body`]: shared pieces.
 //!
-//! The control-plane client (watching coordinators, reporting readiness)
-//! lives elsewhere and only calls [`DataPlane`]'s public methods.
+//! - [`control`]: the control-plane client (watching coordinators,
+//!   reporting readiness, the apply guard). It drives the data plane only
+//!   through [`DataPlane`]'s public methods.
 
 pub mod admin;
 pub mod body;
