@@ -3,7 +3,7 @@
 //! `serve` runs the listeners.
 //!
 //! Hot path: the route table and the backends it routes to are one
-//! immutable [`Served`] snapshot behind `arc-swap`, so a request sees a
+//! immutable `Served` snapshot behind `arc-swap`, so a request sees a
 //! table and backends that belong together, without locks. Control path:
 //! `install` and `set_warming` serialise on a mutex, bring backends in
 //! *before* the new table is visible, and retire backends that left

@@ -3,13 +3,13 @@
 //! [`serve`] accepts on every [`BoundListener`] until `shutdown` resolves,
 //! then drains: it stops accepting (taking what the kernel already queued,
 //! because closing a listening socket resets connections still in its
-//! queue), lets every connection finish per [`conn`]'s protocol, and
+//! queue), lets every connection finish per `conn`'s protocol, and
 //! returns when all are closed or the drain timeout passed.
 //!
 //! [`bind_reuseport`] lets a replacement process bind the same address
 //! while the old one still serves: both accept until the old one drains.
 //!
-//! Not here: what a request does ([`service`]), upstream connections.
+//! Not here: what a request does (`service`), upstream connections.
 
 mod conn;
 pub mod headers;

@@ -1,5 +1,5 @@
 //! Active health checking: the pure threshold logic ([`HealthTracker`]) and
-//! the per-endpoint task that probes on an interval ([`run`]).
+//! the per-endpoint task that probes on an interval (`run`).
 //!
 //! An endpoint never checked is [`HealthStatus::Unknown`] and gets no
 //! traffic: that is what "warm" means — the proxy itself reached it over
