@@ -113,6 +113,23 @@ async fn two_clusters_merge_and_an_unreachable_one_keeps_its_endpoints() {
         })
     })
     .await;
+
+    // West comes back with nothing changed: its resumed watches have no
+    // event to send, and the probe marks it reachable again.
+    west.resume().await;
+    let state = eventually("west reachable again", || {
+        rx.borrow()
+            .clone()
+            .filter(|s| s.clusters.iter().all(|c| c.reachable))
+    })
+    .await;
+    let west_health = state
+        .clusters
+        .iter()
+        .find(|c| c.name == "west")
+        .expect("west");
+    assert_eq!(west_health.last_error, None);
+    assert!(west.requests().iter().any(|r| r.path == "/version"));
     drop(stop);
     task.await.expect("watchers stop");
 }

@@ -73,7 +73,7 @@ fn assert_server_side_apply(p: &Recorded, path: &str) {
         Some(FIELD_MANAGER)
     );
     assert_eq!(p.query.get("force").map(String::as_str), Some("true"));
-    let (g, r, v) = p.permission();
+    let (g, r, v) = p.permission().expect("a resource request");
     assert!(REQUIRED_PERMISSIONS.contains(&(g.as_str(), r.as_str(), v.as_str())));
 }
 

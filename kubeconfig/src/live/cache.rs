@@ -19,6 +19,7 @@
 
 use crate::error::ParseError;
 use std::collections::BTreeMap;
+use std::time::Instant;
 use switchyard_proto::model::{Kind, ObjectName, Resource};
 
 /// One object version as a watcher saw it, translated.
@@ -46,7 +47,31 @@ pub(crate) enum Update {
     /// An object was deleted.
     Delete(ObjectName),
     /// The watcher failed; it retries by itself.
-    Error(String),
+    Error(WatchFailure),
+}
+
+/// A watcher error, as the cache keeps it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct WatchFailure {
+    /// What went wrong.
+    pub(crate) message: String,
+    /// When it was seen.
+    pub(crate) at: Instant,
+    /// A refusal (401/403) rather than a failure to reach the cluster: a
+    /// successful probe does not clear it, only a next event does.
+    pub(crate) sticky: bool,
+}
+
+impl WatchFailure {
+    /// A non-sticky failure seen now.
+    #[cfg(test)]
+    pub(crate) fn now(message: &str) -> WatchFailure {
+        WatchFailure {
+            message: message.to_string(),
+            at: Instant::now(),
+            sticky: false,
+        }
+    }
 }
 
 /// One object: its last good translation, and why its newest version was
@@ -86,7 +111,7 @@ pub(crate) struct KindCache {
     /// `Some` during a list cycle.
     buffer: Option<BTreeMap<ObjectName, Entry>>,
     listed: bool,
-    error: Option<String>,
+    error: Option<WatchFailure>,
 }
 
 impl KindCache {
@@ -125,7 +150,7 @@ impl KindCache {
                 self.error = None;
                 self.objects.remove(&name);
             }
-            Update::Error(message) => self.error = Some(message),
+            Update::Error(failure) => self.error = Some(failure),
         }
     }
 
@@ -136,7 +161,21 @@ impl KindCache {
 
     /// The current error, if the watcher is failing.
     pub(crate) fn error(&self) -> Option<&str> {
-        self.error.as_deref()
+        self.error.as_ref().map(|e| e.message.as_str())
+    }
+
+    /// The cluster answered a request sent at `started`: failures to reach
+    /// it seen before then are over. (A watch that resumes without missing
+    /// anything sends no event, so without this a recovered cluster would
+    /// stay "unreachable" until its objects next change.)
+    fn reached(&mut self, started: Instant) {
+        if self
+            .error
+            .as_ref()
+            .is_some_and(|e| !e.sticky && e.at <= started)
+        {
+            self.error = None;
+        }
     }
 
     /// The current objects.
@@ -167,10 +206,20 @@ impl ClusterCache {
 
     /// Applies one event of `kind`.
     pub(crate) fn update(&mut self, kind: Kind, update: Update) {
-        if let Update::Error(message) = &update {
-            self.last_error = Some((kind, message.clone()));
+        if let Update::Error(failure) = &update {
+            self.last_error = Some((kind, failure.message.clone()));
         }
         self.kinds.entry(kind).or_default().update(update);
+        if self.reachable() {
+            self.last_error = None;
+        }
+    }
+
+    /// A probe sent at `started` got an answer (see [`KindCache::reached`]).
+    pub(crate) fn reached(&mut self, started: Instant) {
+        for kind in self.kinds.values_mut() {
+            kind.reached(started);
+        }
         if self.reachable() {
             self.last_error = None;
         }
@@ -275,7 +324,7 @@ mod tests {
         }
         c.update(Update::InitDone);
         c.update(Update::Delete(ObjectName::new("", "a")));
-        c.update(Update::Error("connection refused".into()));
+        c.update(Update::Error(WatchFailure::now("connection refused")));
         assert_eq!(names(&c), ["b"]);
         assert_eq!(c.error(), Some("connection refused"));
         c.update(Update::Apply(ns("b", "2")));
@@ -310,7 +359,7 @@ mod tests {
         c.update(Kind::Service, Update::Init);
         c.update(Kind::Service, Update::InitDone);
         assert!(c.listed());
-        c.update(Kind::Service, Update::Error("503".into()));
+        c.update(Kind::Service, Update::Error(WatchFailure::now("503")));
         assert!(!c.reachable());
         assert_eq!(c.last_error().as_deref(), Some("Service: 503"));
         c.update(Kind::Service, Update::Init);
@@ -318,5 +367,30 @@ mod tests {
         c.update(Kind::Service, Update::InitDone);
         assert!(c.reachable());
         assert_eq!(c.last_error(), None);
+    }
+
+    #[test]
+    fn a_probe_answered_after_a_failure_clears_it_but_not_a_refusal() {
+        let mut c = ClusterCache::new("east", &[Kind::Namespace, Kind::Service]);
+        let before = Instant::now();
+        c.update(
+            Kind::Namespace,
+            Update::Error(WatchFailure::now("connection refused")),
+        );
+        // A probe sent before the failure proves nothing.
+        c.reached(before);
+        assert!(!c.reachable());
+        c.reached(Instant::now());
+        assert!(c.reachable());
+        assert_eq!(c.last_error(), None);
+        c.update(
+            Kind::Service,
+            Update::Error(WatchFailure {
+                sticky: true,
+                ..WatchFailure::now("403 forbidden")
+            }),
+        );
+        c.reached(Instant::now());
+        assert!(!c.reachable(), "a refusal needs a real event to clear");
     }
 }

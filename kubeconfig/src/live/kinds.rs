@@ -25,7 +25,9 @@ pub const FIELD_MANAGER: &str = "switchyard.io/gateway-controller";
 /// - `patch` on `httproutes/status` and `gateways/status` (server-side
 ///   apply of status).
 ///
-/// `GET /version` and discovery are not used.
+/// Besides these, each cluster is probed with `GET /version`, a
+/// non-resource URL every authenticated identity may read (the default
+/// `system:public-info-viewer` role); discovery is not used.
 pub const REQUIRED_PERMISSIONS: &[(&str, &str, &str)] = &[
     ("", "namespaces", "list"),
     ("", "namespaces", "watch"),

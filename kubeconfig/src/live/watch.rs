@@ -12,7 +12,7 @@
 //! each published state against what is stored ([`super::plan`]).
 
 use super::ClusterSource;
-use super::cache::{ClusterCache, Observed, Update};
+use super::cache::{ClusterCache, Observed, Update, WatchFailure};
 use super::kinds::{WATCHED, api_resource};
 use super::merge::{ClusterObjects, merge_clusters};
 use super::translate::{object_label, translate};
@@ -24,7 +24,7 @@ use kube::runtime::watcher::{self, Event};
 use kube::runtime::{WatchStreamExt, watcher as watch_stream};
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use switchyard_proto::model::{Kind, ObjectName, Resource, ResourceKey};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
@@ -90,16 +90,21 @@ pub struct WatchSettings {
     /// Server-side timeout of each watch request, in seconds (the watcher
     /// reconnects after it; Kubernetes caps it near 300).
     pub watch_timeout_secs: u32,
+    /// How often each cluster is asked `GET /version`: an answer after a
+    /// watch error marks the cluster reachable again even when its resumed
+    /// watches have nothing new to send.
+    pub probe_interval: Duration,
 }
 
 impl Default for WatchSettings {
     /// client-go's reflector defaults: 800 ms doubling to 30 s; 290 s
-    /// watches.
+    /// watches; a probe every 10 s.
     fn default() -> Self {
         WatchSettings {
             backoff_min: Duration::from_millis(800),
             backoff_max: Duration::from_secs(30),
             watch_timeout_secs: 290,
+            probe_interval: Duration::from_secs(10),
         }
     }
 }
@@ -135,7 +140,7 @@ pub async fn watch_clusters_with(
 ) {
     // Bounded: a burst of events (a big re-list) waits for the aggregator
     // instead of growing memory without limit.
-    let (tx, mut rx) = mpsc::channel::<(usize, Kind, Update)>(1024);
+    let (tx, mut rx) = mpsc::channel::<Message>(1024);
     let mut tasks = JoinSet::new();
     for (index, source) in sources.iter().enumerate() {
         for kind in WATCHED {
@@ -143,6 +148,14 @@ pub async fn watch_clusters_with(
             let task = watch_kind(index, source.clone(), kind, settings, tx.clone());
             tasks.spawn(task.instrument(span));
         }
+        let span = info_span!("probe", cluster = %source.name);
+        let task = probe(
+            index,
+            source.client.clone(),
+            settings.probe_interval,
+            tx.clone(),
+        );
+        tasks.spawn(task.instrument(span));
     }
     drop(tx);
     let mut caches: Vec<ClusterCache> = sources
@@ -186,9 +199,46 @@ pub async fn watch_clusters_with(
     tasks.abort_all();
 }
 
-fn apply(caches: &mut [ClusterCache], (index, kind, update): (usize, Kind, Update)) {
-    if let Some(cache) = caches.get_mut(index) {
-        cache.update(kind, update);
+/// What the watcher and probe tasks tell the aggregator.
+enum Message {
+    /// An event of one kind in cluster `.0` (boxed: a translated object is
+    /// large, a probe answer small).
+    Watch(usize, Kind, Box<Update>),
+    /// Cluster `.0` answered a probe sent at `.1`.
+    Reached(usize, Instant),
+}
+
+fn apply(caches: &mut [ClusterCache], message: Message) {
+    match message {
+        Message::Watch(index, kind, update) => {
+            if let Some(cache) = caches.get_mut(index) {
+                cache.update(kind, *update);
+            }
+        }
+        Message::Reached(index, started) => {
+            if let Some(cache) = caches.get_mut(index) {
+                cache.reached(started);
+            }
+        }
+    }
+}
+
+/// Asks the cluster `GET /version` every `interval`, reporting answers.
+/// Failures are not reported: the watchers report their own.
+async fn probe(index: usize, client: kube::Client, interval: Duration, tx: mpsc::Sender<Message>) {
+    let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + interval, interval);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
+        let started = Instant::now();
+        match client.apiserver_version().await {
+            Ok(_) => {
+                if tx.send(Message::Reached(index, started)).await.is_err() {
+                    return;
+                }
+            }
+            Err(e) => debug!(error = %e, "probe failed"),
+        }
     }
 }
 
@@ -260,7 +310,7 @@ async fn watch_kind(
     source: ClusterSource,
     kind: Kind,
     settings: WatchSettings,
-    tx: mpsc::Sender<(usize, Kind, Update)>,
+    tx: mpsc::Sender<Message>,
 ) {
     let api: Api<DynamicObject> = Api::all_with(source.client.clone(), &api_resource(kind));
     let config = watcher::Config::default().timeout(settings.watch_timeout_secs);
@@ -286,7 +336,11 @@ async fn watch_kind(
             }
             Err(e) => {
                 debug!(error = %e, "watch error; the watcher retries");
-                Update::Error(e.to_string())
+                Update::Error(WatchFailure {
+                    message: e.to_string(),
+                    at: Instant::now(),
+                    sticky: is_refusal(&e),
+                })
             }
         };
         if let Update::Apply(Observed { result: Err(e), .. })
@@ -294,10 +348,26 @@ async fn watch_kind(
         {
             warn!(error = %e, "object rejected; its last good version stays");
         }
-        if tx.send((index, kind, update)).await.is_err() {
+        if tx
+            .send(Message::Watch(index, kind, Box::new(update)))
+            .await
+            .is_err()
+        {
             return;
         }
     }
+}
+
+/// 401 or 403: the cluster is reachable but refuses us.
+fn is_refusal(e: &watcher::Error) -> bool {
+    let code = match e {
+        watcher::Error::InitialListFailed(kube::Error::Api(s))
+        | watcher::Error::WatchStartFailed(kube::Error::Api(s))
+        | watcher::Error::WatchFailed(kube::Error::Api(s)) => s.code,
+        watcher::Error::WatchError(s) => s.code,
+        _ => return false,
+    };
+    matches!(code, 401 | 403)
 }
 
 fn object_name(o: &DynamicObject) -> ObjectName {
@@ -404,7 +474,10 @@ spec: {gatewayClassName: ours, listeners: [{name: http, port: 80, protocol: HTTP
     #[test]
     fn an_unreachable_cluster_is_reported_and_keeps_its_objects() {
         let mut east = listed("east");
-        east.update(Kind::Service, Update::Error("connection refused".into()));
+        east.update(
+            Kind::Service,
+            Update::Error(WatchFailure::now("connection refused")),
+        );
         let state = desired_state(&[east], CONTROLLER_NAME).unwrap();
         assert_eq!(state.resources.len(), 2);
         assert!(!state.clusters[0].reachable);
@@ -420,6 +493,7 @@ spec: {gatewayClassName: ours, listeners: [{name: http, port: 80, protocol: HTTP
             backoff_min: Duration::from_millis(100),
             backoff_max: Duration::from_millis(300),
             watch_timeout_secs: 1,
+            probe_interval: Duration::from_secs(1),
         });
         let first: Vec<u128> = (&mut b).take(4).map(|d| d.as_millis()).collect();
         assert_eq!(first, [100, 200, 300, 300]);

@@ -58,12 +58,19 @@ impl Recorded {
             .is_some_and(|w| w == "true" || w == "1")
     }
 
-    /// `(apiGroup, resource, verb)` as RBAC sees this request.
-    pub fn permission(&self) -> (String, String, String) {
+    /// Whether this is a resource request (not `/version`).
+    pub fn is_resource(&self) -> bool {
+        self.path.starts_with("/api/") || self.path.starts_with("/apis/")
+    }
+
+    /// `(apiGroup, resource, verb)` as RBAC sees this request; `None` for
+    /// non-resource URLs (`/version`).
+    pub fn permission(&self) -> Option<(String, String, String)> {
         let parts: Vec<&str> = self.path.trim_start_matches('/').split('/').collect();
         let (group, rest) = match parts.as_slice() {
             ["api", _v, rest @ ..] => (String::new(), rest.to_vec()),
             ["apis", g, _v, rest @ ..] => (g.to_string(), rest.to_vec()),
+            ["version"] => return None,
             _ => panic!("not a resource path: {}", self.path),
         };
         let rest = match rest.as_slice() {
@@ -84,7 +91,7 @@ impl Recorded {
             ("PUT", _, _) => "update",
             (m, _, _) => panic!("unexpected method {m}"),
         };
-        (group, resource, verb.to_string())
+        Some((group, resource, verb.to_string()))
     }
 }
 
@@ -112,12 +119,12 @@ pub struct FakeApiServer {
     /// Its address.
     pub addr: SocketAddr,
     state: Arc<Mutex<State>>,
-    server: tokio::task::JoinHandle<()>,
+    server: Mutex<tokio::task::JoinHandle<()>>,
 }
 
 impl Drop for FakeApiServer {
     fn drop(&mut self) {
-        self.server.abort();
+        self.server.lock().expect("server handle").abort();
     }
 }
 
@@ -212,33 +219,19 @@ impl FakeApiServer {
                 s.put(o);
             }
         }
-        let shared = state.clone();
-        let server = tokio::spawn(async move {
-            // Connections live in this set: aborting the server task drops
-            // it, which aborts every connection — an unreachable cluster.
-            let mut connections = JoinSet::new();
-            loop {
-                let Ok((stream, _)) = listener.accept().await else {
-                    return;
-                };
-                let state = shared.clone();
-                connections.spawn(async move {
-                    let service = hyper::service::service_fn(move |req| {
-                        let state = state.clone();
-                        async move { Ok::<_, Infallible>(handle(&state, req).await) }
-                    });
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(TokioIo::new(stream), service)
-                        .await;
-                });
-                while connections.try_join_next().is_some() {}
-            }
-        });
+        let server = Mutex::new(serve(listener, state.clone()));
         FakeApiServer {
             addr,
             state,
             server,
         }
+    }
+
+    /// Serves again on the same address, with the same objects and
+    /// history, after [`FakeApiServer::stop`]: the cluster is back.
+    pub async fn resume(&self) {
+        let listener = TcpListener::bind(self.addr).await.expect("bind again");
+        *self.server.lock().expect("server handle") = serve(listener, self.state.clone());
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -347,8 +340,32 @@ impl FakeApiServer {
 
     /// Stops serving: the listener closes and every connection is cut.
     pub fn stop(&self) {
-        self.server.abort();
+        self.server.lock().expect("server handle").abort();
     }
+}
+
+fn serve(listener: TcpListener, state: Arc<Mutex<State>>) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        // Connections live in this set: aborting the server task drops it,
+        // which aborts every connection — an unreachable cluster.
+        let mut connections = JoinSet::new();
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                return;
+            };
+            let state = state.clone();
+            connections.spawn(async move {
+                let service = hyper::service::service_fn(move |req| {
+                    let state = state.clone();
+                    async move { Ok::<_, Infallible>(handle(&state, req).await) }
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await;
+            });
+            while connections.try_join_next().is_some() {}
+        }
+    })
 }
 
 fn json_response(status: StatusCode, value: &Value) -> Response<Body> {
@@ -407,6 +424,14 @@ async fn handle(state: &Arc<Mutex<State>>, req: Request<Incoming>) -> Response<B
     };
     let mut s = state.lock().expect("state");
     s.requests.push(recorded.clone());
+    if path == "/version" {
+        return json_response(
+            StatusCode::OK,
+            &json!({"major": "1", "minor": "34", "gitVersion": "v1.34.0-fake",
+                    "gitCommit": "", "gitTreeState": "clean", "buildDate": "2025-01-01T00:00:00Z",
+                    "goVersion": "go1.24", "compiler": "gc", "platform": "linux/amd64"}),
+        );
+    }
     if COLLECTIONS.contains(&path.as_str()) && method == Method::GET {
         return if recorded.is_watch() {
             watch(&mut s, &path, &recorded)
@@ -544,6 +569,7 @@ pub fn fast() -> WatchSettings {
         backoff_min: Duration::from_millis(20),
         backoff_max: Duration::from_millis(200),
         watch_timeout_secs: 60,
+        probe_interval: Duration::from_millis(100),
     }
 }
 
