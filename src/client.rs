@@ -171,31 +171,29 @@ impl AdminClient {
     /// The status, from the leader when it can be reached (only the leader
     /// knows leases and evidence).
     pub async fn fetch_status(&mut self) -> Result<ClusterStatus, WaitError> {
+        let mut status = self.status_once().await?;
+        if let Some(leader) = status.leader
+            && leader != status.answered_by
+            && let Some(address) = status.members.get(&leader).cloned()
+        {
+            // Ask the leader, and keep asking it first from now on (its
+            // channel is cached like every other).
+            self.preferred = Some(address);
+            if let Ok(from_leader) = self.status_once().await {
+                status = from_leader;
+            }
+        }
+        Ok(status)
+    }
+
+    async fn status_once(&mut self) -> Result<ClusterStatus, WaitError> {
         let reply = self
             .call(
                 true,
                 |mut c| async move { c.status(pb::StatusRequest {}).await },
             )
             .await?;
-        let status: ClusterStatus = serde_json::from_slice(&reply.status_json)
-            .map_err(|e| WaitError::BadStatus(e.to_string()))?;
-        if let Some(leader) = status.leader
-            && leader != status.answered_by
-            && let Some(address) = status.members.get(&leader)
-        {
-            let mut direct = AdminClient::new(vec![address.clone()], Duration::from_secs(2));
-            if let Ok(reply) = direct
-                .call(
-                    true,
-                    |mut c| async move { c.status(pb::StatusRequest {}).await },
-                )
-                .await
-                && let Ok(from_leader) = serde_json::from_slice(&reply.status_json)
-            {
-                return Ok(from_leader);
-            }
-        }
-        Ok(status)
+        serde_json::from_slice(&reply.status_json).map_err(|e| WaitError::BadStatus(e.to_string()))
     }
 
     /// Polls the leader's status until every target route is Ready at (or

@@ -89,7 +89,15 @@ pub(crate) async fn write_locally(
     timeout: Duration,
 ) -> Result<CommandResponse, ForwardError> {
     match tokio::time::timeout(timeout, raft.client_write(command)).await {
-        Ok(Ok(response)) => Ok(response.data),
+        Ok(Ok(response)) => {
+            // Followers learn the new commit index only with the next
+            // AppendEntries; without a nudge that is up to one heartbeat
+            // interval later, and proxies watching a follower would see
+            // the change that much later. A heartbeat now carries it at
+            // once. Failing to send one only costs that delay.
+            let _ = raft.trigger().heartbeat().await;
+            Ok(response.data)
+        }
         Ok(Err(RaftError::APIError(ClientWriteError::ForwardToLeader(forward)))) => {
             let leader = match (forward.leader_id, forward.leader_node) {
                 (Some(id), Some(node)) => Some((id, node.addr)),

@@ -227,17 +227,6 @@ async fn apply_loop(
         let Some(snapshot) = current.clone() else {
             continue;
         };
-        if new_snapshot {
-            // First make the data plane know the new endpoints and start
-            // warming, with the routes as they are served now.
-            let warming = guard.warming(&snapshot);
-            shared.dataplane.install(ServingConfig {
-                snapshot: snapshot.clone(),
-                routes: guard.routes(),
-            });
-            shared.dataplane.set_warming(warming.clone());
-            set_reported(&shared, &guard, warming);
-        }
         let dataplane = &shared.dataplane;
         let warm = |b: &BackendKey| match snapshot.endpoint_generation(b) {
             // A backend that does not exist answers 500 whatever happens.
@@ -246,6 +235,10 @@ async fn apply_loop(
                 .readiness(b)
                 .is_some_and(|r| r.healthy > 0 && r.endpoints_generation >= generation),
         };
+        // Decide first, so a new snapshot whose routes are already warm is
+        // compiled once, with the new generations in it. Backends the data
+        // plane does not know yet are not warm: they wait for the install
+        // below to start their health checks.
         let report = guard.decide(&snapshot, &warm, now_ms());
         shared
             .metrics
@@ -255,15 +248,17 @@ async fn apply_loop(
             shared.metrics.forced_applies.inc();
             tracing::warn!(route = %route, generation, "applying a committed generation before its backends are warm here: local wait limit reached");
         }
-        if !report.applied.is_empty() {
-            for (route, generation) in &report.applied {
-                tracing::info!(route = %route, generation, "now routing by generation");
-            }
+        for (route, generation) in &report.applied {
+            tracing::info!(route = %route, generation, "now routing by generation");
+        }
+        if new_snapshot || !report.applied.is_empty() {
+            let warming = guard.warming(&snapshot);
             shared.dataplane.install(ServingConfig {
                 snapshot: snapshot.clone(),
                 routes: guard.routes(),
             });
-            set_reported(&shared, &guard, guard.warming(&snapshot));
+            shared.dataplane.set_warming(warming.clone());
+            set_reported(&shared, &guard, warming);
         }
         if new_snapshot || !report.applied.is_empty() {
             *shared.applied.lock().unwrap_or_else(|e| e.into_inner()) = applied_pb(&guard);
