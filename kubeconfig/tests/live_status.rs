@@ -265,3 +265,68 @@ async fn the_publisher_writes_routes_and_gateways_once() {
         ["/apis/gateway.networking.k8s.io/v1/namespaces/shop/httproutes/app/status"]
     );
 }
+
+#[tokio::test]
+async fn a_route_no_longer_served_loses_our_entry_and_keeps_theirs() {
+    let mut route = fixtures::route("blue", 5);
+    route["status"] = other_controllers_status();
+    let mut objects = fixtures::cluster();
+    objects.retain(|o| o["kind"] != "HTTPRoute");
+    objects.push(route);
+    let server = FakeApiServer::start(objects).await;
+    let state = desired(&server).await;
+    let mut publisher = StatusPublisher::new(vec![server.source("east")], CONTROLLER_NAME);
+    assert!(
+        publisher
+            .publish(&state, &[ready_row()], 1)
+            .await
+            .is_empty()
+    );
+    let stored = server.get(GW, "HTTPRoute", "shop", "app").expect("route");
+    assert_eq!(
+        stored["status"]["parents"].as_array().map(Vec::len),
+        Some(2)
+    );
+
+    // The route now only names the other controller's Gateway.
+    let mut detached = stored.clone();
+    detached["spec"]["parentRefs"] = json!([{"name": "other"}]);
+    server.apply(detached);
+    let state = desired(&server).await;
+    assert!(
+        state
+            .resources
+            .iter()
+            .all(|r| !matches!(r, Resource::HttpRoute(_)))
+    );
+    assert!(publisher.publish(&state, &[], 1).await.is_empty());
+    let stored = server.get(GW, "HTTPRoute", "shop", "app").expect("route");
+    assert_eq!(stored["status"], other_controllers_status());
+
+    // Served again, then deleted: the withdrawal finds it gone, no error.
+    server.apply(fixtures::route("blue", 6));
+    let served = desired(&server).await;
+    assert!(
+        publisher
+            .publish(&served, &[ready_row()], 1)
+            .await
+            .is_empty()
+    );
+    server.delete(GW, "HTTPRoute", "shop", "app");
+    let before = server.requests().len();
+    assert!(publisher.publish(&state, &[], 1).await.is_empty());
+    // (The Gateway is rewritten too: its listener has no route now.)
+    let tried: Vec<String> = server.requests()[before..]
+        .iter()
+        .filter(|r| r.path.contains("httproutes"))
+        .map(|r| format!("{} {}", r.method, r.path))
+        .collect();
+    assert_eq!(
+        tried,
+        ["GET /apis/gateway.networking.k8s.io/v1/namespaces/shop/httproutes/app"]
+    );
+    // ... and forgets it.
+    let before = server.requests().len();
+    assert!(publisher.publish(&state, &[], 1).await.is_empty());
+    assert_eq!(server.requests().len(), before);
+}

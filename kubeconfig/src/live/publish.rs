@@ -2,9 +2,16 @@
 //! HTTPRoute and Gateway, in every cluster that defines it, skipping what
 //! it already wrote.
 //!
+//! A route it wrote status for that is no longer served (detached from our
+//! Gateways, or its Gateway left our class) gets our `parents[]` entries
+//! removed, as the Gateway API asks of a controller that stops serving a
+//! parent.
+//!
 //! It deliberately keeps only an in-memory record of what it last wrote:
 //! a new leader starts empty and reads each object once before writing
-//! (the writers skip unchanged statuses), so nothing is persisted.
+//! (the writers skip unchanged statuses), so nothing is persisted. The
+//! price: entries written by an earlier leader on a route that stopped
+//! being served during the failover are not removed.
 
 use super::ClusterSource;
 use super::conditions::{RouteParentStatus, World, route_parent_statuses};
@@ -53,6 +60,7 @@ impl StatusPublisher {
     ) -> Vec<LiveError> {
         let world = World::new(&desired.resources);
         let mut errors = Vec::new();
+        let mut visited = std::collections::HashSet::new();
         for resource in &desired.resources {
             let key = resource.key();
             let Some(origins) = desired.origins.get(&key) else {
@@ -95,6 +103,7 @@ impl StatusPublisher {
                     _ => continue,
                 };
                 let slot = (origin.cluster.clone(), key.clone());
+                visited.insert(slot.clone());
                 if self.last.get(&slot) == Some(&wanted) {
                     continue;
                 }
@@ -122,6 +131,49 @@ impl StatusPublisher {
                 }
             }
         }
+        self.withdraw(&visited, &mut errors).await;
         errors
+    }
+
+    /// Removes our entries from routes written before but not served now.
+    async fn withdraw(
+        &mut self,
+        visited: &std::collections::HashSet<(String, ResourceKey)>,
+        errors: &mut Vec<LiveError>,
+    ) {
+        let stale: Vec<(String, ResourceKey)> = self
+            .last
+            .keys()
+            .filter(|slot| !visited.contains(*slot))
+            .cloned()
+            .collect();
+        for slot in stale {
+            let (cluster, key) = &slot;
+            let Some(source) = self.sources.iter().find(|s| s.name == *cluster) else {
+                self.last.remove(&slot);
+                continue;
+            };
+            if key.kind != switchyard_proto::model::Kind::HTTPRoute {
+                // A Gateway that left our class is the new controller's to
+                // report on; ours are overwritten by it.
+                self.last.remove(&slot);
+                continue;
+            }
+            match write_route_status(
+                &source.client,
+                &source.name,
+                &key.name,
+                &self.controller_name,
+                &[],
+            )
+            .await
+            {
+                Ok(outcome) => {
+                    debug!(%cluster, object = %key, ?outcome, "status withdrawn");
+                    self.last.remove(&slot);
+                }
+                Err(e) => errors.push(e),
+            }
+        }
     }
 }

@@ -53,6 +53,8 @@ pub enum WriteOutcome {
     Written,
     /// The stored status already said the same; nothing was sent.
     Unchanged,
+    /// The object no longer exists; nothing was sent.
+    Gone,
 }
 
 /// Replaces our entries of an HTTPRoute's `status.parents` in `cluster`
@@ -106,7 +108,11 @@ async fn write(
     };
     let params = PatchParams::apply(FIELD_MANAGER).force();
     for attempt in 1..=ATTEMPTS {
-        let current = api.get(&name.name).await.map_err(fail)?;
+        let current = match api.get(&name.name).await {
+            Ok(current) => current,
+            Err(kube::Error::Api(s)) if s.is_not_found() => return Ok(WriteOutcome::Gone),
+            Err(e) => return Err(fail(e)),
+        };
         let Some(status) = build(&current) else {
             return Ok(WriteOutcome::Unchanged);
         };

@@ -37,8 +37,9 @@ pub struct DesiredState {
     pub resources: Vec<Resource>,
     /// Every cluster, in source order.
     pub clusters: Vec<ClusterHealth>,
-    /// Objects whose newest version could not be read; their last good
-    /// version, if any, is still in `resources`.
+    /// Served objects whose newest version could not be read (their last
+    /// good version is still in `resources`), and Gateways and HTTPRoutes
+    /// never read at all (whose they are is unknown).
     pub rejected: Vec<Rejected>,
     /// For each served Gateway and HTTPRoute, the clusters that define it:
     /// where its status is written.
@@ -258,11 +259,10 @@ pub(crate) fn desired_state(
         })
         .collect();
     let mut merged = merge_clusters(&inputs, controller_name);
-    let served: BTreeSet<ResourceKey> = merged
-        .resources
+    let served_all: BTreeSet<ResourceKey> = merged.resources.iter().map(Resource::key).collect();
+    let served: BTreeSet<&ResourceKey> = served_all
         .iter()
-        .filter(|r| matches!(r.kind(), Kind::Gateway | Kind::HTTPRoute))
-        .map(Resource::key)
+        .filter(|k| matches!(k.kind, Kind::Gateway | Kind::HTTPRoute))
         .collect();
     let mut origins: BTreeMap<ResourceKey, Vec<Origin>> = BTreeMap::new();
     let mut rejected = Vec::new();
@@ -272,7 +272,12 @@ pub(crate) fn desired_state(
                 kind,
                 name: name.clone(),
             };
-            if let Some(message) = &entry.rejected {
+            // Served objects, and Gateways and routes never readable at all
+            // (whether they are ours is unknown); not every unrelated
+            // object in the cluster that switchyard could not read.
+            let reportable = served_all.contains(&key)
+                || (entry.good.is_none() && matches!(kind, Kind::Gateway | Kind::HTTPRoute));
+            if let Some(message) = entry.rejected.as_ref().filter(|_| reportable) {
                 rejected.push(Rejected {
                     cluster: cache.name.clone(),
                     key: key.clone(),
@@ -346,7 +351,9 @@ async fn watch_kind(
         if let Update::Apply(Observed { result: Err(e), .. })
         | Update::InitApply(Observed { result: Err(e), .. }) = &update
         {
-            warn!(error = %e, "object rejected; its last good version stays");
+            // Debug only: most rejected objects in a cluster are not ours;
+            // the served ones are in DesiredState::rejected.
+            debug!(error = %e, "object rejected; its last good version stays");
         }
         if tx
             .send(Message::Watch(index, kind, Box::new(update)))
