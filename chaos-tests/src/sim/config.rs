@@ -50,8 +50,9 @@ pub struct SimConfig {
     pub heal_round_ms: u64,
     /// Invariant 1 demands *current* evidence (a fact at most
     /// [`SimConfig::evidence_window_ms`] old); when false, any fact the
-    /// proxy really measured at some time counts. See the `sim_core_bugs`
-    /// test for why the default is false for now.
+    /// proxy really measured at some time counts. False by default only
+    /// until the stale-evidence bug is fixed: see
+    /// `tests/sim_core_bugs.rs`.
     pub evidence_must_be_current: bool,
     /// Installs faults in each new engine (broken-core tests only).
     pub engine_hook: Option<EngineHook>,
@@ -111,10 +112,11 @@ impl SimConfig {
         self.cutover_timeout_ms.1 + 3 * self.lease_ttl_ms + self.guard_wait_limit_ms + 3_000
     }
 
-    /// How old a fact may be and still count as current evidence: a report
-    /// may be in flight for `max_delay_ms`, and the lease it renews lasts a
-    /// TTL.
-    /// `u64::MAX` (any age) unless [`SimConfig::evidence_must_be_current`].
+    /// How old a fact may be and still count as evidence for invariant 1.
+    /// With [`SimConfig::evidence_must_be_current`]: a report may be in
+    /// flight for `max_delay_ms`, and the lease it renews lasts a TTL, so
+    /// nothing older than their sum is current. Without it: `u64::MAX`
+    /// (the proxy must really have measured it, at any time).
     pub fn evidence_window_ms(&self) -> u64 {
         if self.evidence_must_be_current {
             self.lease_ttl_ms + self.max_delay_ms

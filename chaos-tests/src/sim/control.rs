@@ -164,9 +164,11 @@ impl Sim {
         self.note(format!("coordinator {c} restarts, replays the log"));
     }
 
-    /// Messages due now reach the leader's engine (or nobody).
+    /// Messages due now reach the leader's engine (or nobody), each at the
+    /// time it arrives — never later, so a clock jump does not stretch a
+    /// message's delay beyond the network's bound.
     pub(super) fn deliver(&mut self) -> Check {
-        for message in self.network.due(self.now_ms) {
+        for (at_ms, message) in self.network.due(self.now_ms) {
             let Some(leader) = self.cluster.leader.as_ref().map(|l| l.id) else {
                 continue;
             };
@@ -183,7 +185,7 @@ impl Sim {
                     continue;
                 }
                 Message::Heartbeat { applied, .. } => {
-                    let now = self.now_ms;
+                    let now = at_ms;
                     let cluster = &mut self.cluster;
                     let state = &cluster.coordinators[leader].state;
                     let Some(l) = cluster.leader.as_mut() else {
@@ -193,7 +195,7 @@ impl Sim {
                     l.engine.heartbeat(state, &id, applied, now)
                 }
                 Message::Report { backends, .. } => {
-                    let now = self.now_ms;
+                    let now = at_ms;
                     let cluster = &mut self.cluster;
                     let state = &cluster.coordinators[leader].state;
                     let Some(l) = cluster.leader.as_mut() else {

@@ -38,8 +38,8 @@ impl Sim {
         self.stats.steps += 1;
         self.now_ms += self.config.heal_round_ms;
         self.observe_all();
-        self.elect()?;
         self.deliver()?;
+        self.elect()?;
         for c in 0..self.cluster.coordinators.len() {
             self.catch_up(c, u64::MAX)?;
         }

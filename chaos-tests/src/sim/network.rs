@@ -99,14 +99,18 @@ impl Network {
         }
     }
 
-    /// Everything due by `now_ms`, in delivery order.
-    pub fn due(&mut self, now_ms: u64) -> Vec<Message> {
+    /// Everything due by `now_ms`, in delivery order, each with the time
+    /// it arrives (which the receiver must use: the simulation's clock moves
+    /// in steps, the network's does not).
+    pub fn due(&mut self, now_ms: u64) -> Vec<(u64, Message)> {
         let (mut due, rest): (Vec<InFlight>, Vec<InFlight>) = self
             .in_flight
             .drain(..)
             .partition(|m| m.deliver_at_ms <= now_ms);
         self.in_flight = rest;
         due.sort_by_key(|m| (m.deliver_at_ms, m.seq));
-        due.into_iter().map(|m| m.message).collect()
+        due.into_iter()
+            .map(|m| (m.deliver_at_ms, m.message))
+            .collect()
     }
 }
