@@ -164,5 +164,53 @@ async fn a_backend_that_answers_503_at_first_is_waited_for() -> anyhow::Result<(
     assert_eq!(seen.backend, "slow");
     let report = prober.stop().await;
     assert_eq!(report.failed, 0, "failed requests: {:?}", report.failures);
+
+    // The leader's metrics saw both cutovers through to Ready.
+    let leader = fleet.wait_leader(Duration::from_secs(5)).await?;
+    let metrics = http_get(&fleet.coordinators[leader].address("admin")?, "/metrics")?;
+    let value = |name: &str| -> f64 {
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(name).and_then(|v| v.trim().parse().ok()))
+            .unwrap_or(-1.0)
+    };
+    assert_eq!(
+        value("switchyard_coordinator_raft_is_leader "),
+        1.0,
+        "{metrics}"
+    );
+    assert!(
+        value("switchyard_coordinator_cutover_commits_total ") >= 2.0,
+        "{metrics}"
+    );
+    assert!(
+        value("switchyard_coordinator_apply_to_ready_seconds_count ") >= 1.0,
+        "{metrics}"
+    );
+    assert!(
+        value("switchyard_coordinator_evidence_reports_total ") >= 1.0,
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("switchyard_coordinator_live_proxies{zone=\"zone-a\"} 1"),
+        "{metrics}"
+    );
     Ok(())
+}
+
+/// A plain HTTP/1.1 GET, returning the body.
+fn http_get(address: &str, path: &str) -> anyhow::Result<String> {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(address)?;
+    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut text = String::new();
+    stream.read_to_string(&mut text)?;
+    Ok(text
+        .split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_string())
+        .unwrap_or_default())
 }

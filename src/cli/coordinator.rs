@@ -66,6 +66,9 @@ pub struct CoordinatorArgs {
     /// What a timed-out cutover does without the switchyard.io/on-timeout annotation: keep-old or force.
     #[arg(long, default_value = "keep-old", value_parser = OnTimeout::parse)]
     pub default_on_timeout: OnTimeout,
+    /// Address of /metrics (Prometheus text) and /ready; port 0 picks a free one.
+    #[arg(long, env = "SWITCHYARD_ADMIN_LISTEN", default_value = "127.0.0.1:0")]
+    pub admin_listen: SocketAddr,
     /// Largest gRPC message accepted, in bytes.
     #[arg(long, default_value_t = 4 * 1024 * 1024)]
     pub max_message_bytes: usize,
@@ -157,14 +160,39 @@ pub async fn run(args: CoordinatorArgs) -> anyhow::Result<ExitCode> {
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
     let bound = listener.local_addr()?;
+    let admin = switchyard_proxy::bind_reuseport(args.admin_listen)
+        .with_context(|| format!("cannot listen on {}", args.admin_listen))?;
+    let admin_address = admin.local_addr()?;
     let id = args.id;
     let config = args.into_config(bound)?;
+    let mut registry = prometheus_client::registry::Registry::default();
+    let metrics =
+        switchyard_coordinator::server::metrics::CoordinatorMetrics::register(&mut registry);
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|stop| *stop).await;
+    };
+    // /ready answers 200 once a leader is known (read from the metrics).
+    let leader = metrics.clone();
+    let admin_task = tokio::spawn(switchyard_proxy::admin::serve(
+        admin,
+        std::sync::Arc::new(registry),
+        move || leader.leader_known(),
+        stopped(stop_rx.clone()),
+    ));
     tracing::info!(id, grpc = %bound, advertise = %config.node.advertise_addr, peers = ?config.node.peers, "coordinator starting");
     let ready = |b: &switchyard_coordinator::server::Bound| {
-        println!("LISTENING grpc={}", b.grpc);
+        println!("LISTENING grpc={} admin={admin_address}", b.grpc);
         let _ = std::io::stdout().flush();
     };
-    switchyard_coordinator::server::run(config, listener, ready, super::shutdown_signal()).await?;
+    let shutdown = async move {
+        super::shutdown_signal().await;
+        let _ = stop_tx.send(true);
+    };
+    let served =
+        switchyard_coordinator::server::run(config, listener, metrics, ready, shutdown).await;
+    let _ = admin_task.await;
+    served?;
     tracing::info!(id, "coordinator stopped");
     Ok(ExitCode::SUCCESS)
 }

@@ -185,6 +185,7 @@ impl FleetService for Fleet {
         }
         let state = self.coordinator.node.state().borrow().clone();
         let known = self.on_leader(|e| e.report(&state, &r.proxy_id, backends, now_ms()))?;
+        self.coordinator.metrics.evidence_reports.inc();
         self.coordinator.changed();
         Ok(Response::new(pb::ReadinessReply { known }))
     }

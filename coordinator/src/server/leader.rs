@@ -4,36 +4,49 @@
 //! Woken by evidence and state changes, and at least every tick for leases
 //! and deadlines. Losing leadership drops the engine; gaining it builds a
 //! fresh one (every lease renewed, no evidence) — see `crate::cutover`.
+//! Each round also refreshes the gauges of [`super::metrics`].
 
 use super::{Coordinator, now_ms};
 use crate::cutover::{CutoverEngine, Decision};
-use crate::state::Command;
+use crate::state::{Command, ReplicatedState};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
+use switchyard_proto::model::ObjectName;
 
 /// Longest wait between two decisions while leading.
 const TICK: Duration = Duration::from_millis(50);
 
+/// Commits waiting for every live proxy to serve them, for the
+/// apply-to-Ready histogram: route to (generation, created_ms).
+type AwaitingReady = BTreeMap<ObjectName, (u64, u64)>;
+
 /// Runs until aborted.
 pub(crate) async fn run(coordinator: Arc<Coordinator>) {
     let mut state_rx = coordinator.node.state();
+    let mut awaiting_ready = AwaitingReady::new();
     loop {
         tokio::select! {
             _ = coordinator.wake.notified() => {}
             _ = state_rx.changed() => {}
             _ = tokio::time::sleep(TICK) => {}
         }
-        let decisions = decide(&coordinator);
+        let state = coordinator.node.state().borrow().clone();
+        let decisions = decide(&coordinator, &state, &mut awaiting_ready);
+        refresh_gauges(&coordinator, &state);
         for decision in decisions {
-            propose(&coordinator, decision).await;
+            propose(&coordinator, &state, decision, &mut awaiting_ready).await;
         }
     }
 }
 
 /// Keeps the engine in step with leadership and asks it what to do.
-fn decide(coordinator: &Coordinator) -> Vec<Decision> {
+fn decide(
+    coordinator: &Coordinator,
+    state: &ReplicatedState,
+    awaiting: &mut AwaitingReady,
+) -> Vec<Decision> {
     let now = now_ms();
-    let state = coordinator.node.state().borrow().clone();
     let mut guard = coordinator.engine.lock().unwrap_or_else(|e| e.into_inner());
     if !coordinator.node.is_leader() {
         if guard.take().is_some() {
@@ -42,6 +55,7 @@ fn decide(coordinator: &Coordinator) -> Vec<Decision> {
                 .status_changes
                 .send_modify(|v| *v = v.wrapping_add(1));
         }
+        awaiting.clear();
         return Vec::new();
     }
     let engine = guard.get_or_insert_with(|| {
@@ -49,13 +63,66 @@ fn decide(coordinator: &Coordinator) -> Vec<Decision> {
             proxies = state.proxies.len(),
             "became leader: cutover engine started, every proxy lease renewed"
         );
-        CutoverEngine::new(coordinator.engine_settings(), &state, now)
+        CutoverEngine::new(coordinator.engine_settings(), state, now)
     });
-    engine.sync(&state, now);
-    engine.decide(&state, now)
+    engine.sync(state, now);
+    awaiting.retain(|route, (generation, created_ms)| {
+        let still_active = state
+            .routes
+            .get(route)
+            .and_then(|r| r.active.as_ref())
+            .is_some_and(|a| a.generation == *generation);
+        match engine.applied_summary(state, route, now) {
+            Some((_, true)) if still_active => {
+                let seconds = now.saturating_sub(*created_ms) as f64 / 1000.0;
+                coordinator.metrics.apply_to_ready.observe(seconds);
+                false
+            }
+            _ => still_active,
+        }
+    });
+    let live = engine.live_proxies(state, now);
+    let mut per_zone: BTreeMap<&str, i64> = BTreeMap::new();
+    for zone in live.values() {
+        *per_zone.entry(zone.as_str()).or_default() += 1;
+    }
+    coordinator.metrics.live_proxies.clear();
+    for (zone, count) in per_zone {
+        coordinator
+            .metrics
+            .live_proxies
+            .get_or_create(&super::metrics::ZoneLabel {
+                zone: zone.to_string(),
+            })
+            .set(count);
+    }
+    engine.decide(state, now)
 }
 
-async fn propose(coordinator: &Coordinator, decision: Decision) {
+fn refresh_gauges(coordinator: &Coordinator, state: &ReplicatedState) {
+    let m = &coordinator.metrics;
+    let raft = coordinator.node.metrics().borrow().clone();
+    m.term.set(raft.current_term as i64);
+    m.leader.set(raft.current_leader.unwrap_or(0) as i64);
+    m.is_leader.set(i64::from(coordinator.node.is_leader()));
+    m.last_log_index
+        .set(raft.last_log_index.unwrap_or(0) as i64);
+    m.applied_index
+        .set(raft.last_applied.map_or(0, |l| l.index) as i64);
+    let pending = state
+        .routes
+        .values()
+        .filter(|r| r.pending.is_some())
+        .count();
+    m.pending_transitions.set(pending as i64);
+}
+
+async fn propose(
+    coordinator: &Coordinator,
+    state: &ReplicatedState,
+    decision: Decision,
+    awaiting: &mut AwaitingReady,
+) {
     let command = match &decision {
         Decision::Commit {
             route,
@@ -95,9 +162,32 @@ async fn propose(coordinator: &Coordinator, decision: Decision) {
             if let Err(e) = response.0 {
                 // A decision raced with a newer apply (superseded): harmless.
                 tracing::debug!(error = %e, "decision no longer applies");
+                return;
             }
-            if let Decision::ExpireProxy { id } = decision {
-                coordinator.with_engine(|e| e.forget(&id));
+            let m = &coordinator.metrics;
+            match decision {
+                Decision::Commit {
+                    route, generation, ..
+                } => {
+                    m.commits.inc();
+                    let created = state
+                        .routes
+                        .get(&route)
+                        .and_then(|r| r.pending.as_ref())
+                        .map(|p| p.created_ms);
+                    if let Some(created_ms) = created {
+                        m.apply_to_commit
+                            .observe(now_ms().saturating_sub(created_ms) as f64 / 1000.0);
+                        awaiting.insert(route, (generation, created_ms));
+                    }
+                }
+                Decision::Abandon { .. } => {
+                    m.abandons.inc();
+                }
+                Decision::ExpireProxy { id } => {
+                    m.expired_proxies.inc();
+                    coordinator.with_engine(|e| e.forget(&id));
+                }
             }
         }
         Err(e) => tracing::warn!(error = %e, "could not propose decision; will retry"),

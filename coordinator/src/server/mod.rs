@@ -9,11 +9,13 @@
 mod admin;
 mod fleet;
 mod leader;
+pub mod metrics;
 mod status;
 
 use crate::cutover::{CutoverEngine, EngineSettings};
 use crate::raft::{Node, NodeConfig, ProposeError};
 use crate::state::{Command, CommandResponse};
+use metrics::CoordinatorMetrics;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -67,6 +69,8 @@ pub struct Coordinator {
     wake: Notify,
     /// Bumped whenever something status shows may have changed.
     status_changes: watch::Sender<u64>,
+    /// Prometheus metrics.
+    metrics: CoordinatorMetrics,
 }
 
 /// Milliseconds since the Unix epoch (the leader's clock; commands carry it
@@ -117,13 +121,14 @@ pub struct Bound {
 }
 
 /// Starts the Raft node and serves every gRPC service on `listener` until
-/// `shutdown` resolves. `ready` is called once the node has started and the
+/// `shutdown` resolves, updating `metrics` as it goes. `ready` is called once the node has started and the
 /// services are about to accept calls (the binary prints its `LISTENING`
 /// line there). `config.node.advertise_addr` must be the address peers
 /// reach `listener` at.
 pub async fn run(
     config: CoordinatorConfig,
     listener: TcpListener,
+    metrics: CoordinatorMetrics,
     ready: impl FnOnce(&Bound),
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServeError> {
@@ -140,6 +145,7 @@ pub async fn run(
         engine: Mutex::new(None),
         wake: Notify::new(),
         status_changes,
+        metrics,
     });
     let leader_loop = tokio::spawn(leader::run(coordinator.clone()));
     let max = config.limits.max_message_bytes;

@@ -1,0 +1,131 @@
+//! Coordinator metrics (Prometheus, via `prometheus-client`): Raft term,
+//! leader and indexes; pending transitions; time from apply to commit and to
+//! Ready; live proxies per zone; evidence received. The binary serves the
+//! registry on `--admin-listen`; this module only keeps the values.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+/// Label of per-zone gauges.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ZoneLabel {
+    /// The zone.
+    pub zone: String,
+}
+
+/// Every coordinator metric.
+#[derive(Clone)]
+pub struct CoordinatorMetrics {
+    pub(crate) term: Gauge,
+    pub(crate) leader: Gauge,
+    pub(crate) is_leader: Gauge,
+    pub(crate) last_log_index: Gauge,
+    pub(crate) applied_index: Gauge,
+    pub(crate) pending_transitions: Gauge,
+    pub(crate) live_proxies: Family<ZoneLabel, Gauge>,
+    pub(crate) evidence_reports: Counter,
+    pub(crate) apply_to_commit: Histogram,
+    pub(crate) apply_to_ready: Histogram,
+    pub(crate) commits: Counter,
+    pub(crate) abandons: Counter,
+    pub(crate) expired_proxies: Counter,
+}
+
+fn latency_buckets() -> Histogram {
+    // 5 ms .. ~80 s: cutovers range from "already warm" to "waited for a
+    // slow backend up to its timeout".
+    Histogram::new(prometheus_client::metrics::histogram::exponential_buckets(
+        0.005, 2.0, 15,
+    ))
+}
+
+impl CoordinatorMetrics {
+    /// Creates the metrics and registers them in `registry`.
+    pub fn register(registry: &mut Registry) -> Self {
+        let m = CoordinatorMetrics {
+            term: Gauge::default(),
+            leader: Gauge::default(),
+            is_leader: Gauge::default(),
+            last_log_index: Gauge::default(),
+            applied_index: Gauge::default(),
+            pending_transitions: Gauge::default(),
+            live_proxies: Family::default(),
+            evidence_reports: Counter::default(),
+            apply_to_commit: latency_buckets(),
+            apply_to_ready: latency_buckets(),
+            commits: Counter::default(),
+            abandons: Counter::default(),
+            expired_proxies: Counter::default(),
+        };
+        let r = registry.sub_registry_with_prefix("switchyard_coordinator");
+        r.register("raft_term", "Current Raft term", m.term.clone());
+        r.register(
+            "raft_leader",
+            "Id of the current leader (0 when unknown)",
+            m.leader.clone(),
+        );
+        r.register("raft_is_leader", "1 on the leader", m.is_leader.clone());
+        r.register(
+            "raft_last_log_index",
+            "Index of the last log entry",
+            m.last_log_index.clone(),
+        );
+        r.register(
+            "raft_applied_index",
+            "Index of the last applied entry",
+            m.applied_index.clone(),
+        );
+        r.register(
+            "pending_transitions",
+            "Routes waiting for readiness",
+            m.pending_transitions.clone(),
+        );
+        r.register(
+            "live_proxies",
+            "Proxies with a current lease, per zone (leader only)",
+            m.live_proxies.clone(),
+        );
+        r.register(
+            "evidence_reports",
+            "Readiness reports received (leader)",
+            m.evidence_reports.clone(),
+        );
+        r.register(
+            "apply_to_commit_seconds",
+            "Time from the apply that created a transition to its commit (leader)",
+            m.apply_to_commit.clone(),
+        );
+        r.register(
+            "apply_to_ready_seconds",
+            "Time from the apply that created a transition to every live proxy serving it (leader)",
+            m.apply_to_ready.clone(),
+        );
+        r.register(
+            "cutover_commits",
+            "Transitions committed (leader)",
+            m.commits.clone(),
+        );
+        r.register(
+            "cutover_abandons",
+            "Transitions abandoned after their timeout (leader)",
+            m.abandons.clone(),
+        );
+        r.register(
+            "expired_proxies",
+            "Proxy leases expired (leader)",
+            m.expired_proxies.clone(),
+        );
+        m
+    }
+}
+
+impl CoordinatorMetrics {
+    /// Whether this coordinator knows a leader (for `/ready`).
+    pub fn leader_known(&self) -> bool {
+        self.leader.get() != 0
+    }
+}
