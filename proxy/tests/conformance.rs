@@ -7,6 +7,8 @@
 //! in a row, within a deadline). TLS cases are skipped with a printed
 //! reason; nothing else is.
 
+#[path = "conformance_support/distribution.rs"]
+mod distribution;
 #[path = "conformance_support/judge.rs"]
 mod judge;
 mod support;
@@ -19,9 +21,7 @@ use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
-use support::client::{Conn, Reply};
 use support::echo::{Echo, start_echo};
 use support::*;
 use switchyard_proto::model::*;
@@ -73,9 +73,9 @@ fn replicas(service: &str) -> usize {
 }
 
 /// Everything one file's run needs.
-struct FileCtx {
+pub(crate) struct FileCtx {
     name: String,
-    proxy: Proxy,
+    pub(crate) proxy: Proxy,
     addrs: BTreeMap<(String, u16), SocketAddr>,
     /// `namespace/name` -> its echo pods.
     echoes: BTreeMap<String, Vec<Echo>>,
@@ -223,7 +223,7 @@ async fn setup(name: &str, data: &Value) -> Result<FileCtx> {
 }
 
 impl FileCtx {
-    fn addr(&self, request: &Value) -> Result<SocketAddr> {
+    pub(crate) fn addr(&self, request: &Value) -> Result<SocketAddr> {
         let gw = request["gateway"].as_str().context("request.gateway")?;
         let port = u16::try_from(request["port"].as_u64().context("request.port")?)?;
         self.addrs
@@ -233,7 +233,7 @@ impl FileCtx {
     }
 
     /// Mirror log lines equal to `uri` across the pods of `ns/name`.
-    fn mirror_count(&self, id: &str, uri: &str) -> usize {
+    pub(crate) fn mirror_count(&self, id: &str, uri: &str) -> usize {
         self.echoes
             .get(id)
             .map_or(0, |pods| pods.iter().map(|p| p.count(uri)).sum())
@@ -264,7 +264,7 @@ impl FileCtx {
 }
 
 /// The request a case sends, and the path and Host it sent.
-fn build_request(
+pub(crate) fn build_request(
     request: &Value,
     addr: SocketAddr,
     path_suffix: Option<&str>,
@@ -299,7 +299,7 @@ fn build_request(
     Ok((builder.body(Full::new(Bytes::new()))?, path, host))
 }
 
-fn request_id() -> String {
+pub(crate) fn request_id() -> String {
     format!("{REQUEST_ID_PARAM}={:032x}", rand::random::<u128>())
 }
 
@@ -363,149 +363,6 @@ async fn run_case(ctx: &FileCtx, case: &Value) -> Result<()> {
     }
 }
 
-/// Sends `total` requests, `concurrency` at a time on keep-alive
-/// connections; `make` builds each request.
-async fn load<F>(addr: SocketAddr, total: usize, concurrency: usize, make: F) -> Result<Vec<Reply>>
-where
-    F: Fn() -> Result<Request<Full<Bytes>>> + Send + Sync + 'static,
-{
-    let make = Arc::new(make);
-    let mut workers = Vec::new();
-    for w in 0..concurrency {
-        let make = Arc::clone(&make);
-        let share = total / concurrency + usize::from(w < total % concurrency);
-        workers.push(tokio::spawn(async move {
-            let mut replies = Vec::with_capacity(share);
-            let mut conn = Conn::connect(addr).await?;
-            for _ in 0..share {
-                let reply = conn.send(make()?).await?;
-                if reply.closes() {
-                    conn = Conn::connect(addr).await?;
-                }
-                replies.push(reply);
-            }
-            Ok::<_, anyhow::Error>(replies)
-        }));
-    }
-    let mut all = Vec::with_capacity(total);
-    for w in workers {
-        all.extend(w.await??);
-    }
-    Ok(all)
-}
-
-/// `HTTPRouteWeight`: the share of each backend within the tolerance, and
-/// only backends with weight get traffic.
-async fn weight_distribution(ctx: &FileCtx, dist: &Value) -> Result<()> {
-    let request = dist["request"].clone();
-    let addr = ctx.addr(&request)?;
-    let total = usize::try_from(dist["total_requests"].as_u64().unwrap_or(500))?;
-    let concurrency = usize::try_from(dist["concurrency"].as_u64().unwrap_or(10))?;
-    let tolerance = dist["tolerance_abs"].as_f64().unwrap_or(0.05);
-    let attempts = dist["max_attempts"].as_u64().unwrap_or(10);
-    let fractions = dist["expected_fractions"]
-        .as_object()
-        .context("expected_fractions")?
-        .clone();
-    let mut last = anyhow!("no attempt made");
-    for _ in 0..attempts {
-        let request = request.clone();
-        let replies = load(addr, total, concurrency, move || {
-            let mut req = request.clone();
-            if rand::random::<bool>() {
-                req["headers"] = serde_json::json!({
-                    "X-Jitter": rand::random_range(0..10_000u32).to_string()
-                });
-            }
-            Ok(build_request(&req, addr, None)?.0)
-        })
-        .await?;
-        let mut counts: BTreeMap<String, usize> = BTreeMap::new();
-        for reply in &replies {
-            ensure!(reply.status == 200, "status {}", reply.status);
-            let pod = reply.pod()?;
-            let parts: Vec<&str> = pod.split('-').collect();
-            let backend = parts[..parts.len().saturating_sub(2)].join("-");
-            *counts.entry(backend).or_default() += 1;
-        }
-        let check = || -> Result<()> {
-            for (backend, want) in &fractions {
-                let want = want.as_f64().unwrap_or(0.0);
-                let got = counts.get(backend).copied().unwrap_or(0) as f64 / total as f64;
-                ensure!(
-                    (got - want).abs() <= tolerance,
-                    "{backend}: {got:.3} of requests, want {want} ± {tolerance}; counts {counts:?}"
-                );
-                if want == 0.0 {
-                    ensure!(got == 0.0, "{backend} has weight 0 but got traffic");
-                }
-            }
-            for backend in counts.keys() {
-                ensure!(
-                    fractions.contains_key(backend),
-                    "unexpected backend {backend} got traffic"
-                );
-            }
-            Ok(())
-        };
-        match check() {
-            Ok(()) => return Ok(()),
-            Err(error) => last = error,
-        }
-    }
-    Err(last)
-}
-
-/// `HTTPRouteRequestPercentageMirror`: mirror counts within the binomial
-/// band, every primary answer as the case expects.
-async fn mirror_distribution(ctx: &FileCtx, case: &Value, dist: &Value) -> Result<()> {
-    let request = case["request"].clone();
-    let expected = case["expected"].clone();
-    let path = request["path"].as_str().context("path")?.to_owned();
-    let band = &dist["bands"][&path];
-    let min = band["min_count"].as_f64().context("band.min_count")?;
-    let max = band["max_count"].as_f64().context("band.max_count")?;
-    let mirror = &expected["mirrored_to"][0];
-    let target = format!(
-        "{}/{}",
-        mirror["namespace"].as_str().unwrap_or_default(),
-        mirror["backend"].as_str().unwrap_or_default()
-    );
-    let total = usize::try_from(dist["total_requests"].as_u64().unwrap_or(500))?;
-    let concurrency = usize::try_from(dist["concurrency"].as_u64().unwrap_or(10))?;
-    let attempts = dist["max_attempts"].as_u64().unwrap_or(5);
-    let addr = ctx.addr(&request)?;
-    let mut last = anyhow!("no attempt made");
-    for _ in 0..attempts {
-        let id = request_id();
-        let (_, sent_path, host) = build_request(&request, addr, Some(&id))?;
-        let req_value = request.clone();
-        let id_for_load = id.clone();
-        let replies = load(addr, total, concurrency, move || {
-            Ok(build_request(&req_value, addr, Some(&id_for_load))?.0)
-        })
-        .await?;
-        for reply in &replies {
-            judge::judge(&request, &expected, reply, &sent_path, host.as_deref())?;
-        }
-        let dp = Arc::clone(&ctx.proxy.dp);
-        eventually("mirrors finished", Duration::from_secs(10), || {
-            let dp = Arc::clone(&dp);
-            async move {
-                ensure!(dp.mirrors_in_flight() == 0, "mirrors in flight");
-                Ok(())
-            }
-        })
-        .await;
-        let count = ctx.mirror_count(&target, &sent_path) as f64;
-        if (min..=max).contains(&count) {
-            return Ok(());
-        }
-        last = anyhow!("{count} mirrored of {total}, want {min:.0}..={max:.0}");
-    }
-    Err(last)
-}
-
 async fn run_file(name: &str, data: &Value) -> Tally {
     let mut tally = Tally::default();
     let mut ctx = match setup(name, data).await {
@@ -545,12 +402,12 @@ async fn run_file(name: &str, data: &Value) -> Tally {
             && dist["per_case"].as_bool().unwrap_or(false)
             && case["expected"]["mirrored_to"][0]["percent"].is_u64()
         {
-            let result = mirror_distribution(&ctx, case, dist).await;
+            let result = distribution::mirror(&ctx, case, dist).await;
             tally.record(format!("{label} mirror distribution"), result);
         }
     }
     if dist["expected_fractions"].is_object() {
-        let result = weight_distribution(&ctx, dist).await;
+        let result = distribution::weight(&ctx, dist).await;
         tally.record(format!("{name} weight distribution"), result);
     }
     ctx.proxy.shutdown().await;
