@@ -37,13 +37,15 @@
 //! - `cache`: one cluster's objects, driven by watcher events.
 //! - `merge`: served-object selection and the multi-cluster merge.
 //! - `plan`: desired versus stored.
-//! - `watch`: the watcher tasks and the aggregator.
+//! - `watch`: the watcher and probe tasks and the aggregator; `desired`:
+//!   the [`DesiredState`] it publishes.
 //! - `conditions`, `gateway_conditions`: pure status computation.
 //! - `status`: the server-side apply writers; `publish`: when to write.
 //! - `leader`: [`run_while_leader`].
 
 mod cache;
 mod conditions;
+mod desired;
 mod error;
 mod gateway_conditions;
 mod kinds;
@@ -59,6 +61,7 @@ pub use conditions::{
     CUTOVER_CONDITION, Condition, ConditionStatus, ParentReference, RouteParentStatus, World,
     route_parent_statuses,
 };
+pub use desired::{ClusterHealth, DesiredState, Origin, Rejected};
 pub use error::LiveError;
 pub use gateway_conditions::{GatewayStatus, ListenerStatus, gateway_status};
 pub use kinds::{FIELD_MANAGER, REQUIRED_PERMISSIONS};
@@ -67,10 +70,7 @@ pub use merge::{ClusterObjects, Merged, merge_clusters, select_served};
 pub use plan::plan;
 pub use publish::StatusPublisher;
 pub use status::{WriteOutcome, write_gateway_status, write_route_status};
-pub use watch::{
-    ClusterHealth, DesiredState, Origin, Rejected, WatchSettings, watch_clusters,
-    watch_clusters_with,
-};
+pub use watch::{WatchSettings, watch_clusters, watch_clusters_with};
 
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use std::path::Path;

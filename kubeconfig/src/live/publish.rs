@@ -15,10 +15,10 @@
 
 use super::ClusterSource;
 use super::conditions::{RouteParentStatus, World, route_parent_statuses};
+use super::desired::DesiredState;
 use super::error::LiveError;
 use super::gateway_conditions::{GatewayStatus, gateway_status};
 use super::status::{write_gateway_status, write_route_status};
-use super::watch::DesiredState;
 use std::collections::HashMap;
 use switchyard_proto::model::{Resource, ResourceKey, RouteStatus};
 use tracing::debug;
