@@ -29,6 +29,31 @@
 //! `crate::backend`), so a route read from a cluster and the same route read
 //! from a file are the same `Resource`.
 //!
+//! # Wiring (for `switchyard coordinator`)
+//!
+//! ```text
+//! let sources = vec![connect_in_cluster("local")?, connect(path, Some("west")).await?];
+//! let (desired_tx, mut desired_rx) = watch::channel(None);
+//! run_while_leader(is_leader, || async {
+//!     desired_tx.send_replace(None);            // a new term lists afresh
+//!     let watchers = watch_clusters(sources.clone(), CONTROLLER_NAME, desired_tx.clone(), pending());
+//!     let mut publisher = StatusPublisher::new(sources.clone(), CONTROLLER_NAME);
+//!     let apply = async {
+//!         while desired_rx.changed().await.is_ok() {
+//!             let Some(d) = desired_rx.borrow_and_update().clone() else { continue };
+//!             let (to_apply, to_delete) = plan(&d.resources, &stored_resources());
+//!             // propose Command::Apply(to_apply), then Command::Delete(to_delete)
+//!             publisher.publish(&d, &route_statuses(), live_proxies()).await;
+//!         }
+//!     };
+//!     join(watchers, apply).await;
+//! }).await;
+//! ```
+//!
+//! Status also changes without a cluster event (cutover progress), so the
+//! publisher should run on the coordinator's status changes too; it only
+//! writes what changed.
+//!
 //! # Layout
 //!
 //! - `error`: [`LiveError`].
