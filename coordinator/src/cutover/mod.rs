@@ -93,7 +93,10 @@ pub struct CutoverEngine {
     /// When this coordinator became leader.
     leader_since_ms: u64,
     leases: Leases,
-    evidence: BTreeMap<String, BTreeMap<BackendKey, BackendEvidence>>,
+    /// Each proxy's latest report: when it arrived, and what it said. A
+    /// report replaces the previous one whole (proxies send everything they
+    /// keep warm each time), and one older than a lease TTL does not count.
+    evidence: BTreeMap<String, (u64, BTreeMap<BackendKey, BackendEvidence>)>,
     applied: BTreeMap<String, BTreeMap<ObjectName, u64>>,
 }
 
@@ -165,7 +168,9 @@ impl CutoverEngine {
         true
     }
 
-    /// Readiness evidence from `proxy`. Returns false (and keeps nothing)
+    /// Readiness evidence from `proxy`: everything it keeps warm now. It
+    /// replaces the proxy's previous report, so a backend the proxy stopped
+    /// warming stops counting at once. Returns false (and keeps nothing)
     /// when the proxy is not registered.
     pub fn report(
         &mut self,
@@ -178,10 +183,8 @@ impl CutoverEngine {
             return false;
         };
         self.leases.renew(proxy, &record.zone, now_ms);
-        let entry = self.evidence.entry(proxy.to_string()).or_default();
-        for (backend, evidence) in backends {
-            entry.insert(backend, evidence);
-        }
+        self.evidence
+            .insert(proxy.to_string(), (now_ms, backends.into_iter().collect()));
         true
     }
 
@@ -229,12 +232,15 @@ impl CutoverEngine {
         let snapshot_view = evidence::EndpointGenerations::of(state);
         let needed = required_backends(&pending.target.spec, &snapshot_view);
         let live = self.live_proxies(state, now_ms);
-        Some(evaluate(
-            &pending.settings.policy,
-            &live,
-            &needed,
-            &self.evidence,
-        ))
+        let ttl = self.settings.lease_ttl_ms;
+        // Evidence is current only if it arrived within one lease TTL.
+        let current = |proxy: &str| {
+            self.evidence
+                .get(proxy)
+                .filter(|(received_ms, _)| now_ms.saturating_sub(*received_ms) < ttl)
+                .map(|(_, backends)| backends)
+        };
+        Some(evaluate(&pending.settings.policy, &live, &needed, current))
     }
 
     /// "n of m proxies at generation g" for a route's newest generation, and

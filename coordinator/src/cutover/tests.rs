@@ -226,8 +226,8 @@ fn a_silent_proxy_expires_and_stops_blocking_all() {
     let s = world(&["a", "a"], "all", "keep-old");
     let mut e = engine_with_ready(&s, &[0]);
     assert!(!commits(&e, &s, 20));
-    // p0 keeps heartbeating, p1 goes silent.
-    e.heartbeat(&s, "p0", Default::default(), 900);
+    // p0 keeps reporting, p1 goes silent.
+    e.report(&s, "p0", ready_evidence(s.last_index), 900);
     let later = 10 + TTL;
     let decisions = e.decide(&s, later);
     assert!(
@@ -390,4 +390,25 @@ fn applied_summary_and_ready() {
         e.applied_summary(&s, &r(), 20),
         Some(("2 of 2 proxies at generation 1".into(), true))
     );
+}
+
+#[test]
+fn evidence_must_be_current() {
+    let s = world(&["a"], "all", "keep-old");
+    let mut e = engine_with_ready(&s, &[0]);
+    assert!(commits(&e, &s, 20));
+    // Heartbeats keep the lease, but the report is older than a TTL.
+    e.heartbeat(&s, "p0", Default::default(), 900);
+    assert!(
+        !commits(&e, &s, 10 + TTL),
+        "a report older than one lease TTL"
+    );
+    // A newer report that no longer lists green withdraws it.
+    e.report(&s, "p0", vec![], 950);
+    assert!(
+        !commits(&e, &s, 960),
+        "green was dropped from the proxy's latest report"
+    );
+    e.report(&s, "p0", ready_evidence(s.last_index), 970);
+    assert!(commits(&e, &s, 980));
 }

@@ -16,21 +16,20 @@ pub struct Verdict {
 
 /// Evaluates `policy` for a transition that needs `needed` backends (each
 /// at an endpoint generation), over the `live` proxies (id to zone) and the
-/// evidence each has sent. A proxy is ready when it has evidence showing
+/// current evidence of each (`evidence(proxy)`). A proxy is ready when it has evidence showing
 /// every needed backend healthy at (or past) its generation. With no live
 /// proxy the policy is never met.
-pub fn evaluate(
+pub fn evaluate<'a>(
     policy: &ReadinessPolicy,
     live: &BTreeMap<String, String>,
     needed: &BTreeMap<BackendKey, u64>,
-    evidence: &BTreeMap<String, BTreeMap<BackendKey, BackendEvidence>>,
+    evidence: impl Fn(&str) -> Option<&'a BTreeMap<BackendKey, BackendEvidence>>,
 ) -> Verdict {
     let ready: BTreeSet<&String> = live
         .keys()
         .filter(|proxy| {
             needed.iter().all(|(backend, generation)| {
-                evidence
-                    .get(*proxy)
+                evidence(proxy.as_str())
                     .and_then(|e| e.get(backend))
                     .is_some_and(|e| e.ready_at(*generation))
             })

@@ -391,9 +391,9 @@ async fn report(shared: &Shared) -> bool {
             })
         })
         .collect();
-    if backends.is_empty() {
-        return true;
-    }
+    // Sent even when empty: each report replaces the previous one on the
+    // leader, so an empty one withdraws evidence for backends this proxy
+    // no longer keeps warm.
     let request = pb::ReadinessReport {
         proxy_id: shared.config.proxy_id.clone(),
         backends,
