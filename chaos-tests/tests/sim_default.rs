@@ -1,6 +1,9 @@
 //! The seeded simulation over many seeds: every invariant checked after
 //! every step, then a heal phase that must converge.
 //!
+//! Invariant 1 demands current evidence: this is how the simulation found
+//! the cutover engine counting stale readiness reports (fixed in 09f6611).
+//!
 //! `SWITCHYARD_SIM_SEED=<n>` reruns one seed, `SWITCHYARD_SIM_SEEDS=<k>`
 //! runs the first `k`, `SWITCHYARD_CHAOS_PROFILE=long` runs 20,000 seeds
 //! with longer schedules.

@@ -48,12 +48,6 @@ pub struct SimConfig {
     pub max_warm_ms: u64,
     /// Clock advance of one heal round.
     pub heal_round_ms: u64,
-    /// Invariant 1 demands *current* evidence (a fact at most
-    /// [`SimConfig::evidence_window_ms`] old); when false, any fact the
-    /// proxy really measured at some time counts. False by default only
-    /// until the stale-evidence bug is fixed: see
-    /// `tests/sim_core_bugs.rs`.
-    pub evidence_must_be_current: bool,
     /// Installs faults in each new engine (broken-core tests only).
     pub engine_hook: Option<EngineHook>,
     /// Installs faults in each new guard (broken-core tests only).
@@ -80,7 +74,6 @@ impl SimConfig {
             cutover_timeout_ms: (2_000, 9_000),
             max_warm_ms: 2_500,
             heal_round_ms: 250,
-            evidence_must_be_current: false,
             engine_hook: None,
             guard_hook: None,
         }
@@ -112,16 +105,10 @@ impl SimConfig {
         self.cutover_timeout_ms.1 + 3 * self.lease_ttl_ms + self.guard_wait_limit_ms + 3_000
     }
 
-    /// How old a fact may be and still count as evidence for invariant 1.
-    /// With [`SimConfig::evidence_must_be_current`]: a report may be in
-    /// flight for `max_delay_ms`, and the lease it renews lasts a TTL, so
-    /// nothing older than their sum is current. Without it: `u64::MAX`
-    /// (the proxy must really have measured it, at any time).
+    /// How old a fact may be and still count as current evidence for
+    /// invariant 1: a report may be in flight for `max_delay_ms`, and the
+    /// engine counts it for one lease TTL after it arrives.
     pub fn evidence_window_ms(&self) -> u64 {
-        if self.evidence_must_be_current {
-            self.lease_ttl_ms + self.max_delay_ms
-        } else {
-            u64::MAX
-        }
+        self.lease_ttl_ms + self.max_delay_ms
     }
 }

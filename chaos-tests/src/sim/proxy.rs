@@ -198,16 +198,15 @@ impl SimProxy {
             .iter()
             .filter_map(|b| self.readiness(b, world, now_ms).map(|r| (b.clone(), r)))
             .collect();
-        let mut out = Vec::new();
-        // Like the real client: nothing to report means no report at all.
-        if !backends.is_empty() {
-            out.push(Message::Report { proxy, backends });
-        }
-        out.push(Message::Heartbeat {
-            proxy,
-            applied: self.guard.generations(),
-        });
-        out
+        // Like the real client: a report even when empty (each replaces the
+        // previous one on the leader), then a heartbeat.
+        vec![
+            Message::Report { proxy, backends },
+            Message::Heartbeat {
+                proxy,
+                applied: self.guard.generations(),
+            },
+        ]
     }
 
     fn number(&self) -> usize {

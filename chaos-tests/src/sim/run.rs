@@ -32,9 +32,9 @@ pub struct SimStats {
     pub seeds: u64,
     /// Steps and heal rounds.
     pub steps: u64,
-    /// Commits decided on evidence.
+    /// Commit decisions on evidence (each checked by invariant 1).
     pub commits: u64,
-    /// Commits forced by a timeout.
+    /// Commit decisions forced by a timeout.
     pub forced_commits: u64,
     /// Transitions abandoned.
     pub abandons: u64,

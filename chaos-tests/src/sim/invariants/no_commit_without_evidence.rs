@@ -40,7 +40,7 @@ pub struct DecideContext<'a> {
     pub now_ms: u64,
     /// Lease TTL.
     pub ttl_ms: u64,
-    /// How old a fact may be and still be current (`u64::MAX`: any age).
+    /// How old a fact may be and still be current.
     pub window_ms: u64,
 }
 
