@@ -75,6 +75,7 @@ async fn start(
         advertise_addr: addr.to_owned(),
         data_dir: dir.to_path_buf(),
         raft: settings(),
+        source_ip: None,
     })
     .await
     .with_context(|| format!("start node {id}"))?;
@@ -394,6 +395,7 @@ async fn start_refuses_peers_without_self_and_a_locked_store() -> anyhow::Result
         advertise_addr: "127.0.0.1:1".to_owned(),
         data_dir: dir.to_path_buf(),
         raft: settings(),
+        source_ip: None,
     };
     match Node::start(config(2, root.path())).await {
         Err(NodeError::NotInPeers { id: 2, .. }) => {}

@@ -138,6 +138,9 @@ impl CoordinatorArgs {
                     snapshot_after_logs: self.snapshot_after_logs,
                     ..RaftSettings::default()
                 },
+                // Raft traffic leaves from the address this coordinator
+                // listens on, so peers (and firewalls) see who is talking.
+                source_ip: Some(bound.ip()).filter(|ip| !ip.is_unspecified()),
             },
             lease_ttl: self.proxy_lease_ttl,
             heartbeat_interval: self.proxy_heartbeat_interval,

@@ -93,4 +93,7 @@ pub struct NodeConfig {
     pub data_dir: PathBuf,
     /// Timings and compaction.
     pub raft: RaftSettings,
+    /// Address outgoing Raft connections leave from (`None`: the
+    /// system's choice).
+    pub source_ip: Option<std::net::IpAddr>,
 }

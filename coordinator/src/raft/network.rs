@@ -44,14 +44,19 @@ pub const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
 pub struct ChannelCache {
     channels: Arc<Mutex<HashMap<String, Channel>>>,
     connect_timeout: Duration,
+    source_ip: Option<std::net::IpAddr>,
 }
 
 impl ChannelCache {
-    /// An empty cache; `connect_timeout` bounds each TCP connect.
-    pub fn new(connect_timeout: Duration) -> Self {
+    /// An empty cache; `connect_timeout` bounds each TCP connect, and
+    /// connections leave from `source_ip` when given (a coordinator's
+    /// traffic then comes from its own address, which is what lets a test
+    /// relay cut one coordinator off from the others).
+    pub fn new(connect_timeout: Duration, source_ip: Option<std::net::IpAddr>) -> Self {
         ChannelCache {
             channels: Arc::default(),
             connect_timeout,
+            source_ip,
         }
     }
 
@@ -69,6 +74,7 @@ impl ChannelCache {
         let channel = Endpoint::from_shared(format!("http://{addr}"))?
             .connect_timeout(self.connect_timeout)
             .tcp_nodelay(true)
+            .local_address(self.source_ip)
             .connect_lazy();
         channels.insert(addr.to_owned(), channel.clone());
         Ok(channel)

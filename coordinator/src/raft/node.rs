@@ -64,6 +64,7 @@ impl Node {
             advertise_addr,
             data_dir,
             raft: settings,
+            source_ip,
         } = config;
         if !peers.is_empty() && !peers.contains_key(&id) {
             return Err(NodeError::NotInPeers {
@@ -119,7 +120,7 @@ impl Node {
             "starting Raft node"
         );
         let identity = ClusterIdentity::new(id, formation, stores.cluster.clone());
-        let channels = ChannelCache::new(settings.rpc_timeout);
+        let channels = ChannelCache::new(settings.rpc_timeout, source_ip);
         let network = NetworkFactory::new(
             id,
             channels.clone(),
