@@ -6,7 +6,7 @@
 //!
 //! `SWITCHYARD_SIM_SEED=<n>` reruns one seed, `SWITCHYARD_SIM_SEEDS=<k>`
 //! runs the first `k`, `SWITCHYARD_CHAOS_PROFILE=long` runs 20,000 seeds
-//! with longer schedules.
+//! with longer schedules; `SWITCHYARD_SIM_THREADS` sets the thread count.
 
 use switchyard_chaos_tests::sim::{SimConfig, run_seeds, seeds_from_env};
 
