@@ -38,22 +38,22 @@ async fn main() -> anyhow::Result<()> {
     fleet.wait_leader(Duration::from_secs(20)).await?;
     let address = tokio::task::block_in_place(|| fleet.start_backend("v1", &[]))?;
     let base = format!("{}{}", manifests::base(), manifests::backend("v1", address));
-    let targets = fleet
+    let (targets, index) = fleet
         .apply(&format!("{base}{}", manifests::route("v1", "h0", "30s")))
         .await?;
     let mut client = fleet.client();
     client
-        .wait_ready(&targets, Duration::from_secs(60), |_| {})
+        .wait_ready(&targets, index, Duration::from_secs(60), |_| {})
         .await?;
 
     let mut samples = Vec::with_capacity(count);
     for i in 1..=count {
         let started = Instant::now();
-        let targets = fleet
+        let (targets, index) = fleet
             .apply(&manifests::route("v1", &format!("h{i}"), "30s"))
             .await?;
         client
-            .wait_ready(&targets, Duration::from_secs(30), |_| {})
+            .wait_ready(&targets, index, Duration::from_secs(30), |_| {})
             .await?;
         samples.push(started.elapsed());
     }

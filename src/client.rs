@@ -34,8 +34,17 @@ pub enum WaitError {
         why: String,
     },
     /// The route was deleted while waiting.
-    #[error("HTTPRoute {0} no longer exists (deleted while waiting)")]
-    Deleted(ObjectName),
+    #[error(
+        "HTTPRoute {route} no longer exists (deleted while waiting; coordinator {answered_by} at applied index {applied_index} says so)"
+    )]
+    Deleted {
+        /// The route.
+        route: ObjectName,
+        /// Who said so.
+        answered_by: u64,
+        /// At which applied index.
+        applied_index: u64,
+    },
     /// The deadline passed.
     #[error("timed out after {timeout:?} waiting for Ready: {progress}")]
     Timeout {
@@ -197,11 +206,15 @@ impl AdminClient {
     }
 
     /// Polls the leader's status until every target route is Ready at (or
-    /// past) its generation, or one of them fails. `progress` is called
-    /// with a line each time the progress changes.
+    /// past) its generation, or one of them fails. `after_index` is the log
+    /// index of the apply that produced the targets: a coordinator that has
+    /// not applied that far yet (a follower, or a leader just elected) is
+    /// not believed. `progress` is called with a line each time the
+    /// progress changes.
     pub async fn wait_ready(
         &mut self,
         targets: &BTreeMap<ObjectName, u64>,
+        after_index: u64,
         timeout: Duration,
         mut progress: impl FnMut(&str),
     ) -> Result<(), WaitError> {
@@ -210,12 +223,23 @@ impl AdminClient {
         loop {
             let status = self.fetch_status().await?;
             let mut waiting = Vec::new();
-            for (name, generation) in targets {
+            let behind = status.applied_index < after_index;
+            if behind {
+                waiting.push(format!(
+                    "coordinator {} has applied up to {} of {after_index}",
+                    status.answered_by, status.applied_index
+                ));
+            }
+            for (name, generation) in targets.iter().filter(|_| !behind) {
                 let row = status
                     .routes
                     .iter()
                     .find(|r| r.namespace == name.namespace && r.name == name.name)
-                    .ok_or_else(|| WaitError::Deleted(name.clone()))?;
+                    .ok_or_else(|| WaitError::Deleted {
+                        route: name.clone(),
+                        answered_by: status.answered_by,
+                        applied_index: status.applied_index,
+                    })?;
                 let active = row.active_generation.unwrap_or(0);
                 if row.pending_generation.is_none() && active < *generation {
                     return Err(WaitError::Failed {

@@ -74,10 +74,10 @@ async fn serving_v1() -> anyhow::Result<(Fleet, Prober)> {
         manifests::backend("v1", address),
         manifests::route("v1", "h0", "30s")
     );
-    let targets = fleet.apply(&yaml).await?;
+    let (targets, index) = fleet.apply(&yaml).await?;
     fleet
         .client()
-        .wait_ready(&targets, Duration::from_secs(60), |_| {})
+        .wait_ready(&targets, index, Duration::from_secs(60), |_| {})
         .await?;
     let prober = Prober::start(
         fleet.proxy_urls()?,
@@ -100,10 +100,10 @@ async fn a_backend_that_never_becomes_healthy_times_out_and_keeps_the_old_one() 
         manifests::backend("dead", address),
         manifests::route("dead", "h0", "3s")
     );
-    let targets = fleet.apply(&yaml).await?;
+    let (targets, index) = fleet.apply(&yaml).await?;
     let waited = fleet
         .client()
-        .wait_ready(&targets, Duration::from_secs(30), |_| {})
+        .wait_ready(&targets, index, Duration::from_secs(30), |_| {})
         .await;
     match waited {
         Err(WaitError::Failed { why, .. }) => {
@@ -148,10 +148,10 @@ async fn a_backend_that_answers_503_at_first_is_waited_for() -> anyhow::Result<(
         manifests::backend("slow", address),
         manifests::route("slow", "h0", "30s")
     );
-    let targets = fleet.apply(&yaml).await?;
+    let (targets, index) = fleet.apply(&yaml).await?;
     fleet
         .client()
-        .wait_ready(&targets, Duration::from_secs(30), |_| {})
+        .wait_ready(&targets, index, Duration::from_secs(30), |_| {})
         .await?;
     assert!(
         started.elapsed() >= Duration::from_millis(2_500),

@@ -136,7 +136,7 @@ pub async fn apply(args: ApplyArgs) -> anyhow::Result<ExitCode> {
         })
         .collect();
     client
-        .wait_ready(&targets, args.wait_timeout, |line| {
+        .wait_ready(&targets, reply.log_index, args.wait_timeout, |line| {
             eprintln!("waiting: {line}")
         })
         .await?;

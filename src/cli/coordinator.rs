@@ -75,6 +75,9 @@ pub struct CoordinatorArgs {
     /// Most objects in one apply or delete.
     #[arg(long, default_value_t = 1_000)]
     pub max_objects_per_apply: usize,
+    /// Live Kubernetes clusters as the configuration source (`--kubernetes`).
+    #[command(flatten)]
+    pub kube: super::kube::KubeArgs,
 }
 
 fn parse_peer(text: &str) -> Result<(u64, String), String> {
@@ -167,6 +170,8 @@ pub async fn run(args: CoordinatorArgs) -> anyhow::Result<ExitCode> {
         .with_context(|| format!("cannot listen on {}", args.admin_listen))?;
     let admin_address = admin.local_addr()?;
     let id = args.id;
+    // Before anything starts: a bad kubeconfig is a configuration error.
+    let live = super::kube::LiveSync::connect(&args.kube).await?;
     let config = args.into_config(bound)?;
     let mut registry = prometheus_client::registry::Registry::default();
     let metrics =
@@ -184,9 +189,11 @@ pub async fn run(args: CoordinatorArgs) -> anyhow::Result<ExitCode> {
         stopped(stop_rx.clone()),
     ));
     tracing::info!(id, grpc = %bound, advertise = %config.node.advertise_addr, peers = ?config.node.peers, "coordinator starting");
+    let mut live_task = None;
     let ready = |b: &switchyard_coordinator::server::Bound| {
         println!("LISTENING grpc={} admin={admin_address}", b.grpc);
         let _ = std::io::stdout().flush();
+        live_task = live.map(|live| live.spawn(b.coordinator.clone()));
     };
     let shutdown = async move {
         super::shutdown_signal().await;
@@ -194,6 +201,10 @@ pub async fn run(args: CoordinatorArgs) -> anyhow::Result<ExitCode> {
     };
     let served =
         switchyard_coordinator::server::run(config, listener, metrics, ready, shutdown).await;
+    // It holds the coordinator handle: stop it with the server.
+    if let Some(task) = live_task {
+        task.abort();
+    }
     let _ = admin_task.await;
     served?;
     tracing::info!(id, "coordinator stopped");

@@ -6,6 +6,7 @@ mod admin;
 mod backend;
 mod coordinator;
 mod demo;
+mod kube;
 mod proxy;
 
 use clap::{Parser, Subcommand, ValueEnum};

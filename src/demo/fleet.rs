@@ -207,8 +207,9 @@ impl Fleet {
         bail!("no coordinator became leader within {timeout:?}")
     }
 
-    /// Applies YAML text; returns each route's new generation.
-    pub async fn apply(&self, yaml: &str) -> anyhow::Result<BTreeMap<ObjectName, u64>> {
+    /// Applies YAML text; returns each route's new generation and the log
+    /// index of the apply (what `wait_ready` takes).
+    pub async fn apply(&self, yaml: &str) -> anyhow::Result<(BTreeMap<ObjectName, u64>, u64)> {
         let resources = switchyard_kubeconfig::parse_documents("demo.yaml", yaml)
             .map_err(|e| anyhow::anyhow!("{e}"))?;
         let resources_json = serde_json::to_vec(&resources)?;
@@ -221,7 +222,7 @@ impl Fleet {
                 async move { c.apply(request).await }
             })
             .await?;
-        Ok(reply
+        let routes = reply
             .routes
             .iter()
             .map(|r| {
@@ -230,7 +231,8 @@ impl Fleet {
                     r.generation,
                 )
             })
-            .collect())
+            .collect();
+        Ok((routes, reply.log_index))
     }
 
     /// Every process's log, for a failure report.

@@ -99,10 +99,10 @@ async fn sequence(fleet: &mut Fleet, options: &DemoOptions) -> anyhow::Result<De
         manifests::backend(&first, address),
         manifests::route(&first, "h0", "30s")
     );
-    let targets = fleet.apply(&yaml).await?;
+    let (targets, index) = fleet.apply(&yaml).await?;
     fleet
         .client()
-        .wait_ready(&targets, Duration::from_secs(60), |_| {})
+        .wait_ready(&targets, index, Duration::from_secs(60), |_| {})
         .await
         .context("the first route never became Ready")?;
 
@@ -148,7 +148,7 @@ async fn sequence(fleet: &mut Fleet, options: &DemoOptions) -> anyhow::Result<De
         yaml.push_str(&manifests::route(&backend, &version, "30s"));
 
         let started = Instant::now();
-        let targets = fleet.apply(&yaml).await?;
+        let (targets, index) = fleet.apply(&yaml).await?;
         let kill_leader = options
             .kill_leader_every
             .is_some_and(|n| n > 0 && step % n == 0);
@@ -159,7 +159,7 @@ async fn sequence(fleet: &mut Fleet, options: &DemoOptions) -> anyhow::Result<De
         }
         let waited = fleet
             .client()
-            .wait_ready(&targets, Duration::from_secs(60), |_| {})
+            .wait_ready(&targets, index, Duration::from_secs(60), |_| {})
             .await;
         let time_to_ready = started.elapsed();
         if let Some(leader) = killed {

@@ -73,8 +73,8 @@ impl AdminService for Admin {
             defaults: self.coordinator.config.defaults,
         };
         let response = self.coordinator.propose(command).await?;
-        let log_index = self.coordinator.node.state().borrow().last_index;
         let outcome = command_status(response)?;
+        let log_index = outcome.index;
         tracing::info!(changes = ?outcome.changes, "apply committed");
         Ok(Response::new(pb::ApplyReply {
             log_index,
@@ -94,8 +94,8 @@ impl AdminService for Admin {
             })?;
         self.check_count(keys.len())?;
         let response = self.coordinator.propose(Command::Delete { keys }).await?;
-        let log_index = self.coordinator.node.state().borrow().last_index;
         let outcome = command_status(response)?;
+        let log_index = outcome.index;
         tracing::info!(changes = ?outcome.changes, "delete committed");
         Ok(Response::new(pb::DeleteReply {
             log_index,

@@ -35,8 +35,17 @@ impl Fleet {
         &self,
         f: impl FnOnce(&mut crate::cutover::CutoverEngine) -> T,
     ) -> Result<T, Status> {
-        if let Some(out) = self.coordinator.with_engine(f) {
+        if self.coordinator.leads_with_quorum()
+            && let Some(out) = self.coordinator.with_engine(f)
+        {
             return Ok(out);
+        }
+        if self.coordinator.node.is_leader() {
+            // Leader in name only: no hint, so the proxy tries the others
+            // and finds the majority's leader.
+            return Err(Status::unavailable(
+                "this coordinator has lost contact with a quorum; ask another",
+            ));
         }
         let mut status = Status::unavailable(match self.coordinator.node.leader() {
             Some((id, addr)) => format!("not the leader; coordinator {id} at {addr} leads"),
@@ -97,7 +106,10 @@ impl FleetService for Fleet {
         let state = self.coordinator.node.state().borrow().clone();
         let known = self.on_leader(|e| e.heartbeat(&state, &r.proxy_id, applied, now_ms()))?;
         self.coordinator.changed();
-        Ok(Response::new(pb::HeartbeatReply { known }))
+        Ok(Response::new(pb::HeartbeatReply {
+            known,
+            config_version: state.last_index,
+        }))
     }
 
     #[tracing::instrument(skip_all, fields(rpc = "Deregister"))]
@@ -134,24 +146,39 @@ impl FleetService for Fleet {
         let coordinator_id = self.coordinator.config.node.id;
         let stream = async_stream(move |tx| async move {
             let mut last_sent = None;
+            let mut last_version = 0;
             loop {
                 let snapshot = state_rx.borrow_and_update().config_snapshot();
+                let version = snapshot.version;
                 // Registrations and other entries move the version without
-                // changing what proxies see: send only real changes.
+                // changing what proxies see: those are sent as a bare
+                // version, so the proxy can tell its stream is current.
                 let mut unversioned = snapshot.clone();
                 unversioned.version = 0;
-                if last_sent.as_ref() != Some(&unversioned) {
+                let update = if last_sent.as_ref() != Some(&unversioned) {
                     let update = serde_json::to_vec(&snapshot)
                         .map(|json| pb::ConfigUpdate {
-                            version: snapshot.version,
+                            version,
                             snapshot_json: json,
                             coordinator_id,
                         })
                         .map_err(|e| Status::internal(e.to_string()));
-                    if tx.send(update).await.is_err() {
-                        return;
-                    }
                     last_sent = Some(unversioned);
+                    Some(update)
+                } else if version > last_version {
+                    Some(Ok(pb::ConfigUpdate {
+                        version,
+                        snapshot_json: Vec::new(),
+                        coordinator_id,
+                    }))
+                } else {
+                    None
+                };
+                last_version = version;
+                if let Some(update) = update
+                    && tx.send(update).await.is_err()
+                {
+                    return;
                 }
                 if state_rx.changed().await.is_err() {
                     return;

@@ -48,9 +48,13 @@ fn decide(
 ) -> Vec<Decision> {
     let now = now_ms();
     let mut guard = coordinator.engine.lock().unwrap_or_else(|e| e.into_inner());
-    if !coordinator.node.is_leader() {
+    // A leader that lost its quorum stops deciding, as if it were not
+    // leading: it could commit nothing anyway, and its leases go stale while
+    // proxies talk to the majority. If it gets its quorum back it starts
+    // afresh, like a new leader.
+    if !coordinator.leads_with_quorum() {
         if guard.take().is_some() {
-            tracing::info!("lost leadership: cutover engine stopped");
+            tracing::info!("lost leadership or quorum: cutover engine stopped");
             coordinator
                 .status_changes
                 .send_modify(|v| *v = v.wrapping_add(1));

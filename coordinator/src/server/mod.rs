@@ -19,7 +19,7 @@ use metrics::CoordinatorMetrics;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
-use switchyard_proto::model::CutoverSettings;
+use switchyard_proto::model::{ClusterStatus, CutoverSettings, Resource, ResourceKey};
 use switchyard_proto::pb::admin_service_server::AdminServiceServer;
 use switchyard_proto::pb::fleet_service_server::FleetServiceServer;
 use tokio::net::TcpListener;
@@ -106,6 +106,21 @@ impl Coordinator {
         guard.as_mut().map(f)
     }
 
+    /// Whether this coordinator leads *and* a quorum acknowledged it
+    /// recently. A leader cut off from the others still believes it leads
+    /// until it hears of a newer term; proxies must not keep their leases
+    /// alive with it, or the majority side's new leader would see them
+    /// all silent.
+    pub(crate) fn leads_with_quorum(&self) -> bool {
+        if !self.node.is_leader() {
+            return false;
+        }
+        let metrics = self.node.metrics().borrow().clone();
+        let voters = metrics.membership_config.membership().voter_ids().count();
+        let bound = self.config.node.raft.election_timeout_max.as_millis() as u64;
+        voters <= 1 || metrics.millis_since_quorum_ack.is_some_and(|ms| ms < bound)
+    }
+
     fn engine_settings(&self) -> EngineSettings {
         EngineSettings {
             lease_ttl_ms: self.config.lease_ttl.as_millis() as u64,
@@ -113,11 +128,71 @@ impl Coordinator {
     }
 }
 
-/// A running coordinator's addresses.
+/// A running coordinator: its addresses and its handle.
 #[derive(Debug, Clone)]
 pub struct Bound {
     /// The gRPC address (all three services).
     pub grpc: std::net::SocketAddr,
+    /// The coordinator itself, for tasks the binary runs beside the
+    /// services (the live-cluster sync): it reads leadership and stored
+    /// state from [`Coordinator::node`] and writes through
+    /// [`Coordinator::apply_resources`] without a gRPC round trip to itself.
+    pub coordinator: Arc<Coordinator>,
+}
+
+impl std::fmt::Debug for Coordinator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Coordinator")
+            .field("id", &self.config.node.id)
+            .finish_non_exhaustive()
+    }
+}
+
+/// In-process access for the binary's own tasks: the same writes and
+/// status the `AdminService` offers, without JSON or a socket. Additive;
+/// the services do not use it.
+impl Coordinator {
+    /// Stores `resources` through Raft as one `Command::Apply`, stamped
+    /// with this coordinator's clock and cutover defaults, exactly as the
+    /// admin `Apply` RPC does (a follower forwards to the leader). The
+    /// caller keeps each call within [`Limits::max_objects_per_apply`].
+    pub async fn apply_resources(
+        &self,
+        resources: Vec<Resource>,
+    ) -> Result<CommandResponse, ProposeError> {
+        self.propose(Command::Apply {
+            resources,
+            now_ms: now_ms(),
+            defaults: self.config.defaults,
+        })
+        .await
+    }
+
+    /// Removes `keys` through Raft as one `Command::Delete`, as the admin
+    /// `Delete` RPC does.
+    pub async fn delete_resources(
+        &self,
+        keys: Vec<ResourceKey>,
+    ) -> Result<CommandResponse, ProposeError> {
+        self.propose(Command::Delete { keys }).await
+    }
+
+    /// The status the admin `Status` RPC answers: replicated facts, plus
+    /// evidence, applied generations and proxy liveness on the leader.
+    pub fn status(&self) -> ClusterStatus {
+        status::cluster_status(self)
+    }
+
+    /// Ticks whenever something [`Coordinator::status`] shows may have
+    /// changed (it also moves with time: leases, timeouts).
+    pub fn status_changes(&self) -> watch::Receiver<u64> {
+        self.status_changes.subscribe()
+    }
+
+    /// The client limits this coordinator enforces.
+    pub fn limits(&self) -> Limits {
+        self.config.limits
+    }
 }
 
 /// Starts the Raft node and serves every gRPC service on `listener` until
@@ -156,7 +231,10 @@ pub async fn run(
         .max_decoding_message_size(max)
         .max_encoding_message_size(max);
     let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
-    ready(&Bound { grpc });
+    ready(&Bound {
+        grpc,
+        coordinator: coordinator.clone(),
+    });
     let served = tonic::transport::Server::builder()
         .add_service(node.raft_service())
         .add_service(fleet)

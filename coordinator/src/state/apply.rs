@@ -43,6 +43,10 @@ impl ReplicatedState {
                 reason,
             } => self.abandon_transition(route, *generation, reason),
         };
+        let result = result.map(|mut outcome| {
+            outcome.index = index;
+            outcome
+        });
         #[cfg(debug_assertions)]
         if let Err(broken) = self.check_invariants() {
             // A broken invariant here is a bug in this file; fail loudly in
@@ -236,6 +240,7 @@ impl ReplicatedState {
         Ok(Outcome {
             changes: vec![format!("proxy {id} (zone {zone}) {verb}")],
             routes: vec![],
+            index: 0,
         })
     }
 
@@ -247,6 +252,7 @@ impl ReplicatedState {
         Outcome {
             changes: vec![format!("proxy {id} {verb}: {reason}")],
             routes: vec![],
+            index: 0,
         }
     }
 
@@ -290,6 +296,7 @@ impl ReplicatedState {
         Ok(Outcome {
             changes: vec![format!("HTTPRoute {route}: generation {generation} {how}")],
             routes: vec![(route.clone(), generation)],
+            index: 0,
         })
     }
 
@@ -308,6 +315,7 @@ impl ReplicatedState {
                 "HTTPRoute {route}: generation {generation} abandoned ({reason}); active stays at {active}"
             )],
             routes: vec![(route.clone(), active)],
+            index: 0,
         })
     }
 

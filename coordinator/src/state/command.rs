@@ -72,6 +72,9 @@ pub struct Outcome {
     pub changes: Vec<String>,
     /// Routes touched and the generation each now has as its newest.
     pub routes: Vec<(ObjectName, u64)>,
+    /// Log index of the entry that produced this outcome.
+    #[serde(default)]
+    pub index: u64,
 }
 
 /// Why a command was rejected. A rejected command leaves the state

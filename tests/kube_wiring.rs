@@ -1,0 +1,216 @@
+//! `switchyard coordinator --kubernetes`: one real coordinator process fed
+//! by a fake Kubernetes API server. What the cluster serves reaches Raft
+//! (the route in `status`, its Services and slices in the proxies'
+//! configuration), the route's status is written back with server-side
+//! apply, a restart's first plan re-applies nothing, and a route deleted
+//! in the cluster is deleted from switchyard.
+
+#[path = "support/fake_kube.rs"]
+mod fake_kube;
+mod support;
+
+use anyhow::Context;
+use fake_kube::FakeKube;
+use serde_json::{Value, json};
+use std::time::Duration;
+use support::{BIN, eventually, status_at, write};
+use switchyard_chaos_tests::{Process, ProcessSpec, free_port};
+use switchyard_proto::model::ConfigSnapshot;
+use switchyard_proto::pb::WatchRequest;
+use switchyard_proto::pb::fleet_service_client::FleetServiceClient;
+
+const GW: &str = "gateway.networking.k8s.io/v1";
+
+/// A namespace, our GatewayClass and Gateway, route `shop/app` to Service
+/// `blue` (one ready endpoint), and a Service no route uses.
+fn cluster() -> Vec<Value> {
+    vec![
+        json!({"apiVersion": "v1", "kind": "Namespace",
+               "metadata": {"name": "shop", "labels": {"kubernetes.io/metadata.name": "shop"}}}),
+        json!({"apiVersion": GW, "kind": "GatewayClass",
+               "metadata": {"name": "switchyard", "generation": 1},
+               "spec": {"controllerName": "switchyard.io/gateway-controller"}}),
+        json!({"apiVersion": GW, "kind": "Gateway",
+               "metadata": {"name": "gw", "namespace": "shop", "generation": 1},
+               "spec": {"gatewayClassName": "switchyard",
+                        "listeners": [{"name": "http", "port": 80, "protocol": "HTTP"}]}}),
+        json!({"apiVersion": GW, "kind": "HTTPRoute",
+               "metadata": {"name": "app", "namespace": "shop", "generation": 1},
+               "spec": {"parentRefs": [{"name": "gw"}],
+                        "rules": [{"backendRefs": [{"name": "blue", "port": 80}]}]}}),
+        json!({"apiVersion": "v1", "kind": "Service",
+               "metadata": {"name": "blue", "namespace": "shop"},
+               "spec": {"ports": [{"port": 80, "targetPort": 8080, "protocol": "TCP"}]}}),
+        json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+               "metadata": {"name": "blue-a1", "namespace": "shop",
+                            "labels": {"kubernetes.io/service-name": "blue"}},
+               "addressType": "IPv4",
+               "ports": [{"port": 8080, "protocol": "TCP"}],
+               "endpoints": [{"addresses": ["10.0.0.1"], "zone": "zone-a",
+                              "conditions": {"ready": true}}]}),
+        json!({"apiVersion": "v1", "kind": "Service",
+               "metadata": {"name": "unrelated", "namespace": "shop"},
+               "spec": {"ports": [{"port": 80}]}}),
+    ]
+}
+
+/// The `shop/app` row of `status -o json`, if any.
+fn app_row(status: &Value) -> Option<Value> {
+    status["routes"]
+        .as_array()?
+        .iter()
+        .find(|r| r["namespace"] == "shop" && r["name"] == "app")
+        .cloned()
+}
+
+/// `line` without terminal colour codes (`ESC [ ... m`).
+fn plain(line: &str) -> String {
+    let mut out = String::new();
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            chars.by_ref().find(|c| *c == 'm');
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// The first configuration snapshot a proxy watching `address` receives.
+fn snapshot(address: &str) -> anyhow::Result<ConfigSnapshot> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async {
+        let mut client = FleetServiceClient::connect(format!("http://{address}")).await?;
+        let request = WatchRequest {
+            proxy_id: "kube-wiring-test".into(),
+            known_version: 0,
+        };
+        let mut stream = client.watch(request).await?.into_inner();
+        let update = tokio::time::timeout(Duration::from_secs(5), stream.message())
+            .await
+            .context("no snapshot within 5s")??
+            .context("watch ended without a snapshot")?;
+        Ok(serde_json::from_slice(&update.snapshot_json)?)
+    })
+}
+
+#[test]
+fn a_live_cluster_drives_the_coordinator_and_gets_status_back() -> anyhow::Result<()> {
+    let kube = FakeKube::start(cluster());
+    let dir = tempfile::tempdir()?;
+    let kubeconfig = write(dir.path(), "kubeconfig.yaml", &kube.kubeconfig("fake-ctx"));
+    let address = format!("127.0.0.1:{}", free_port());
+    let data = dir.path().join("data");
+    let args: Vec<String> = [
+        "coordinator",
+        "--id",
+        "1",
+        "--peers",
+        &format!("1={address}"),
+        "--listen",
+        &address,
+        "--data-dir",
+        &data.to_string_lossy(),
+        "--heartbeat-interval",
+        "50ms",
+        "--election-timeout-min",
+        "300ms",
+        "--election-timeout-max",
+        "600ms",
+        "--kubernetes",
+        &format!("fake={kubeconfig}#fake-ctx"),
+        "--kubernetes-status-interval",
+        "1s",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let mut coordinator = Process::start(ProcessSpec::new("coordinator-1", BIN, args))?;
+    let wait = Duration::from_secs(20);
+
+    // The route reaches Raft: a first generation, pending (no proxies).
+    let row = eventually(wait, "route shop/app in status", || {
+        Ok(app_row(&status_at(&address)?))
+    })?;
+    assert_eq!(row["pending_generation"], 1, "{row}");
+
+    // Its Service and slice reach the proxies' configuration (tagged with
+    // the cluster's name); the Service no served route uses does not.
+    let snap = eventually(wait, "services in the configuration", || {
+        let snap = snapshot(&address)?;
+        Ok(snap
+            .endpoint_slices
+            .iter()
+            .any(|s| s.meta.name == "blue-a1")
+            .then_some(snap))
+    })?;
+    let services: Vec<&str> = snap.services.iter().map(|s| s.meta.name.as_str()).collect();
+    assert_eq!(services, ["blue"], "{snap:?}");
+    assert_eq!(snap.endpoint_slices[0].cluster.as_deref(), Some("fake"));
+
+    // Status goes back with server-side apply, our controller's entry.
+    let route_status = "/apis/gateway.networking.k8s.io/v1/namespaces/shop/httproutes/app/status";
+    let patch = eventually(wait, "a status PATCH of the route", || {
+        Ok(kube
+            .requests()
+            .into_iter()
+            .find(|r| r.method == "PATCH" && r.path == route_status))
+    })?;
+    let parents = &patch.body.as_ref().expect("a JSON body")["status"]["parents"];
+    assert_eq!(
+        parents[0]["controllerName"], "switchyard.io/gateway-controller",
+        "{parents}"
+    );
+    let gateway_status = "/apis/gateway.networking.k8s.io/v1/namespaces/shop/gateways/gw/status";
+    eventually(wait, "a status PATCH of the Gateway", || {
+        Ok(kube
+            .requests()
+            .iter()
+            .any(|r| r.method == "PATCH" && r.path == gateway_status)
+            .then_some(()))
+    })?;
+    // Writing status changes the object in the cluster, not its spec: no
+    // new plan follows, so no new generation (over two status intervals).
+    std::thread::sleep(Duration::from_secs(2));
+    let row = app_row(&status_at(&address)?).expect("route still stored");
+    assert_eq!(row["pending_generation"], 1, "{row}");
+    assert!(
+        !coordinator.log_text().contains("clusters changed"),
+        "{}",
+        coordinator.log_text()
+    );
+
+    // A restart is a new term on the same log: its first plan finds
+    // everything already stored.
+    coordinator.restart()?;
+    let log = eventually(wait, "the first plan after the restart", || {
+        let log = coordinator.log_text();
+        let after = log
+            .split("--- restarted ---")
+            .nth(1)
+            .unwrap_or("")
+            .to_string();
+        Ok(after.contains("first plan of this term").then_some(after))
+    })?;
+    let first = plain(
+        log.lines()
+            .find(|l| l.contains("first plan of this term"))
+            .expect("found above"),
+    );
+    assert!(
+        first.contains("to_apply=0") && first.contains("to_delete=0"),
+        "{first}"
+    );
+    let row = app_row(&status_at(&address)?).expect("route still stored");
+    assert_eq!(row["pending_generation"], 1, "{row}");
+
+    // A route deleted in the cluster is deleted from switchyard.
+    kube.delete(GW, "HTTPRoute", "shop", "app");
+    eventually(wait, "route shop/app gone from status", || {
+        Ok(app_row(&status_at(&address)?).is_none().then_some(()))
+    })?;
+    Ok(())
+}
