@@ -21,6 +21,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use std::collections::BTreeSet;
 use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use switchyard_proto::model::{BackendKey, ConfigSnapshot, ObjectName};
@@ -102,6 +103,11 @@ struct Shared {
     reported: Mutex<BTreeSet<BackendKey>>,
     /// Ask the membership task to report evidence now.
     report_now: Notify,
+    /// Newest configuration version this proxy's watch stream has shown.
+    held_version: AtomicU64,
+    /// Set when heartbeats show the watch stream lagging behind the
+    /// leader: the watcher reconnects, to the leader.
+    watch_lagging: Notify,
 }
 
 /// Runs the client until `shutdown` resolves, then deregisters.
@@ -120,6 +126,8 @@ pub async fn run(
         applied: Mutex::new(Vec::new()),
         reported: Mutex::new(BTreeSet::new()),
         report_now: Notify::new(),
+        held_version: AtomicU64::new(0),
+        watch_lagging: Notify::new(),
     });
     let (snapshots_tx, snapshots_rx) = watch::channel(None);
     let watcher = tokio::spawn(watch_config(shared.clone(), snapshots_tx));
@@ -137,11 +145,23 @@ pub async fn run(
 async fn watch_config(shared: Arc<Shared>, tx: watch::Sender<Option<Arc<ConfigSnapshot>>>) {
     let mut held = 0u64;
     let mut attempt = 0usize;
+    let mut to_leader = false;
     loop {
         let order = shared.coordinators.order();
-        let address = order[attempt % order.len().max(1)].clone();
+        let address = match shared.coordinators.leader_or_first() {
+            Some(leader) if to_leader => leader,
+            _ => order[attempt % order.len().max(1)].clone(),
+        };
         attempt += 1;
-        match stream_from(&shared, &address, &mut held, &tx).await {
+        let lagging = shared.watch_lagging.notified();
+        let outcome = tokio::select! {
+            outcome = stream_from(&shared, &address, &mut held, &tx) => outcome,
+            _ = lagging => Err("its configuration lags behind the leader's".to_string()),
+        };
+        // After a failure, try where the leader is; a stream that ended
+        // cleanly just moves on to the next coordinator.
+        to_leader = outcome.is_err();
+        match outcome {
             Ok(()) => {
                 tracing::warn!(coordinator = %address, "configuration stream ended; reconnecting")
             }
@@ -187,6 +207,7 @@ async fn stream_from(
         let snapshot: ConfigSnapshot = serde_json::from_slice(&update.snapshot_json)
             .map_err(|e| format!("configuration {} does not decode: {e}", update.version))?;
         *held = update.version;
+        shared.held_version.store(*held, Ordering::Relaxed);
         shared.metrics.config_version.set(update.version as i64);
         tracing::info!(
             version = update.version,
@@ -293,6 +314,7 @@ fn set_reported(shared: &Shared, guard: &ApplyGuard, warming: BTreeSet<BackendKe
 /// aborted; registers again whenever the leader no longer knows us.
 async fn membership(shared: Arc<Shared>) {
     let mut readiness = shared.dataplane.readiness_changes();
+    let mut lag_rounds = 0u32;
     'register: loop {
         let Some(reply) = register(&shared).await else {
             tokio::time::sleep(shared.config.reconnect_backoff).await;
@@ -302,7 +324,7 @@ async fn membership(shared: Arc<Shared>) {
         loop {
             // Evidence first: a new leader learns readiness as soon as it
             // hears from us, then the heartbeat renews the lease.
-            if !report(&shared).await || !heartbeat(&shared).await {
+            if !report(&shared).await || !heartbeat(&shared, &mut lag_rounds).await {
                 continue 'register;
             }
             tokio::select! {
@@ -340,7 +362,7 @@ async fn register(shared: &Shared) -> Option<pb::RegisterReply> {
 
 /// Returns false when the proxy must register again. Transport errors are
 /// retried on the next round without re-registering.
-async fn heartbeat(shared: &Shared) -> bool {
+async fn heartbeat(shared: &Shared, lag_rounds: &mut u32) -> bool {
     let applied = shared
         .applied
         .lock()
@@ -359,7 +381,26 @@ async fn heartbeat(shared: &Shared) -> bool {
     };
     match client.heartbeat(request).await {
         Ok(reply) => {
-            let known = reply.into_inner().known;
+            let reply = reply.into_inner();
+            let known = reply.known;
+            let held = shared.held_version.load(Ordering::Relaxed);
+            if reply.config_version > held {
+                *lag_rounds += 1;
+                // One round behind is normal (the stream is a moment
+                // behind the leader); several in a row mean the watched
+                // coordinator is not getting the leader's commits.
+                if *lag_rounds >= 3 {
+                    tracing::warn!(
+                        held,
+                        leader = reply.config_version,
+                        "configuration stream is behind the leader; switching coordinator"
+                    );
+                    shared.watch_lagging.notify_one();
+                    *lag_rounds = 0;
+                }
+            } else {
+                *lag_rounds = 0;
+            }
             if !known {
                 tracing::warn!(coordinator = %address, "the leader does not know this proxy (lease expired or new leader); registering again");
             }
