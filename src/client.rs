@@ -195,6 +195,12 @@ impl AdminClient {
         Ok(status)
     }
 
+    /// The status as the first reachable coordinator sees it, without
+    /// going on to the leader (to compare coordinators with each other).
+    pub async fn fetch_status_here(&mut self) -> Result<ClusterStatus, WaitError> {
+        self.status_once().await
+    }
+
     async fn status_once(&mut self) -> Result<ClusterStatus, WaitError> {
         let reply = self
             .call(

@@ -10,7 +10,8 @@ use switchyard::client::WaitError;
 use switchyard::demo::fleet::{Fleet, FleetOptions};
 use switchyard::demo::manifests;
 use switchyard::demo::prober::Prober;
-use switchyard::demo::{DemoOptions, render, run};
+use switchyard::demo::{DemoOptions, render, run, start_serving};
+use switchyard_chaos_tests::http_get;
 
 /// These tests each start a whole deployment; on two cores they run one at
 /// a time.
@@ -62,30 +63,9 @@ async fn leader_killed_during_cutovers_drops_nothing() -> anyhow::Result<()> {
 }
 
 /// A fleet serving route `demo/app` from backend v1, with the prober
-/// running.
+/// running through every proxy.
 async fn serving_v1() -> anyhow::Result<(Fleet, Prober)> {
-    let mut fleet =
-        tokio::task::block_in_place(|| Fleet::start(FleetOptions::three_zones(binary())))?;
-    fleet.wait_leader(Duration::from_secs(20)).await?;
-    let address = tokio::task::block_in_place(|| fleet.start_backend("v1", &[]))?;
-    let yaml = format!(
-        "{}{}{}",
-        manifests::base(),
-        manifests::backend("v1", address),
-        manifests::route("v1", "h0", "30s")
-    );
-    let (targets, index) = fleet.apply(&yaml).await?;
-    fleet
-        .client()
-        .wait_ready(&targets, index, Duration::from_secs(60), |_| {})
-        .await?;
-    let prober = Prober::start(
-        fleet.proxy_urls()?,
-        4,
-        manifests::VERSION_HEADER,
-        Duration::from_secs(120),
-    );
-    Ok((fleet, prober))
+    start_serving(FleetOptions::three_zones(binary()), &[]).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -196,21 +176,4 @@ async fn a_backend_that_answers_503_at_first_is_waited_for() -> anyhow::Result<(
         "{metrics}"
     );
     Ok(())
-}
-
-/// A plain HTTP/1.1 GET, returning the body.
-fn http_get(address: &str, path: &str) -> anyhow::Result<String> {
-    use std::io::{Read, Write};
-    let mut stream = std::net::TcpStream::connect(address)?;
-    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n"
-    )?;
-    let mut text = String::new();
-    stream.read_to_string(&mut text)?;
-    Ok(text
-        .split_once("\r\n\r\n")
-        .map(|(_, body)| body.to_string())
-        .unwrap_or_default())
 }

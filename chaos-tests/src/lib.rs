@@ -3,7 +3,8 @@
 //! addresses from its `LISTENING` line (no sleeps), stop it by PID only
 //! (`SIGKILL`, `SIGTERM`, `SIGSTOP`/`SIGCONT`), restart it with the same
 //! arguments and data dir, and print every process's log when a test fails.
-//! Nothing is left running: dropping a [`Process`] kills it.
+//! Nothing is left running: dropping a [`Process`] kills it. A [`Relay`]
+//! in front of a process cuts, delays or one-ways its links.
 //!
 //! It does not know what the processes are; scenarios live in the tests
 //! that use it (the root package's `tests/`, which pass the binary path
@@ -13,6 +14,8 @@
 //! pure cores (no processes at all), with one checker per invariant.
 
 pub mod process;
+pub mod relay;
 pub mod sim;
 
-pub use process::{Process, ProcessSpec, free_port};
+pub use process::{Process, ProcessSpec, free_port, http_get};
+pub use relay::Relay;

@@ -236,3 +236,21 @@ impl Drop for Process {
         self.kill();
     }
 }
+
+/// A plain HTTP/1.1 GET to `address` (`HOST:PORT`), returning the body; for
+/// reading a process's `/metrics` in tests.
+pub fn http_get(address: &str, path: &str) -> anyhow::Result<String> {
+    use std::io::Write;
+    let mut stream = std::net::TcpStream::connect(address)?;
+    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut text = String::new();
+    stream.read_to_string(&mut text)?;
+    Ok(text
+        .split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_string())
+        .unwrap_or_default())
+}

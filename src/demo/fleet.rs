@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
-use switchyard_chaos_tests::{Process, ProcessSpec, free_port};
+use switchyard_chaos_tests::{Process, ProcessSpec, Relay, free_port};
 use switchyard_proto::model::ObjectName;
 use switchyard_proto::pb;
 
@@ -24,6 +24,11 @@ pub struct FleetOptions {
     pub coordinator_flags: Vec<String>,
     /// Extra flags for every proxy.
     pub proxy_flags: Vec<String>,
+    /// Put a [`Relay`] in front of each coordinator for Raft traffic, and
+    /// give each coordinator its own loopback address, so tests can cut
+    /// one off ([`Fleet::isolate`]). Proxies and clients still connect
+    /// directly.
+    pub partitionable: bool,
 }
 
 impl FleetOptions {
@@ -37,7 +42,7 @@ impl FleetOptions {
                 .collect(),
             coordinator_flags: [
                 "--heartbeat-interval",
-                "50ms",
+                "100ms",
                 "--election-timeout-min",
                 "300ms",
                 "--election-timeout-max",
@@ -61,6 +66,7 @@ impl FleetOptions {
             ]
             .map(String::from)
             .to_vec(),
+            partitionable: false,
         }
     }
 }
@@ -75,6 +81,9 @@ pub struct Fleet {
     pub proxies: Vec<Process>,
     /// Backends by name.
     pub backends: BTreeMap<String, Process>,
+    /// Relays in front of each coordinator's Raft traffic (partitionable
+    /// fleets only).
+    pub relays: Vec<Relay>,
     options: FleetOptions,
     dir: tempfile::TempDir,
 }
@@ -90,10 +99,31 @@ impl Fleet {
     /// start-up waits for `LISTENING` lines).
     pub fn start(options: FleetOptions) -> anyhow::Result<Fleet> {
         let dir = tempfile::tempdir().context("cannot create a temporary directory")?;
+        let ip = |i: usize| {
+            if options.partitionable {
+                format!("127.0.0.{}", 11 + i)
+            } else {
+                "127.0.0.1".to_string()
+            }
+        };
         let addresses: Vec<String> = (0..3)
-            .map(|_| format!("127.0.0.1:{}", free_port()))
+            .map(|i| format!("{}:{}", ip(i), free_port()))
             .collect();
-        let peers = addresses
+        let mut relays = Vec::new();
+        if options.partitionable {
+            let runtime = tokio::runtime::Handle::current();
+            for address in &addresses {
+                let target: SocketAddr = address.parse().context("coordinator address")?;
+                let listen: SocketAddr = "127.0.0.1:0".parse().context("relay address")?;
+                relays.push(runtime.block_on(Relay::start(listen, target))?);
+            }
+        }
+        let peer_addresses: Vec<String> = if options.partitionable {
+            relays.iter().map(|r| r.address.to_string()).collect()
+        } else {
+            addresses.clone()
+        };
+        let peers = peer_addresses
             .iter()
             .enumerate()
             .map(|(i, a)| format!("{}={a}", i + 1))
@@ -125,6 +155,7 @@ impl Fleet {
             coordinator_addresses: addresses,
             proxies: Vec::new(),
             backends: BTreeMap::new(),
+            relays,
             options,
             dir,
         };
@@ -233,6 +264,34 @@ impl Fleet {
             })
             .collect();
         Ok((routes, reply.log_index))
+    }
+
+    /// Cuts coordinator `index` off from the other coordinators, both ways
+    /// (partitionable fleets only). Proxies and clients still reach it.
+    pub fn isolate(&self, index: usize) -> anyhow::Result<()> {
+        let ip: std::net::IpAddr = self.coordinator_addresses[index]
+            .parse::<SocketAddr>()
+            .context("coordinator address")?
+            .ip();
+        anyhow::ensure!(
+            !self.relays.is_empty(),
+            "this fleet was not started partitionable"
+        );
+        for (i, relay) in self.relays.iter().enumerate() {
+            if i == index {
+                relay.block_all();
+            } else {
+                relay.block_source(ip);
+            }
+        }
+        Ok(())
+    }
+
+    /// Removes every cut.
+    pub fn heal(&self) {
+        for relay in &self.relays {
+            relay.heal();
+        }
     }
 
     /// Every process's log, for a failure report.

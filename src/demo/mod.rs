@@ -199,6 +199,38 @@ async fn sequence(fleet: &mut Fleet, options: &DemoOptions) -> anyhow::Result<De
     Ok(DemoReport { probe, cutovers })
 }
 
+/// A fleet serving route `demo/app` from backend `v1` (already Ready), and
+/// a prober through `probe_proxies` of its proxies (all when empty): the
+/// starting point of the fault scenarios.
+pub async fn start_serving(
+    options: FleetOptions,
+    probe_proxies: &[usize],
+) -> anyhow::Result<(Fleet, Prober)> {
+    let mut fleet = tokio::task::block_in_place(|| Fleet::start(options))?;
+    fleet.wait_leader(Duration::from_secs(20)).await?;
+    let address = tokio::task::block_in_place(|| fleet.start_backend("v1", &[]))?;
+    let yaml = format!(
+        "{}{}{}",
+        manifests::base(),
+        manifests::backend("v1", address),
+        manifests::route("v1", "h0", "30s")
+    );
+    let (targets, index) = fleet.apply(&yaml).await?;
+    fleet
+        .client()
+        .wait_ready(&targets, index, Duration::from_secs(60), |_| {})
+        .await
+        .context("the first route never became Ready")?;
+    let urls = fleet.proxy_urls()?;
+    let urls = if probe_proxies.is_empty() {
+        urls
+    } else {
+        probe_proxies.iter().map(|i| urls[*i].clone()).collect()
+    };
+    let prober = Prober::start(urls, 4, VERSION_HEADER, Duration::from_secs(300));
+    Ok((fleet, prober))
+}
+
 /// The closing table.
 pub fn render(report: &DemoReport) -> String {
     use std::fmt::Write;

@@ -1,0 +1,297 @@
+//! Chaos scenarios against real processes: every one runs a prober through
+//! the proxies the whole time, and zero failed requests is always the first
+//! assertion; then the scenario's own state checks. Faults: a leader cut
+//! off from its peers, all coordinators killed mid-transition, a paused
+//! proxy, a coordinator restarted again and again, a flapping backend.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::time::Duration;
+use switchyard::demo::fleet::{Fleet, FleetOptions};
+use switchyard::demo::manifests;
+use switchyard::demo::start_serving;
+use switchyard_chaos_tests::http_get;
+use switchyard_proto::model::ObjectName;
+
+/// Each scenario starts a whole deployment; on two cores they run one at a
+/// time.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn options() -> FleetOptions {
+    FleetOptions::three_zones(PathBuf::from(env!("CARGO_BIN_EXE_switchyard")))
+}
+
+fn app() -> ObjectName {
+    ObjectName::new(manifests::NAMESPACE, manifests::ROUTE)
+}
+
+/// Applies a new backend `name` (started with `flags`) and the route to it;
+/// returns the apply's targets and index.
+async fn cut_over_to(
+    fleet: &mut Fleet,
+    name: &str,
+    flags: &[&str],
+) -> anyhow::Result<(BTreeMap<ObjectName, u64>, u64)> {
+    let address = tokio::task::block_in_place(|| fleet.start_backend(name, flags))?;
+    fleet
+        .apply(&format!(
+            "{}{}",
+            manifests::backend(name, address),
+            manifests::route(name, "h0", "60s")
+        ))
+        .await
+}
+
+/// The replicated view of route `demo/app` at one coordinator:
+/// (active, pending) generations.
+async fn generations_at(address: &str) -> anyhow::Result<(Option<u64>, Option<u64>)> {
+    let mut client =
+        switchyard::client::AdminClient::new(vec![address.to_string()], Duration::from_secs(2));
+    let status = client.fetch_status_here().await?;
+    let row = status
+        .routes
+        .iter()
+        .find(|r| r.name == manifests::ROUTE)
+        .ok_or_else(|| anyhow::anyhow!("no route at {address}"))?;
+    Ok((row.active_generation, row.pending_generation))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_cut_off_commits_nothing_and_the_majority_completes() -> anyhow::Result<()> {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut options = options();
+    options.partitionable = true;
+    let (mut fleet, prober) = start_serving(options, &[]).await?;
+    let leader = fleet.wait_leader(Duration::from_secs(10)).await?;
+    // The new backend stays unhealthy long enough that the transition is
+    // still pending when the leader is cut off.
+    let (targets, index) = cut_over_to(&mut fleet, "v2", &["--unhealthy-for", "2s"]).await?;
+    fleet.isolate(leader)?;
+
+    // The majority (asked directly) elects a leader and completes it.
+    let majority: Vec<String> = (0..3)
+        .filter(|i| *i != leader)
+        .map(|i| fleet.coordinator_addresses[i].clone())
+        .collect();
+    let mut client = switchyard::client::AdminClient::new(majority, Duration::from_secs(10));
+    client
+        .wait_ready(&targets, index, Duration::from_secs(40), |_| {})
+        .await?;
+    let generation = targets[&app()];
+    // The isolated side committed nothing.
+    let (active, _) = generations_at(&fleet.coordinator_addresses[leader]).await?;
+    assert!(
+        active < Some(generation),
+        "the isolated coordinator committed generation {generation}"
+    );
+
+    // After healing every coordinator agrees.
+    fleet.heal();
+    for address in fleet.coordinator_addresses.clone() {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            let seen = generations_at(&address).await.ok();
+            if seen == Some((Some(generation), None)) {
+                break;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{address} never converged: {seen:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    let report = prober.stop().await;
+    assert_eq!(report.failed, 0, "failed requests: {:?}", report.failures);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn all_coordinators_killed_mid_transition_resume_it() -> anyhow::Result<()> {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (mut fleet, prober) = start_serving(options(), &[]).await?;
+    let (targets, index) = cut_over_to(&mut fleet, "v2", &["--unhealthy-for", "2s"]).await?;
+    for coordinator in &mut fleet.coordinators {
+        coordinator.kill();
+    }
+    // Every coordinator is down: the proxies keep serving what they had.
+    let before = prober.report();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(
+        prober.report().sent > before.sent + 10,
+        "the proxies stopped serving without coordinators"
+    );
+    for coordinator in &mut fleet.coordinators {
+        tokio::task::block_in_place(|| coordinator.restart())?;
+    }
+    fleet
+        .client()
+        .wait_ready(&targets, index, Duration::from_secs(40), |_| {})
+        .await?;
+    let seen = prober
+        .observe_after(tokio::time::Instant::now(), Duration::from_secs(5))
+        .await
+        .expect("responses keep coming");
+    assert_eq!(seen.backend, "v2");
+    let report = prober.stop().await;
+    assert_eq!(report.failed, 0, "failed requests: {:?}", report.failures);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_proxy_stops_counting_and_warms_before_serving_when_back() -> anyhow::Result<()> {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // Probe through proxies a and b only: a paused proxy would hang its
+    // clients, which a load balancer's health check takes out.
+    let (mut fleet, prober) = start_serving(options(), &[0, 1]).await?;
+    fleet.proxies[2].pause();
+    let started = tokio::time::Instant::now();
+    let (targets, index) = cut_over_to(&mut fleet, "v2", &[]).await?;
+    // Policy `all`: the cutover waits for the paused proxy's lease (2 s) to
+    // expire, then completes without it.
+    fleet
+        .client()
+        .wait_ready(&targets, index, Duration::from_secs(30), |_| {})
+        .await?;
+    assert!(
+        started.elapsed() >= Duration::from_millis(1_500),
+        "committed before the paused proxy's lease expired"
+    );
+    let status = fleet.client().fetch_status().await?;
+    assert!(
+        !status.proxies.iter().any(|p| p.id == "proxy-c" && p.live),
+        "{:?}",
+        status.proxies
+    );
+
+    fleet.proxies[2].resume();
+    // Back: it registers again and, once it has warmed v2 itself, serves it.
+    let url = fleet.proxy_urls()?[2].clone();
+    let back = switchyard::demo::prober::Prober::start(
+        vec![url],
+        2,
+        manifests::VERSION_HEADER,
+        Duration::from_secs(60),
+    );
+    let seen = back
+        .observe_after(tokio::time::Instant::now(), Duration::from_secs(20))
+        .await
+        .expect("the resumed proxy answers");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    let mut latest = seen;
+    while latest.backend != "v2" && tokio::time::Instant::now() < deadline {
+        latest = back
+            .observe_after(latest.sent_at, Duration::from_secs(5))
+            .await
+            .expect("answers");
+    }
+    assert_eq!(latest.backend, "v2", "the resumed proxy never moved to v2");
+    let resumed = back.stop().await;
+    assert_eq!(
+        resumed.failed, 0,
+        "requests through the resumed proxy failed: {:?}",
+        resumed.failures
+    );
+    let metrics = fleet.proxies[2].address("admin")?;
+    let text = http_get(&metrics, "/metrics")?;
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("switchyard_proxy_forced_applies_total 0")),
+        "the resumed proxy applied a generation it had not warmed: {text}"
+    );
+    let report = prober.stop().await;
+    assert_eq!(report.failed, 0, "failed requests: {:?}", report.failures);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_coordinator_restarted_again_and_again_loses_no_acknowledged_apply() -> anyhow::Result<()>
+{
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (mut fleet, prober) = start_serving(options(), &[]).await?;
+    let mut acknowledged = Vec::new();
+    for round in 0..8 {
+        let victim = round % 3;
+        fleet.coordinators[victim].kill();
+        // Apply while it is down (through any coordinator), then bring it
+        // back on the same data dir.
+        let name = format!("extra-{round}");
+        let yaml = manifests::route("v1", "h0", "60s").replace(
+            &format!("name: {}\n", manifests::ROUTE),
+            &format!("name: {name}\n"),
+        );
+        if fleet.apply(&yaml).await.is_ok() {
+            acknowledged.push(name);
+        }
+        tokio::task::block_in_place(|| fleet.coordinators[victim].restart())?;
+    }
+    assert!(
+        acknowledged.len() >= 6,
+        "too few applies went through: {acknowledged:?}"
+    );
+    for address in fleet.coordinator_addresses.clone() {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            let mut client =
+                switchyard::client::AdminClient::new(vec![address.clone()], Duration::from_secs(2));
+            let names: Vec<String> = client
+                .fetch_status_here()
+                .await
+                .map(|s| s.routes.into_iter().map(|r| r.name).collect())
+                .unwrap_or_default();
+            let missing: Vec<&String> =
+                acknowledged.iter().filter(|n| !names.contains(n)).collect();
+            if missing.is_empty() {
+                break;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{address} lost acknowledged applies {missing:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    let report = prober.stop().await;
+    assert_eq!(report.failed, 0, "failed requests: {:?}", report.failures);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backend_flapping_during_warm_up_is_waited_for() -> anyhow::Result<()> {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (mut fleet, prober) = start_serving(options(), &[]).await?;
+    let address =
+        tokio::task::block_in_place(|| fleet.start_backend("v2", &["--unhealthy-for", "1s"]))?;
+    let (targets, index) = fleet
+        .apply(&format!(
+            "{}{}",
+            manifests::backend("v2", address),
+            manifests::route("v2", "h0", "60s")
+        ))
+        .await?;
+    // Killed and started again on the same address, twice, while the
+    // proxies warm it.
+    for _ in 0..2 {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        if let Some(backend) = fleet.backends.get_mut("v2") {
+            backend.kill();
+        }
+        let listen = address.to_string();
+        tokio::task::block_in_place(|| {
+            fleet.start_backend("v2", &["--listen", &listen, "--unhealthy-for", "500ms"])
+        })?;
+    }
+    fleet
+        .client()
+        .wait_ready(&targets, index, Duration::from_secs(40), |_| {})
+        .await?;
+    let seen = prober
+        .observe_after(tokio::time::Instant::now(), Duration::from_secs(5))
+        .await
+        .expect("responses keep coming");
+    assert_eq!(seen.backend, "v2");
+    let report = prober.stop().await;
+    assert_eq!(report.failed, 0, "failed requests: {:?}", report.failures);
+    Ok(())
+}
