@@ -10,7 +10,9 @@
 //! server hands out once bound), not from a status RPC: a term counts once
 //! this node leads *and* its state machine has applied its log, so the
 //! first plan of a term diffs against everything the previous leader
-//! stored and re-applies nothing unchanged.
+//! stored and re-applies nothing unchanged. A leader that has lost its
+//! quorum (`Coordinator::leads_with_quorum`) keeps watching but writes
+//! nothing, to Raft or to the clusters, until the quorum is back.
 //!
 //! Deliberately not here: watching, merging, diffing and status conditions
 //! (`switchyard_kubeconfig::live`), and what applying means (the
@@ -255,6 +257,7 @@ async fn lead(sync: &LiveSync, coordinator: &Coordinator) {
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut desired: Option<DesiredState> = None;
         let mut first_plan = true;
+        let mut cut_off = false;
         // Set while what the clusters desire is not yet all in Raft.
         let mut retry: Option<(Instant, Duration)> = None;
         loop {
@@ -278,6 +281,25 @@ async fn lead(sync: &LiveSync, coordinator: &Coordinator) {
                 _ = ticks.tick() => false,
             };
             let Some(state) = &desired else { continue };
+            // A leader cut off from the majority keeps its watchers (a
+            // re-list of every cluster is expensive, and the partition may
+            // heal) but writes nothing: its proposals cannot commit, and
+            // its status (its cutover engine stops) would fight the real
+            // leader's.
+            if !coordinator.leads_with_quorum() {
+                if !cut_off {
+                    warn!("leading without a quorum: not writing to Raft or the clusters");
+                    cut_off = true;
+                }
+                if plan_now || retry.is_some() {
+                    retry = Some((Instant::now() + RETRY_MIN, RETRY_MIN));
+                }
+                continue;
+            }
+            if cut_off {
+                info!("quorum back: writing again");
+                cut_off = false;
+            }
             if plan_now {
                 match sync_once(coordinator, state, first_plan).await {
                     Ok(()) => retry = None,

@@ -110,8 +110,9 @@ impl Coordinator {
     /// recently. A leader cut off from the others still believes it leads
     /// until it hears of a newer term; proxies must not keep their leases
     /// alive with it, or the majority side's new leader would see them
-    /// all silent.
-    pub(crate) fn leads_with_quorum(&self) -> bool {
+    /// all silent. (Public for the binary's live-cluster sync, which
+    /// writes nothing back to Kubernetes from such a leader.)
+    pub fn leads_with_quorum(&self) -> bool {
         if !self.node.is_leader() {
             return false;
         }
