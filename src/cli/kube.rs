@@ -31,7 +31,7 @@ use switchyard_kubeconfig::live::{
     ClusterSource, DesiredState, StatusPublisher, connect, connect_in_cluster, plan,
     run_while_leader, watch_clusters,
 };
-use switchyard_proto::model::{CONTROLLER_NAME, Resource, ResourceKey, parse_duration};
+use switchyard_proto::model::{CONTROLLER_NAME, Kind, Resource, ResourceKey, parse_duration};
 use tokio::sync::watch;
 use tokio::time::Instant;
 use tracing::{Instrument, debug, info, info_span, warn};
@@ -327,18 +327,29 @@ async fn sleep_until(at: Option<Instant>) {
 
 /// What the state machine holds, as `plan` compares it: every stored
 /// resource, and each route's newest spec (pending, else active). A route
-/// record with neither (its first transition abandoned) has no spec to
-/// compare and is left out.
-fn stored_resources(state: &ReplicatedState) -> Vec<Resource> {
-    let routes = state.routes.values().filter_map(|record| {
+/// whose transition was abandoned compares by its active spec, so the
+/// next plan (after any cluster change, or in a new term) proposes the
+/// desired spec again: a fresh cutover attempt. Also returns the route
+/// records with no spec at all (their first transition abandoned), which
+/// `plan` cannot see.
+fn stored_resources(state: &ReplicatedState) -> (Vec<Resource>, Vec<ResourceKey>) {
+    let mut specless = Vec::new();
+    let mut stored: Vec<Resource> = state.resources.values().cloned().collect();
+    for record in state.routes.values() {
         let newest = record
             .pending
             .as_ref()
             .map(|p| &p.target)
             .or(record.active.as_ref());
-        newest.map(|g| Resource::HttpRoute(g.spec.clone()))
-    });
-    state.resources.values().cloned().chain(routes).collect()
+        match newest {
+            Some(g) => stored.push(Resource::HttpRoute(g.spec.clone())),
+            None => specless.push(ResourceKey {
+                kind: Kind::HTTPRoute,
+                name: record.name.clone(),
+            }),
+        }
+    }
+    (stored, specless)
 }
 
 /// Why one sync did not finish; the next one starts over from a new plan.
@@ -368,8 +379,13 @@ async fn sync_once(
     desired: &DesiredState,
     first_of_term: bool,
 ) -> Result<(), SyncError> {
-    let stored = stored_resources(&coordinator.node().state().borrow());
-    let (to_apply, to_delete) = plan(&desired.resources, &stored);
+    let (stored, specless) = stored_resources(&coordinator.node().state().borrow());
+    let (to_apply, mut to_delete) = plan(&desired.resources, &stored);
+    // Spec-less route records no cluster has any more go too, first (as
+    // `plan` orders deletes: routes before what they use).
+    let wanted: BTreeSet<ResourceKey> = desired.resources.iter().map(Resource::key).collect();
+    let orphans = specless.into_iter().filter(|k| !wanted.contains(k));
+    to_delete = orphans.chain(to_delete).collect();
     if first_of_term {
         // Says whether a new leader found the previous one's work intact.
         info!(
@@ -503,6 +519,64 @@ mod tests {
         for text in ["", "west=", "config#", "#ctx"] {
             assert!(SourceSpec::parse(text).is_err(), "{text:?} accepted");
         }
+    }
+
+    #[test]
+    fn stored_routes_compare_by_their_newest_spec() {
+        use switchyard_proto::model::{RouteGeneration, RouteRecord};
+        let route = |backend: &str| {
+            let text = format!(
+                "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\n\
+                 metadata: {{name: app, namespace: shop}}\n\
+                 spec: {{rules: [{{backendRefs: [{{name: {backend}, port: 80}}]}}]}}\n"
+            );
+            match switchyard_kubeconfig::parse_documents("t", &text)
+                .unwrap()
+                .remove(0)
+            {
+                Resource::HttpRoute(r) => r,
+                other => panic!("not a route: {other:?}"),
+            }
+        };
+        let generation = |n, backend| RouteGeneration {
+            generation: n,
+            spec: route(backend),
+        };
+        let record = |name: &str, active, pending: Option<RouteGeneration>| RouteRecord {
+            name: switchyard_proto::model::ObjectName::new("shop", name),
+            active,
+            pending: pending.map(|target| switchyard_proto::model::Transition {
+                target,
+                settings: Default::default(),
+                created_ms: 0,
+                deadline_ms: 0,
+            }),
+            last_failure: None,
+        };
+        let mut state = ReplicatedState::default();
+        for r in [
+            record(
+                "pending",
+                Some(generation(1, "blue")),
+                Some(generation(2, "green")),
+            ),
+            record("active", Some(generation(1, "blue")), None),
+            record("abandoned-first", None, None),
+        ] {
+            state.routes.insert(r.name.clone(), r);
+        }
+        let (stored, specless) = stored_resources(&state);
+        let backends: Vec<String> = stored
+            .iter()
+            .map(|r| match r {
+                Resource::HttpRoute(r) => r.rules[0].backend_refs[0].name.clone(),
+                _ => unreachable!(),
+            })
+            .collect();
+        // BTreeMap order: "active" (blue), then "pending" (its green).
+        assert_eq!(backends, ["blue", "green"]);
+        assert_eq!(specless.len(), 1);
+        assert_eq!(specless[0].name.name, "abandoned-first");
     }
 
     #[test]
