@@ -3,7 +3,8 @@
 //! (the route in `status`, its Services and slices in the proxies'
 //! configuration), the route's status is written back with server-side
 //! apply, a restart's first plan re-applies nothing, and a route deleted
-//! in the cluster is deleted from switchyard.
+//! in the cluster is deleted from switchyard. An unreadable kubeconfig
+//! stops the coordinator before it serves.
 
 #[path = "support/fake_kube.rs"]
 mod fake_kube;
@@ -212,5 +213,29 @@ fn a_live_cluster_drives_the_coordinator_and_gets_status_back() -> anyhow::Resul
     eventually(wait, "route shop/app gone from status", || {
         Ok(app_row(&status_at(&address)?).is_none().then_some(()))
     })?;
+    Ok(())
+}
+
+#[test]
+fn an_unreadable_kubeconfig_stops_the_coordinator_before_it_starts() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let missing = dir.path().join("missing.yaml");
+    let data = dir.path().join("data");
+    let out = support::cli(&[
+        "coordinator",
+        "--id",
+        "1",
+        "--peers",
+        "1=127.0.0.1:1",
+        "--listen",
+        "127.0.0.1:0",
+        "--data-dir",
+        &data.to_string_lossy(),
+        "--kubernetes",
+        &format!("{}#ctx", missing.display()),
+    ])?;
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(out.stderr.contains("--kubernetes"), "{}", out.stderr);
+    assert!(!out.stdout.contains("LISTENING"), "{}", out.stdout);
     Ok(())
 }

@@ -19,7 +19,7 @@
 //! coordinator's state machine). The coordinator crate never sees a
 //! Kubernetes type: this crate wires the two.
 
-use anyhow::{Context, bail};
+use anyhow::{anyhow, bail};
 use clap::Args;
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -165,14 +165,16 @@ impl LiveSync {
         let mut sources = Vec::new();
         let mut names = BTreeSet::new();
         for spec in &args.sources {
+            // `anyhow!` with the message rather than `.context`: `LiveError`
+            // already prints its source, which `{:#}` in main would repeat.
             let mut source = match &spec.location {
                 Location::InCluster => {
                     let name = spec.name.as_deref().unwrap_or(IN_CLUSTER_NAME);
-                    connect_in_cluster(name).context("--kubernetes in-cluster")?
+                    connect_in_cluster(name).map_err(|e| anyhow!("--kubernetes in-cluster: {e}"))?
                 }
                 Location::File { path, context } => connect(path, context.as_deref())
                     .await
-                    .with_context(|| format!("--kubernetes {}", path.display()))?,
+                    .map_err(|e| anyhow!("--kubernetes {}: {e}", path.display()))?,
             };
             if let Some(name) = &spec.name {
                 source.name = name.clone();
