@@ -4,7 +4,6 @@
 //! the first assertion of every test.
 
 use std::path::PathBuf;
-use std::sync::Mutex;
 use std::time::Duration;
 use switchyard::client::WaitError;
 use switchyard::demo::fleet::{Fleet, FleetOptions};
@@ -12,10 +11,11 @@ use switchyard::demo::manifests;
 use switchyard::demo::prober::Prober;
 use switchyard::demo::{DemoOptions, render, run, start_serving};
 use switchyard_chaos_tests::http_get;
+use switchyard_chaos_tests::report::{Row, record};
 
 /// These tests each start a whole deployment; on two cores they run one at
 /// a time.
-static SERIAL: Mutex<()> = Mutex::new(());
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 fn binary() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_switchyard"))
@@ -23,9 +23,17 @@ fn binary() -> PathBuf {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn twenty_cutovers_drop_nothing() -> anyhow::Result<()> {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = SERIAL.lock().await;
+    let started = std::time::Instant::now();
     let report = run(DemoOptions::acceptance(binary())).await?;
     println!("{}", render(&report));
+    self::report(
+        "acceptance sequence (Knative TestUpdate)",
+        &report.probe,
+        report.cutovers.len(),
+        "none",
+        started,
+    );
     assert_eq!(
         report.probe.failed, 0,
         "failed requests: {:?}",
@@ -42,13 +50,21 @@ async fn twenty_cutovers_drop_nothing() -> anyhow::Result<()> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn leader_killed_during_cutovers_drops_nothing() -> anyhow::Result<()> {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = SERIAL.lock().await;
     let mut options = DemoOptions::acceptance(binary());
     options.header_updates = 4;
     options.backend_swaps = 5;
     options.kill_leader_every = Some(3);
+    let started = std::time::Instant::now();
     let report = run(options).await?;
     println!("{}", render(&report));
+    self::report(
+        "leader killed during cutovers",
+        &report.probe,
+        report.cutovers.len(),
+        "leader kill -9 ×3",
+        started,
+    );
     assert_eq!(
         report.probe.failed, 0,
         "failed requests: {:?}",
@@ -71,7 +87,8 @@ async fn serving_v1() -> anyhow::Result<(Fleet, Prober)> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_backend_that_never_becomes_healthy_times_out_and_keeps_the_old_one() -> anyhow::Result<()>
 {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = SERIAL.lock().await;
+    let started = std::time::Instant::now();
     let (mut fleet, prober) = serving_v1().await?;
     let address =
         tokio::task::block_in_place(|| fleet.start_backend("dead", &["--never-healthy"]))?;
@@ -112,17 +129,25 @@ async fn a_backend_that_never_becomes_healthy_times_out_and_keeps_the_old_one() 
         .expect("responses keep coming");
     assert_eq!(seen.backend, "v1");
     let report = prober.stop().await;
+    self::report(
+        "a backend that never becomes healthy times out and keeps the old one",
+        &report,
+        1,
+        "new backend never healthy",
+        started,
+    );
     assert_eq!(report.failed, 0, "failed requests: {:?}", report.failures);
     Ok(())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_backend_that_answers_503_at_first_is_waited_for() -> anyhow::Result<()> {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = SERIAL.lock().await;
+    let started = std::time::Instant::now();
     let (mut fleet, prober) = serving_v1().await?;
     let address =
         tokio::task::block_in_place(|| fleet.start_backend("slow", &["--unhealthy-for", "3s"]))?;
-    let started = tokio::time::Instant::now();
+    let cut_started = tokio::time::Instant::now();
     let yaml = format!(
         "{}{}",
         manifests::backend("slow", address),
@@ -134,7 +159,7 @@ async fn a_backend_that_answers_503_at_first_is_waited_for() -> anyhow::Result<(
         .wait_ready(&targets, index, Duration::from_secs(30), |_| {})
         .await?;
     assert!(
-        started.elapsed() >= Duration::from_millis(2_500),
+        cut_started.elapsed() >= Duration::from_millis(2_500),
         "Ready before the backend was healthy"
     );
     let seen = prober
@@ -143,6 +168,13 @@ async fn a_backend_that_answers_503_at_first_is_waited_for() -> anyhow::Result<(
         .expect("responses keep coming");
     assert_eq!(seen.backend, "slow");
     let report = prober.stop().await;
+    self::report(
+        "a backend that answers 503 at first is waited for",
+        &report,
+        1,
+        "new backend 503 for 3 s",
+        started,
+    );
     assert_eq!(report.failed, 0, "failed requests: {:?}", report.failures);
 
     // The leader's metrics saw both cutovers through to Ready.
@@ -176,4 +208,29 @@ async fn a_backend_that_answers_503_at_first_is_waited_for() -> anyhow::Result<(
         "{metrics}"
     );
     Ok(())
+}
+
+/// Adds this scenario's row to `target/tmp/chaos-report-acceptance.md`.
+fn report(
+    scenario: &str,
+    probe: &switchyard::demo::prober::ProbeReport,
+    cutovers: usize,
+    faults: &str,
+    started: std::time::Instant,
+) {
+    let row = Row {
+        scenario: scenario.to_string(),
+        sent: probe.sent,
+        failed: probe.failed,
+        cutovers,
+        faults: faults.to_string(),
+        duration: started.elapsed(),
+    };
+    if let Err(e) = record(
+        std::path::Path::new(env!("CARGO_TARGET_TMPDIR")),
+        "acceptance",
+        &row,
+    ) {
+        eprintln!("could not write the chaos report: {e}");
+    }
 }

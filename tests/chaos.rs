@@ -6,17 +6,17 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::Mutex;
 use std::time::Duration;
 use switchyard::demo::fleet::{Fleet, FleetOptions};
 use switchyard::demo::manifests;
 use switchyard::demo::start_serving;
 use switchyard_chaos_tests::http_get;
+use switchyard_chaos_tests::report::{Row, record};
 use switchyard_proto::model::ObjectName;
 
 /// Each scenario starts a whole deployment; on two cores they run one at a
 /// time.
-static SERIAL: Mutex<()> = Mutex::new(());
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 fn options() -> FleetOptions {
     FleetOptions::three_zones(PathBuf::from(env!("CARGO_BIN_EXE_switchyard")))
@@ -59,7 +59,8 @@ async fn generations_at(address: &str) -> anyhow::Result<(Option<u64>, Option<u6
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leader_cut_off_commits_nothing_and_the_majority_completes() -> anyhow::Result<()> {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = SERIAL.lock().await;
+    let started = std::time::Instant::now();
     let mut options = options();
     options.partitionable = true;
     let (mut fleet, prober) = start_serving(options, &[]).await?;
@@ -103,13 +104,21 @@ async fn a_leader_cut_off_commits_nothing_and_the_majority_completes() -> anyhow
         }
     }
     let report = prober.stop().await;
+    self::report(
+        "a leader cut off commits nothing and the majority completes",
+        &report,
+        1,
+        "leader cut off from peers (relay), then healed",
+        started,
+    );
     assert_eq!(report.failed, 0, "failed requests: {:?}", report.failures);
     Ok(())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn all_coordinators_killed_mid_transition_resume_it() -> anyhow::Result<()> {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = SERIAL.lock().await;
+    let started = std::time::Instant::now();
     let (mut fleet, prober) = start_serving(options(), &[]).await?;
     let (targets, index) = cut_over_to(&mut fleet, "v2", &["--unhealthy-for", "2s"]).await?;
     for coordinator in &mut fleet.coordinators {
@@ -135,18 +144,26 @@ async fn all_coordinators_killed_mid_transition_resume_it() -> anyhow::Result<()
         .expect("responses keep coming");
     assert_eq!(seen.backend, "v2");
     let report = prober.stop().await;
+    self::report(
+        "all coordinators killed mid transition resume it",
+        &report,
+        1,
+        "all 3 coordinators kill -9, restarted",
+        started,
+    );
     assert_eq!(report.failed, 0, "failed requests: {:?}", report.failures);
     Ok(())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_paused_proxy_stops_counting_and_warms_before_serving_when_back() -> anyhow::Result<()> {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = SERIAL.lock().await;
+    let started = std::time::Instant::now();
     // Probe through proxies a and b only: a paused proxy would hang its
     // clients, which a load balancer's health check takes out.
     let (mut fleet, prober) = start_serving(options(), &[0, 1]).await?;
     fleet.proxies[2].pause();
-    let started = tokio::time::Instant::now();
+    let cut_started = tokio::time::Instant::now();
     let (targets, index) = cut_over_to(&mut fleet, "v2", &[]).await?;
     // Policy `all`: the cutover waits for the paused proxy's lease (2 s) to
     // expire, then completes without it.
@@ -155,7 +172,7 @@ async fn a_paused_proxy_stops_counting_and_warms_before_serving_when_back() -> a
         .wait_ready(&targets, index, Duration::from_secs(30), |_| {})
         .await?;
     assert!(
-        started.elapsed() >= Duration::from_millis(1_500),
+        cut_started.elapsed() >= Duration::from_millis(1_500),
         "committed before the paused proxy's lease expired"
     );
     let status = fleet.client().fetch_status().await?;
@@ -201,6 +218,13 @@ async fn a_paused_proxy_stops_counting_and_warms_before_serving_when_back() -> a
         "the resumed proxy applied a generation it had not warmed: {text}"
     );
     let report = prober.stop().await;
+    self::report(
+        "a paused proxy stops counting and warms before serving when back",
+        &report,
+        1,
+        "proxy SIGSTOP, SIGCONT",
+        started,
+    );
     assert_eq!(report.failed, 0, "failed requests: {:?}", report.failures);
     Ok(())
 }
@@ -208,7 +232,8 @@ async fn a_paused_proxy_stops_counting_and_warms_before_serving_when_back() -> a
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_coordinator_restarted_again_and_again_loses_no_acknowledged_apply() -> anyhow::Result<()>
 {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = SERIAL.lock().await;
+    let started = std::time::Instant::now();
     let (mut fleet, prober) = start_serving(options(), &[]).await?;
     let mut acknowledged = Vec::new();
     for round in 0..8 {
@@ -253,13 +278,21 @@ async fn a_coordinator_restarted_again_and_again_loses_no_acknowledged_apply() -
         }
     }
     let report = prober.stop().await;
+    self::report(
+        "a coordinator restarted again and again loses no acknowledged apply",
+        &report,
+        0,
+        "coordinator kill -9 and restart ×8",
+        started,
+    );
     assert_eq!(report.failed, 0, "failed requests: {:?}", report.failures);
     Ok(())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_backend_flapping_during_warm_up_is_waited_for() -> anyhow::Result<()> {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = SERIAL.lock().await;
+    let started = std::time::Instant::now();
     let (mut fleet, prober) = start_serving(options(), &[]).await?;
     let address =
         tokio::task::block_in_place(|| fleet.start_backend("v2", &["--unhealthy-for", "1s"]))?;
@@ -292,6 +325,38 @@ async fn a_backend_flapping_during_warm_up_is_waited_for() -> anyhow::Result<()>
         .expect("responses keep coming");
     assert_eq!(seen.backend, "v2");
     let report = prober.stop().await;
+    self::report(
+        "a backend flapping during warm up is waited for",
+        &report,
+        1,
+        "new backend kill -9 and restart ×2 during warm-up",
+        started,
+    );
     assert_eq!(report.failed, 0, "failed requests: {:?}", report.failures);
     Ok(())
+}
+
+/// Adds this scenario's row to `target/tmp/chaos-report-chaos.md`.
+fn report(
+    scenario: &str,
+    probe: &switchyard::demo::prober::ProbeReport,
+    cutovers: usize,
+    faults: &str,
+    started: std::time::Instant,
+) {
+    let row = Row {
+        scenario: scenario.to_string(),
+        sent: probe.sent,
+        failed: probe.failed,
+        cutovers,
+        faults: faults.to_string(),
+        duration: started.elapsed(),
+    };
+    if let Err(e) = record(
+        std::path::Path::new(env!("CARGO_TARGET_TMPDIR")),
+        "chaos",
+        &row,
+    ) {
+        eprintln!("could not write the chaos report: {e}");
+    }
 }

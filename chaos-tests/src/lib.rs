@@ -15,6 +15,7 @@
 
 pub mod process;
 pub mod relay;
+pub mod report;
 pub mod sim;
 
 pub use process::{Process, ProcessSpec, free_port, http_get};
