@@ -17,6 +17,14 @@ use switchyard_chaos_tests::report::{Row, record};
 /// a time.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
+/// `SWITCHYARD_CHAOS_PROFILE=long` runs every scenario with more rounds.
+fn rounds(default: usize) -> usize {
+    match std::env::var("SWITCHYARD_CHAOS_PROFILE").as_deref() {
+        Ok("long") => default * 5,
+        _ => default,
+    }
+}
+
 fn binary() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_switchyard"))
 }
@@ -25,7 +33,10 @@ fn binary() -> PathBuf {
 async fn twenty_cutovers_drop_nothing() -> anyhow::Result<()> {
     let _serial = SERIAL.lock().await;
     let started = std::time::Instant::now();
-    let report = run(DemoOptions::acceptance(binary())).await?;
+    let mut options = DemoOptions::acceptance(binary());
+    options.header_updates = rounds(10);
+    options.backend_swaps = rounds(10);
+    let report = run(options).await?;
     println!("{}", render(&report));
     self::report(
         "acceptance sequence (Knative TestUpdate)",
@@ -39,7 +50,7 @@ async fn twenty_cutovers_drop_nothing() -> anyhow::Result<()> {
         "failed requests: {:?}",
         report.probe.failures
     );
-    assert_eq!(report.cutovers.len(), 20);
+    assert_eq!(report.cutovers.len(), rounds(20));
     assert!(
         report.probe.sent > 100,
         "the prober barely ran: {}",
@@ -52,8 +63,8 @@ async fn twenty_cutovers_drop_nothing() -> anyhow::Result<()> {
 async fn leader_killed_during_cutovers_drops_nothing() -> anyhow::Result<()> {
     let _serial = SERIAL.lock().await;
     let mut options = DemoOptions::acceptance(binary());
-    options.header_updates = 4;
-    options.backend_swaps = 5;
+    options.header_updates = rounds(4);
+    options.backend_swaps = rounds(5);
     options.kill_leader_every = Some(3);
     let started = std::time::Instant::now();
     let report = run(options).await?;
@@ -72,7 +83,8 @@ async fn leader_killed_during_cutovers_drops_nothing() -> anyhow::Result<()> {
     );
     let killed = report.cutovers.iter().filter(|c| c.leader_killed).count();
     assert_eq!(
-        killed, 3,
+        killed,
+        rounds(9) / 3,
         "the leader was to be killed during cutovers 3, 6 and 9"
     );
     Ok(())

@@ -34,8 +34,9 @@ pub struct DemoOptions {
     pub concurrency: usize,
     /// New backends answer 503 for this long after they start.
     pub backend_unhealthy_for: Duration,
-    /// Kill -9 the leader coordinator right after every Nth cutover is
-    /// applied (and start it again once that cutover is Ready).
+    /// Kill -9 the leader coordinator at a random moment (0-300 ms) after
+    /// every Nth cutover is applied (and start it again once that cutover
+    /// is Ready).
     pub kill_leader_every: Option<usize>,
     /// Show a progress bar on stderr.
     pub progress: bool,
@@ -153,9 +154,14 @@ async fn sequence(fleet: &mut Fleet, options: &DemoOptions) -> anyhow::Result<De
             .kill_leader_every
             .is_some_and(|n| n > 0 && step % n == 0);
         let mut killed = None;
-        if kill_leader && let Some(leader) = fleet.leader().await {
-            fleet.coordinators[leader].kill();
-            killed = Some(leader);
+        if kill_leader {
+            // At a random moment of the transition: anywhere from right
+            // after the apply to well past a typical commit.
+            tokio::time::sleep(Duration::from_millis(random_below(300))).await;
+            if let Some(leader) = fleet.leader().await {
+                fleet.coordinators[leader].kill();
+                killed = Some(leader);
+            }
         }
         let waited = fleet
             .client()
@@ -229,6 +235,19 @@ pub async fn start_serving(
     };
     let prober = Prober::start(urls, 4, VERSION_HEADER, Duration::from_secs(300));
     Ok((fleet, prober))
+}
+
+/// A number below `bound` that differs from call to call (for fault
+/// timing; not for anything that needs real randomness).
+fn random_below(bound: u64) -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    hasher.finish() % bound.max(1)
 }
 
 /// The closing table.
