@@ -11,19 +11,9 @@ use switchyard::demo::manifests;
 use switchyard::demo::prober::Prober;
 use switchyard::demo::{DemoOptions, render, run, start_serving};
 use switchyard_chaos_tests::http_get;
-use switchyard_chaos_tests::report::{Row, record};
 
-/// These tests each start a whole deployment; on two cores they run one at
-/// a time.
-static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-/// `SWITCHYARD_CHAOS_PROFILE=long` runs every scenario with more rounds.
-fn rounds(default: usize) -> usize {
-    match std::env::var("SWITCHYARD_CHAOS_PROFILE").as_deref() {
-        Ok("long") => default * 5,
-        _ => default,
-    }
-}
+mod scenario;
+use scenario::{SERIAL, rounds};
 
 fn binary() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_switchyard"))
@@ -38,7 +28,8 @@ async fn twenty_cutovers_drop_nothing() -> anyhow::Result<()> {
     options.backend_swaps = rounds(10);
     let report = run(options).await?;
     println!("{}", render(&report));
-    self::report(
+    scenario::report(
+        "acceptance",
         "acceptance sequence (Knative TestUpdate)",
         &report.probe,
         report.cutovers.len(),
@@ -69,7 +60,8 @@ async fn leader_killed_during_cutovers_drops_nothing() -> anyhow::Result<()> {
     let started = std::time::Instant::now();
     let report = run(options).await?;
     println!("{}", render(&report));
-    self::report(
+    scenario::report(
+        "acceptance",
         "leader killed during cutovers",
         &report.probe,
         report.cutovers.len(),
@@ -141,7 +133,8 @@ async fn a_backend_that_never_becomes_healthy_times_out_and_keeps_the_old_one() 
         .expect("responses keep coming");
     assert_eq!(seen.backend, "v1");
     let report = prober.stop().await;
-    self::report(
+    scenario::report(
+        "acceptance",
         "a backend that never becomes healthy times out and keeps the old one",
         &report,
         1,
@@ -180,7 +173,8 @@ async fn a_backend_that_answers_503_at_first_is_waited_for() -> anyhow::Result<(
         .expect("responses keep coming");
     assert_eq!(seen.backend, "slow");
     let report = prober.stop().await;
-    self::report(
+    scenario::report(
+        "acceptance",
         "a backend that answers 503 at first is waited for",
         &report,
         1,
@@ -220,29 +214,4 @@ async fn a_backend_that_answers_503_at_first_is_waited_for() -> anyhow::Result<(
         "{metrics}"
     );
     Ok(())
-}
-
-/// Adds this scenario's row to `target/tmp/chaos-report-acceptance.md`.
-fn report(
-    scenario: &str,
-    probe: &switchyard::demo::prober::ProbeReport,
-    cutovers: usize,
-    faults: &str,
-    started: std::time::Instant,
-) {
-    let row = Row {
-        scenario: scenario.to_string(),
-        sent: probe.sent,
-        failed: probe.failed,
-        cutovers,
-        faults: faults.to_string(),
-        duration: started.elapsed(),
-    };
-    if let Err(e) = record(
-        std::path::Path::new(env!("CARGO_TARGET_TMPDIR")),
-        "acceptance",
-        &row,
-    ) {
-        eprintln!("could not write the chaos report: {e}");
-    }
 }

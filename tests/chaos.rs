@@ -11,20 +11,10 @@ use switchyard::demo::fleet::{Fleet, FleetOptions};
 use switchyard::demo::manifests;
 use switchyard::demo::start_serving;
 use switchyard_chaos_tests::http_get;
-use switchyard_chaos_tests::report::{Row, record};
+
+mod scenario;
+use scenario::{SERIAL, rounds};
 use switchyard_proto::model::ObjectName;
-
-/// Each scenario starts a whole deployment; on two cores they run one at a
-/// time.
-static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-/// `SWITCHYARD_CHAOS_PROFILE=long` runs every scenario with more rounds.
-fn rounds(default: usize) -> usize {
-    match std::env::var("SWITCHYARD_CHAOS_PROFILE").as_deref() {
-        Ok("long") => default * 5,
-        _ => default,
-    }
-}
 
 fn options() -> FleetOptions {
     FleetOptions::three_zones(PathBuf::from(env!("CARGO_BIN_EXE_switchyard")))
@@ -112,7 +102,8 @@ async fn a_leader_cut_off_commits_nothing_and_the_majority_completes() -> anyhow
         }
     }
     let report = prober.stop().await;
-    self::report(
+    scenario::report(
+        "chaos",
         "a leader cut off commits nothing and the majority completes",
         &report,
         1,
@@ -152,7 +143,8 @@ async fn all_coordinators_killed_mid_transition_resume_it() -> anyhow::Result<()
         .expect("responses keep coming");
     assert_eq!(seen.backend, "v2");
     let report = prober.stop().await;
-    self::report(
+    scenario::report(
+        "chaos",
         "all coordinators killed mid transition resume it",
         &report,
         1,
@@ -226,7 +218,8 @@ async fn a_paused_proxy_stops_counting_and_warms_before_serving_when_back() -> a
         "the resumed proxy applied a generation it had not warmed: {text}"
     );
     let report = prober.stop().await;
-    self::report(
+    scenario::report(
+        "chaos",
         "a paused proxy stops counting and warms before serving when back",
         &report,
         1,
@@ -287,7 +280,8 @@ async fn a_coordinator_restarted_again_and_again_loses_no_acknowledged_apply() -
         }
     }
     let report = prober.stop().await;
-    self::report(
+    scenario::report(
+        "chaos",
         "a coordinator restarted again and again loses no acknowledged apply",
         &report,
         0,
@@ -334,7 +328,8 @@ async fn a_backend_flapping_during_warm_up_is_waited_for() -> anyhow::Result<()>
         .expect("responses keep coming");
     assert_eq!(seen.backend, "v2");
     let report = prober.stop().await;
-    self::report(
+    scenario::report(
+        "chaos",
         "a backend flapping during warm up is waited for",
         &report,
         1,
@@ -343,29 +338,4 @@ async fn a_backend_flapping_during_warm_up_is_waited_for() -> anyhow::Result<()>
     );
     assert_eq!(report.failed, 0, "failed requests: {:?}", report.failures);
     Ok(())
-}
-
-/// Adds this scenario's row to `target/tmp/chaos-report-chaos.md`.
-fn report(
-    scenario: &str,
-    probe: &switchyard::demo::prober::ProbeReport,
-    cutovers: usize,
-    faults: &str,
-    started: std::time::Instant,
-) {
-    let row = Row {
-        scenario: scenario.to_string(),
-        sent: probe.sent,
-        failed: probe.failed,
-        cutovers,
-        faults: faults.to_string(),
-        duration: started.elapsed(),
-    };
-    if let Err(e) = record(
-        std::path::Path::new(env!("CARGO_TARGET_TMPDIR")),
-        "chaos",
-        &row,
-    ) {
-        eprintln!("could not write the chaos report: {e}");
-    }
 }
