@@ -1,0 +1,519 @@
+//! Property: `parse_documents` is total over hostile text. Whatever it is
+//! given — arbitrary bytes (made UTF-8), arbitrary Unicode, YAML token
+//! soup, or real configuration mutated line by line — it returns instead of
+//! panicking, and either
+//!
+//! - `Ok`, where every resource passes the model's `validate_resource` (the
+//!   parser promises to validate; this holds it to that) and `parse_keys`
+//!   agrees on the keys, or
+//! - `Err`, whose `Display` starts with the source name the caller passed,
+//!   so an operator can always tell which file is broken.
+//!
+//! Why: this parser reads files operators hand to `switchyard apply -f`
+//! and, through the same code, objects from live clusters. A panic there
+//! takes a coordinator client or a watcher down on one bad object.
+//!
+//! The seeds of the mutations are real documents: the built-in
+//! `default.yaml` and the `gateways`/`routes` of every Gateway API
+//! conformance file (`shared/conformance/gateway-api`, beside the
+//! repository; the test fails rather than skips without it). Mutating valid
+//! configuration reaches the translation and validation code, which random
+//! bytes almost never do.
+//!
+//! Cases per property: 256, or `PROPTEST_CASES`. Failures are not persisted
+//! to a regressions file (the shrunk input is printed instead, and a real
+//! bug becomes a named test); every run prints a seed that
+//! `PROPTEST_RNG_SEED` replays.
+
+use proptest::prelude::*;
+use proptest::sample::Index;
+use proptest::test_runner::RngSeed;
+use serde_json::Value;
+use std::hash::{BuildHasher, Hasher};
+use std::path::PathBuf;
+use std::sync::LazyLock;
+use std::time::{Duration, Instant};
+use switchyard_kubeconfig::{DEFAULT_CONFIG, parse_documents, parse_keys};
+use switchyard_proto::model::validate_resource;
+
+/// The name passed as `source`; every error must start with it.
+const SOURCE: &str = "hostile-input.yaml";
+
+/// Default cases per property: enough to run in a few seconds in debug on
+/// two cores; raise with `PROPTEST_CASES` for a longer hunt.
+const CASES: u32 = 256;
+
+/// Proptest's defaults (which read `PROPTEST_*`), with our case count
+/// unless `PROPTEST_CASES` is set (`with_cases` would override the env var),
+/// no failure persistence, and a printed seed. libtest shows the print only
+/// when the test fails.
+fn config() -> ProptestConfig {
+    let mut config = ProptestConfig::default();
+    if std::env::var_os("PROPTEST_CASES").is_none() {
+        config.cases = CASES;
+    }
+    config.failure_persistence = None;
+    let seed = match config.rng_seed {
+        RngSeed::Fixed(seed) => seed,
+        RngSeed::Random => std::collections::hash_map::RandomState::new()
+            .build_hasher()
+            .finish(),
+    };
+    config.rng_seed = RngSeed::Fixed(seed);
+    eprintln!(
+        "proptest seed {seed}; reproduce: PROPTEST_RNG_SEED={seed} \
+         cargo test -p switchyard-kubeconfig --test prop_yaml"
+    );
+    config
+}
+
+/// Real configuration texts to mutate: `default.yaml` as written (with its
+/// comments), then one multi-document stream per conformance file.
+static CORPUS: LazyLock<Vec<String>> = LazyLock::new(|| {
+    let dir =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/conformance/gateway-api");
+    let entries = std::fs::read_dir(&dir).unwrap_or_else(|e| {
+        panic!(
+            "conformance data not found at {} ({e}); this test needs it and does not skip",
+            dir.display()
+        )
+    });
+    let mut paths: Vec<PathBuf> = entries
+        .map(|e| e.expect("readable directory entry").path())
+        .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
+        .collect();
+    // Sorted so a seed replays the same corpus order.
+    paths.sort();
+    let mut corpus = vec![DEFAULT_CONFIG.to_string()];
+    for path in paths {
+        let text = std::fs::read_to_string(&path).expect("readable conformance file");
+        let data: Value = yaml_serde::from_str(&text).expect("conformance file is YAML");
+        let docs: Vec<String> = ["gateways", "routes"]
+            .iter()
+            .flat_map(|list| data[list].as_array().into_iter().flatten())
+            .map(|object| yaml_serde::to_string(object).expect("a value renders as YAML"))
+            .collect();
+        if !docs.is_empty() {
+            corpus.push(docs.join("---\n"));
+        }
+    }
+    assert!(corpus.len() > 10, "too few conformance files found");
+    corpus
+});
+
+/// The property itself, for one input text.
+fn check(text: &str) -> Result<(), TestCaseError> {
+    match parse_documents(SOURCE, text) {
+        Ok(resources) => {
+            for r in &resources {
+                if let Err(e) = validate_resource(r) {
+                    return Err(TestCaseError::fail(format!(
+                        "parse_documents accepted an invalid resource: {e}"
+                    )));
+                }
+            }
+        }
+        Err(e) => {
+            let shown = e.to_string();
+            prop_assert!(
+                shown.starts_with(SOURCE),
+                "error does not name the source: {}",
+                shown
+            );
+            prop_assert_eq!(&e.at.file, SOURCE);
+        }
+    }
+    // `switchyard delete -f` reads files through `parse_keys`: total too.
+    if let Err(e) = parse_keys(SOURCE, text) {
+        prop_assert!(e.to_string().starts_with(SOURCE), "{}", e);
+    }
+    Ok(())
+}
+
+/// A file `apply -f` accepts must name the same objects to `delete -f`:
+/// otherwise delete removes something else, or nothing.
+fn check_keys_agree(text: &str) -> Result<(), TestCaseError> {
+    if let Ok(resources) = parse_documents(SOURCE, text) {
+        let keys = parse_keys(SOURCE, text)
+            .map_err(|e| TestCaseError::fail(format!("parse_keys refused it: {e}")))?;
+        let expected: Vec<_> = resources.iter().map(|r| r.key()).collect();
+        prop_assert_eq!(keys, expected);
+    }
+    Ok(())
+}
+
+/// One edit of a text. Indexes are resolved against the text as it is when
+/// the edit applies, so any sequence of edits is valid.
+#[derive(Debug, Clone)]
+enum Mutation {
+    DeleteLine(Index),
+    DuplicateLine(Index),
+    SwapLines(Index, Index),
+    /// Replace one character with another (any Unicode scalar).
+    FlipChar(Index, char),
+    /// Add (positive) or remove (negative) leading spaces of a line.
+    Indent(Index, i8),
+    /// Replace the value of a `key: value` or `- value` line.
+    ReplaceScalar(Index, String),
+    InsertLine(Index, String),
+    /// Cut the text at a character.
+    Truncate(Index),
+}
+
+/// Values that break parsers and translators: numbers out of every integer
+/// range, negatives where ports go, long and odd Unicode strings, YAML
+/// syntax in scalar position, and strings the validators must reject.
+fn hostile_scalar() -> impl Strategy<Value = String> {
+    let fixed = prop::sample::select(vec![
+        "99999999999999999999999999999",
+        "18446744073709551616",
+        "-9223372036854775809",
+        "4294967296",
+        "65536",
+        "0",
+        "-1",
+        "-0",
+        "1e309",
+        "-.inf",
+        ".nan",
+        "0x7fffffff",
+        "0o777",
+        "1_000",
+        "~",
+        "null",
+        "true",
+        "[]",
+        "{}",
+        "[a, [b, {c: d}]]",
+        "''",
+        "\"\"",
+        "*undefined_alias",
+        "&anchor value",
+        "!!binary aGVsbG8=",
+        "!custom tag",
+        "!!int not-a-number",
+        "? complex key",
+        "|",
+        ">-",
+        "\"unterminated",
+        "'unterminated",
+        "\"\\u0000\"",
+        "\"\\uD800\"",
+        "\"\\xff\"",
+        "/(",
+        "(?P<x",
+        "[z-a]",
+        "a{1000000}",
+        "*.example.com",
+        "*",
+        "Bad_Name",
+        "example.com:8080",
+        "[::1]",
+        "http://x/y",
+        "Gateway",
+        "HTTPRoute",
+        "gateway.networking.k8s.io/v1",
+        "v1",
+        "PathPrefix",
+        "RegularExpression",
+        "RequestRedirect",
+        "URLRewrite",
+        "\u{202e}rtl",
+        "\u{feff}bom",
+        "ünïcödé",
+        "日本語",
+        "🦀",
+    ])
+    .prop_map(str::to_string);
+    prop_oneof![
+        4 => fixed,
+        1 => any::<i64>().prop_map(|n| n.to_string()),
+        1 => any::<f64>().prop_map(|n| n.to_string()),
+        1 => ("[a-z0-9.-]{1,4}", 60usize..5000).prop_map(|(s, n)| s.repeat(n)),
+        1 => "\\PC{1,40}",
+    ]
+}
+
+fn mutation() -> impl Strategy<Value = Mutation> {
+    prop_oneof![
+        2 => any::<Index>().prop_map(Mutation::DeleteLine),
+        1 => any::<Index>().prop_map(Mutation::DuplicateLine),
+        1 => (any::<Index>(), any::<Index>()).prop_map(|(a, b)| Mutation::SwapLines(a, b)),
+        2 => (any::<Index>(), any::<char>()).prop_map(|(i, c)| Mutation::FlipChar(i, c)),
+        1 => (any::<Index>(), -8i8..=8).prop_map(|(i, d)| Mutation::Indent(i, d)),
+        4 => (any::<Index>(), hostile_scalar()).prop_map(|(i, s)| Mutation::ReplaceScalar(i, s)),
+        1 => (any::<Index>(), "\\PC{0,40}").prop_map(|(i, s)| Mutation::InsertLine(i, s)),
+        1 => any::<Index>().prop_map(Mutation::Truncate),
+    ]
+}
+
+/// Applies one mutation to `text`.
+fn mutate(text: &str, m: &Mutation) -> String {
+    let mut lines: Vec<String> = text.split('\n').map(str::to_string).collect();
+    // `split` always yields at least one (possibly empty) line.
+    let n = lines.len();
+    match m {
+        Mutation::DeleteLine(i) => {
+            lines.remove(i.index(n));
+        }
+        Mutation::DuplicateLine(i) => {
+            let at = i.index(n);
+            lines.insert(at, lines[at].clone());
+        }
+        Mutation::SwapLines(a, b) => lines.swap(a.index(n), b.index(n)),
+        Mutation::Indent(i, delta) => {
+            let line = &mut lines[i.index(n)];
+            if *delta >= 0 {
+                line.insert_str(0, &" ".repeat(delta.unsigned_abs().into()));
+            } else {
+                let trim = line
+                    .len()
+                    .saturating_sub(line.trim_start_matches(' ').len())
+                    .min(delta.unsigned_abs().into());
+                line.drain(..trim);
+            }
+        }
+        Mutation::ReplaceScalar(i, value) => {
+            let line = &mut lines[i.index(n)];
+            let cut = line
+                .find(": ")
+                .map(|p| p + 2)
+                .or_else(|| line.find("- ").map(|p| p + 2))
+                .unwrap_or(line.len() - line.trim_start().len());
+            line.replace_range(cut.., value);
+        }
+        Mutation::InsertLine(i, new) => lines.insert(i.index(n + 1), new.clone()),
+        Mutation::FlipChar(i, c) => {
+            let chars: Vec<char> = text.chars().collect();
+            if chars.is_empty() {
+                return c.to_string();
+            }
+            let at = i.index(chars.len());
+            return chars[..at]
+                .iter()
+                .chain(std::iter::once(c))
+                .chain(&chars[at + 1..])
+                .collect();
+        }
+        Mutation::Truncate(i) => {
+            return text
+                .chars()
+                .take(i.index(text.chars().count() + 1))
+                .collect();
+        }
+    }
+    lines.join("\n")
+}
+
+/// A corpus entry with 1..=8 mutations applied, plus the mutations (shown
+/// when a case fails, since the text alone hides what was changed).
+fn mutated_document() -> impl Strategy<Value = (String, Vec<Mutation>)> {
+    (any::<Index>(), prop::collection::vec(mutation(), 1..=8)).prop_map(|(pick, mutations)| {
+        let mut text = CORPUS[pick.index(CORPUS.len())].clone();
+        for m in &mutations {
+            text = mutate(&text, m);
+        }
+        (text, mutations)
+    })
+}
+
+/// YAML's structural tokens and some valid keys, glued at random: reaches
+/// the YAML parser's odd states (flow in block, anchors, tags, directives)
+/// far more often than uniform random text.
+fn token_soup() -> impl Strategy<Value = String> {
+    let token = prop::sample::select(vec![
+        "\n",
+        "\n  ",
+        "\n    ",
+        "\n- ",
+        "- ",
+        ": ",
+        ":",
+        "? ",
+        "---\n",
+        "...\n",
+        "[",
+        "]",
+        "{",
+        "}",
+        ",",
+        "&a ",
+        "*a",
+        "!!str ",
+        "!t ",
+        "%YAML 1.2\n",
+        "%TAG ! tag:x,2000:\n",
+        "#c\n",
+        "|\n",
+        ">\n",
+        "'",
+        "\"",
+        "\\",
+        "\t",
+        "\u{0}",
+        "\u{85}",
+        "\u{2028}",
+        "apiVersion",
+        "kind",
+        "metadata",
+        "name",
+        "namespace",
+        "spec",
+        "rules",
+        "matches",
+        "path",
+        "value",
+        "port",
+        "HTTPRoute",
+        "Gateway",
+        "Service",
+        "EndpointSlice",
+        "v1",
+        "gateway.networking.k8s.io/v1",
+        "discovery.k8s.io/v1",
+        "x",
+        "80",
+        "-1",
+        "1e9",
+    ]);
+    prop::collection::vec(token, 0..120).prop_map(|t| t.concat())
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    /// Arbitrary bytes, made UTF-8 the way a lossy reader would (the entry
+    /// point takes `&str`; `parse_file` refuses non-UTF-8 before parsing).
+    #[test]
+    fn arbitrary_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..2048)) {
+        check(&String::from_utf8_lossy(&bytes))?;
+    }
+
+    /// Arbitrary Unicode text.
+    #[test]
+    fn arbitrary_unicode_never_panics(text in "\\PC{0,400}|(?s:.{0,400})") {
+        check(&text)?;
+    }
+
+    /// Random sequences of YAML syntax and Kubernetes-looking words.
+    #[test]
+    fn yaml_token_soup_never_panics(text in token_soup()) {
+        check(&text)?;
+    }
+
+    /// Real configuration, mutated: the inputs that reach translation and
+    /// validation.
+    #[test]
+    fn mutated_real_configuration_never_panics((text, _mutations) in mutated_document()) {
+        check(&text)?;
+    }
+
+    /// Several mutated documents in one stream: duplicates across
+    /// documents, empty documents, and a broken document after good ones.
+    /// `parse_keys` agrees with `parse_documents` on mutated real files.
+    #[test]
+    #[ignore = "bug: a non-string metadata.namespace (`namespace: 2024`) is `default` to parse_keys but \"2024\" to parse_documents"]
+    fn parse_keys_agrees_with_parse_documents((text, _mutations) in mutated_document()) {
+        check_keys_agree(&text)?;
+    }
+
+    #[test]
+    fn mutated_streams_never_panic(
+        docs in prop::collection::vec(mutated_document(), 1..4),
+        separator in prop::sample::select(vec!["---\n", "\n---\n", "---\n---\n", "--- \n", "...\n---\n"]),
+    ) {
+        let text = docs.iter().map(|(t, _)| t.as_str()).collect::<Vec<_>>().join(separator);
+        check(&text)?;
+    }
+}
+
+/// The unmutated corpus parses: otherwise the mutations start from errors
+/// and never reach translation.
+#[test]
+fn every_seed_document_parses() {
+    for (i, text) in CORPUS.iter().enumerate() {
+        let parsed = parse_documents(SOURCE, text);
+        assert!(parsed.is_ok(), "corpus entry {i}: {}", parsed.unwrap_err());
+    }
+}
+
+/// The minimal case `parse_keys_agrees_with_parse_documents` found: the
+/// header pass reads `metadata.namespace` from a generic value and treats a
+/// number (or boolean) as absent, so `default`; the typed pass gets the
+/// scalar's text, `2024`, which is a valid namespace. `apply -f` then
+/// creates `2024/web` and `delete -f` deletes `default/web`.
+#[test]
+#[ignore = "bug: a non-string metadata.namespace is `default` to parse_keys but \"2024\" to parse_documents"]
+fn numeric_namespace_gives_one_key_to_both_parsers() {
+    let text = "apiVersion: v1\nkind: Service\nmetadata:\n  name: web\n  namespace: 2024\n";
+    let applied: Vec<_> = parse_documents(SOURCE, text)
+        .expect("parses")
+        .iter()
+        .map(|r| r.key())
+        .collect();
+    let deleted = parse_keys(SOURCE, text).expect("parses");
+    assert_eq!(applied, deleted);
+}
+
+/// Inputs built to exhaust resources, which random generation is unlikely
+/// to hit: deep nesting (recursion) and alias expansion ("billion laughs",
+/// memory). Each must end in a prompt error naming the file.
+#[test]
+fn resource_exhaustion_inputs_fail_cleanly() {
+    let mut laughs = String::from("a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n");
+    for level in 1..10 {
+        let refs = vec![format!("*{}", alias(level - 1)); 9].join(", ");
+        laughs.push_str(&format!("{0}: &{0} [{refs}]\n", alias(level)));
+    }
+    let cases = [
+        ("flow sequences", "[".repeat(100_000)),
+        ("flow mappings", "{".repeat(100_000)),
+        (
+            "block sequences",
+            (0..2_000)
+                .map(|i| format!("{}- \n", " ".repeat(i)))
+                .collect::<String>(),
+        ),
+        (
+            "nested metadata",
+            format!(
+                "apiVersion: v1\nkind: Service\nmetadata: {}",
+                "{a: ".repeat(500)
+            ),
+        ),
+        ("billion laughs", laughs),
+    ];
+    for (what, text) in cases {
+        assert_prompt_error(what, &text, Duration::from_secs(5));
+    }
+}
+
+/// Deeply nested flow mappings *with keys* (`{a: {a: {a: ...`) take time
+/// quadratic in the nesting depth inside the YAML scanner (yaml_serde
+/// 0.10.7 over libyaml-rs 0.3.0; measured in release: 39 KB 0.4 s, 78 KB
+/// 2.4 s, 156 KB 9 s). A few hundred kilobytes stall `apply -f` for
+/// minutes. `parse_documents` needs a size or nesting guard before YAML.
+#[test]
+#[ignore = "bug: deep `{a: ` nesting is quadratic in the YAML scanner (78 KB takes seconds)"]
+fn deep_flow_mapping_keys_fail_promptly() {
+    assert_prompt_error(
+        "flow mappings with keys",
+        &"{a: ".repeat(20_000),
+        Duration::from_secs(1),
+    );
+}
+
+/// `text` fails to parse, with an error naming the file, within `limit`.
+fn assert_prompt_error(what: &str, text: &str, limit: Duration) {
+    let started = Instant::now();
+    let result = parse_documents(SOURCE, text);
+    let took = started.elapsed();
+    let err = result.expect_err(what);
+    assert!(err.to_string().starts_with(SOURCE), "{what}: {err}");
+    assert!(took < limit, "{what}: took {took:?}");
+}
+
+fn alias(level: usize) -> String {
+    // Anchor names are letters, one per level: a, b, c...
+    char::from(b'a' + u8::try_from(level).expect("few levels")).to_string()
+}
