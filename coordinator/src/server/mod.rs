@@ -231,7 +231,10 @@ pub async fn run(
     let fleet = FleetServiceServer::new(fleet::Fleet::new(coordinator.clone()))
         .max_decoding_message_size(max)
         .max_encoding_message_size(max);
-    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+    // Nagle on accepted sockets holds back small Raft answers for ~40 ms
+    // (measured: p90 commit latency), so accepted connections get
+    // TCP_NODELAY like the ones we open.
+    let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
     ready(&Bound {
         grpc,
         coordinator: coordinator.clone(),
