@@ -11,6 +11,8 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
+use std::sync::{OnceLock, PoisonError, RwLock};
+use switchyard_proto::model::ObjectName;
 
 /// Labels of a finished request.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
@@ -80,6 +82,8 @@ pub struct Metrics {
     pub downstream_connections: Gauge,
     /// Upstream response bodies that broke off after the head was sent on.
     pub upstream_body_errors: Family<BackendLabels, Counter>,
+    /// Request counters with empty route and backend, by status class.
+    unrouted: [OnceLock<Counter>; 5],
 }
 
 impl Metrics {
@@ -99,6 +103,7 @@ impl Metrics {
             config_version: Gauge::default(),
             downstream_connections: Gauge::default(),
             upstream_body_errors: Family::default(),
+            unrouted: Default::default(),
         };
         let r = registry.sub_registry_with_prefix("switchyard_proxy");
         r.register(
@@ -160,28 +165,173 @@ impl Metrics {
         m
     }
 
-    /// Counts one answered request.
+    /// Counts one answered request. Builds the label set and looks the
+    /// counter up every time; the hot path uses
+    /// [`record_unrouted`](Self::record_unrouted) and
+    /// [`record_forwarded`](Self::record_forwarded) instead.
     pub fn record_request(&self, route: &str, backend: &str, status: http::StatusCode) {
-        let class = match status.as_u16() {
-            100..=199 => "1xx",
-            200..=299 => "2xx",
-            300..=399 => "3xx",
-            400..=499 => "4xx",
-            _ => "5xx",
+        self.request_counter(route, backend, status_class(status))
+            .inc();
+    }
+
+    /// Counts one request answered without a route (empty route and
+    /// backend labels), through counters resolved once per status class.
+    pub fn record_unrouted(&self, status: http::StatusCode) {
+        let class = status_class(status);
+        self.unrouted[class]
+            .get_or_init(|| self.request_counter("", "", class).clone())
+            .inc();
+    }
+
+    /// Counts one request `route` sent to the backend labelled `backend`,
+    /// through `cache` (the backend's own), so that repeated requests
+    /// neither allocate labels nor hash them.
+    pub fn record_forwarded(
+        &self,
+        cache: &RequestCounterCache,
+        route: &ObjectName,
+        backend: &BackendLabels,
+        status: http::StatusCode,
+    ) {
+        let class = status_class(status);
+        let resolve = || self.request_counter(&route.to_string(), &backend.backend, class);
+        {
+            let routes = cache.routes.read().unwrap_or_else(PoisonError::into_inner);
+            if let Some(entry) = routes.iter().find(|e| e.route == *route) {
+                entry.by_class[class].get_or_init(resolve).inc();
+                return;
+            }
+        }
+        let mut routes = cache.routes.write().unwrap_or_else(PoisonError::into_inner);
+        if let Some(entry) = routes.iter().find(|e| e.route == *route) {
+            entry.by_class[class].get_or_init(resolve).inc();
+            return;
+        }
+        if routes.len() >= MAX_CACHED_ROUTES {
+            drop(routes);
+            resolve().inc();
+            return;
+        }
+        let entry = RouteCounters {
+            route: route.clone(),
+            by_class: Default::default(),
         };
+        entry.by_class[class].get_or_init(resolve).inc();
+        routes.push(entry);
+    }
+
+    fn request_counter(&self, route: &str, backend: &str, class: usize) -> Counter {
         self.requests
             .get_or_create(&RequestLabels {
                 route: route.to_owned(),
                 backend: backend.to_owned(),
-                status_class: class.to_owned(),
+                status_class: STATUS_CLASSES[class].to_owned(),
             })
-            .inc();
+            .clone()
     }
+}
+
+/// Label values of the status classes, indexed by [`status_class`].
+const STATUS_CLASSES: [&str; 5] = ["1xx", "2xx", "3xx", "4xx", "5xx"];
+
+/// Index into [`STATUS_CLASSES`].
+fn status_class(status: http::StatusCode) -> usize {
+    match status.as_u16() {
+        100..=199 => 0,
+        200..=299 => 1,
+        300..=399 => 2,
+        400..=499 => 3,
+        _ => 4,
+    }
+}
+
+/// Routes a backend keeps counters for; beyond that (only after many
+/// configuration changes) requests take the uncached path.
+const MAX_CACHED_ROUTES: usize = 64;
+
+/// Request counters of one backend, resolved once per route and status
+/// class. The counters are handles into [`Metrics::requests`], so the
+/// exposition is the same as with [`Metrics::record_request`]; a counter
+/// appears there only once a request counted into it.
+#[derive(Debug, Default)]
+pub struct RequestCounterCache {
+    routes: RwLock<Vec<RouteCounters>>,
+}
+
+#[derive(Debug)]
+struct RouteCounters {
+    route: ObjectName,
+    by_class: [OnceLock<Counter>; 5],
 }
 
 /// Labels for `backend`, built once per backend and cloned on use.
 pub fn backend_labels(backend: &switchyard_proto::model::BackendKey) -> BackendLabels {
     BackendLabels {
         backend: backend.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::StatusCode;
+
+    fn count(m: &Metrics, route: &str, backend: &str, class: &str) -> u64 {
+        m.requests
+            .get_or_create(&RequestLabels {
+                route: route.to_owned(),
+                backend: backend.to_owned(),
+                status_class: class.to_owned(),
+            })
+            .get()
+    }
+
+    #[test]
+    fn cached_counters_are_the_family_counters() {
+        let mut registry = Registry::default();
+        let m = Metrics::register(&mut registry);
+        let cache = RequestCounterCache::default();
+        let route = ObjectName::new("ns", "r");
+        let other = ObjectName::new("ns", "q");
+        let backend = BackendLabels {
+            backend: "ns/svc:80".to_owned(),
+        };
+        for _ in 0..3 {
+            m.record_forwarded(&cache, &route, &backend, StatusCode::OK);
+        }
+        m.record_forwarded(&cache, &route, &backend, StatusCode::BAD_GATEWAY);
+        m.record_forwarded(&cache, &other, &backend, StatusCode::OK);
+        m.record_request("ns/r", "ns/svc:80", StatusCode::NO_CONTENT);
+        m.record_unrouted(StatusCode::NOT_FOUND);
+        m.record_unrouted(StatusCode::NOT_FOUND);
+        m.record_request("", "", StatusCode::NOT_FOUND);
+        assert_eq!(count(&m, "ns/r", "ns/svc:80", "2xx"), 4);
+        assert_eq!(count(&m, "ns/r", "ns/svc:80", "5xx"), 1);
+        assert_eq!(count(&m, "ns/q", "ns/svc:80", "2xx"), 1);
+        assert_eq!(count(&m, "", "", "4xx"), 3);
+    }
+
+    #[test]
+    fn counters_appear_only_once_used() {
+        let mut registry = Registry::default();
+        let m = Metrics::register(&mut registry);
+        let cache = RequestCounterCache::default();
+        let backend = BackendLabels {
+            backend: "ns/svc:80".to_owned(),
+        };
+        m.record_forwarded(
+            &cache,
+            &ObjectName::new("ns", "r"),
+            &backend,
+            StatusCode::OK,
+        );
+        m.record_unrouted(StatusCode::NOT_FOUND);
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        let lines: Vec<_> = text
+            .lines()
+            .filter(|l| l.starts_with("switchyard_proxy_requests_total"))
+            .collect();
+        assert_eq!(lines.len(), 2, "{text}");
     }
 }

@@ -26,6 +26,11 @@ const HOP_BY_HOP: [HeaderName; 7] = [
 /// Removes hop-by-hop headers, including every header the `Connection`
 /// header names.
 pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    // Most messages carry none of these: one pass over the names, no
+    // removals (each a hash and probe) and no `Connection` parsing.
+    if !headers.keys().any(is_hop_by_hop) {
+        return;
+    }
     let named: Vec<HeaderName> = headers
         .get_all(header::CONNECTION)
         .iter()
@@ -39,6 +44,20 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
     for name in HOP_BY_HOP {
         headers.remove(name);
     }
+}
+
+/// Whether `name` is one of [`HOP_BY_HOP`].
+fn is_hop_by_hop(name: &HeaderName) -> bool {
+    matches!(
+        name.as_str(),
+        "connection"
+            | "keep-alive"
+            | "proxy-connection"
+            | "te"
+            | "trailer"
+            | "transfer-encoding"
+            | "upgrade"
+    )
 }
 
 /// HTTP/2 (and absolute-form HTTP/1) requests carry the host in the URI;
@@ -108,6 +127,31 @@ mod tests {
         strip_hop_by_hop(&mut h);
         assert_eq!(h.len(), 1);
         assert_eq!(h["x-echo-set-header"], "A:b");
+    }
+
+    #[test]
+    fn hop_by_hop_names_match_the_list() {
+        for name in HOP_BY_HOP {
+            assert!(is_hop_by_hop(&name), "{name}");
+        }
+        assert!(!is_hop_by_hop(&header::CONTENT_LENGTH));
+        assert!(!is_hop_by_hop(&HeaderName::from_static("x-secret")));
+    }
+
+    #[test]
+    fn each_hop_by_hop_header_alone_is_stripped() {
+        for name in HOP_BY_HOP {
+            let mut h = HeaderMap::new();
+            h.insert(name.clone(), "x".parse().unwrap());
+            h.insert(header::CONTENT_TYPE, "text/plain".parse().unwrap());
+            strip_hop_by_hop(&mut h);
+            assert_eq!(h.len(), 1, "{name}");
+        }
+        let mut h = HeaderMap::new();
+        h.insert(header::CONTENT_TYPE, "text/plain".parse().unwrap());
+        h.insert("x-other", "1".parse().unwrap());
+        strip_hop_by_hop(&mut h);
+        assert_eq!(h.len(), 2);
     }
 
     #[test]

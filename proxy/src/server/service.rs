@@ -32,6 +32,7 @@ use crate::dataplane::{DataPlane, Served};
 use crate::error::ProxyError;
 use crate::metrics::ErrorLabels;
 use crate::router::{Decision, DirectResponse, ForwardPlan, ListenerKey};
+use crate::upstream::Backend;
 use crate::upstream::forward::forward;
 use crate::upstream::mirror::{self, ClientBody};
 use http::header::{self, HeaderValue};
@@ -40,6 +41,7 @@ use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use switchyard_proto::model::{BackendKey, ObjectName};
 use tracing::debug;
 
 /// What the request stack knows about the connection a request came on.
@@ -82,53 +84,93 @@ async fn account(
     listener: &ListenerKey,
     req: Request<Incoming>,
 ) -> Response<ProxyBody> {
-    let (resp, route, backend) = gate_and_route(dp, listener, req).await;
-    dp.metrics().record_request(&route, &backend, resp.status());
+    let (resp, accounting) = gate_and_route(dp, listener, req).await;
+    let metrics = dp.metrics();
+    match accounting {
+        Accounting::Unrouted => metrics.record_unrouted(resp.status()),
+        Accounting::Forwarded {
+            route,
+            handle: Some(backend),
+            ..
+        } => metrics.record_forwarded(
+            backend.request_counters(),
+            &route,
+            backend.labels(),
+            resp.status(),
+        ),
+        Accounting::Forwarded {
+            route,
+            backend,
+            handle: None,
+        } => metrics.record_request(&route.to_string(), &backend.to_string(), resp.status()),
+    }
     resp
 }
 
-/// Layers 3 and 4. Returns the response plus route and backend labels.
+/// What layer 2 counts a request by.
+enum Accounting {
+    /// No route took it: empty route and backend labels.
+    Unrouted,
+    /// A route sent it to a backend.
+    Forwarded {
+        route: ObjectName,
+        backend: BackendKey,
+        /// The tracked backend, whose counters are cached; `None` when the
+        /// backend is unknown.
+        handle: Option<Arc<Backend>>,
+    },
+}
+
+/// Layers 3 and 4. Returns the response plus what to count it by.
 async fn gate_and_route(
     dp: &Arc<DataPlane>,
     listener: &ListenerKey,
     req: Request<Incoming>,
-) -> (Response<ProxyBody>, String, String) {
+) -> (Response<ProxyBody>, Accounting) {
     let Some(served) = dp.served() else {
         return (
             error_response(dp, &ProxyError::NoConfig),
-            String::new(),
-            String::new(),
+            Accounting::Unrouted,
         );
     };
     let (mut parts, body) = req.into_parts();
     headers::normalize_host(&mut parts);
     match served.table.route(listener, &parts, rand::random()) {
-        Decision::Respond(direct) => (direct_response(direct), String::new(), String::new()),
+        Decision::Respond(direct) => (direct_response(direct), Accounting::Unrouted),
         Decision::Forward(plan) => {
-            let route = plan.route.to_string();
-            let backend = plan.backend.to_string();
-            let resp = forward_plan(dp, &served, plan, parts, body).await;
-            (resp, route, backend)
+            let handle = served.backends.get(&plan.backend).cloned();
+            let resp = forward_plan(dp, &served, &plan, handle.as_ref(), parts, body).await;
+            let ForwardPlan { route, backend, .. } = plan;
+            (
+                resp,
+                Accounting::Forwarded {
+                    route,
+                    backend,
+                    handle,
+                },
+            )
         }
     }
 }
 
-/// Layers 5..8 for one forward plan.
+/// Layers 5..8 for one forward plan; `backend` is the plan's backend if
+/// tracked.
 async fn forward_plan(
     dp: &Arc<DataPlane>,
     served: &Served,
-    plan: ForwardPlan,
+    plan: &ForwardPlan,
+    backend: Option<&Arc<Backend>>,
     mut parts: request::Parts,
     body: Incoming,
 ) -> Response<ProxyBody> {
-    let Some(backend) = served.backends.get(&plan.backend) else {
+    let Some(backend) = backend else {
         let error = ProxyError::BackendUnknown {
             backend: plan.backend.clone(),
         };
         return error_response(dp, &error);
     };
     // Layer 5: request shaping.
-    shape_request(&mut parts, &plan);
+    shape_request(&mut parts, plan);
     // Layer 6: mirrors.
     let mirrors: Vec<_> = plan
         .mirrors

@@ -26,7 +26,7 @@ pub mod health;
 pub mod mirror;
 pub mod outlier;
 
-use crate::metrics::{BackendLabels, Metrics, backend_labels};
+use crate::metrics::{BackendLabels, Metrics, RequestCounterCache, backend_labels};
 use crate::settings::DataPlaneSettings;
 use arc_swap::ArcSwap;
 use discovery::EndpointSet;
@@ -127,6 +127,7 @@ pub struct Backend {
     ctx: Arc<Context>,
     endpoints: ArcSwap<Vec<Arc<Endpoint>>>,
     generation: AtomicU64,
+    request_counters: RequestCounterCache,
 }
 
 impl Backend {
@@ -140,7 +141,13 @@ impl Backend {
             ctx,
             endpoints: ArcSwap::from_pointee(Vec::new()),
             generation: AtomicU64::new(0),
+            request_counters: RequestCounterCache::default(),
         }
+    }
+
+    /// Request counters of this backend, by route and status class.
+    pub fn request_counters(&self) -> &RequestCounterCache {
+        &self.request_counters
     }
 
     /// `namespace/name:port`.
