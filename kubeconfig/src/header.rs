@@ -58,9 +58,8 @@ pub(crate) fn key_of(value: &Value) -> Result<ResourceKey, Problem> {
         });
     }
     let meta = map.get("metadata");
-    let name =
-        string_field(meta.and_then(|m| m.get("name"))).ok_or(Problem::missing("metadata.name"))?;
-    let namespace = string_field(meta.and_then(|m| m.get("namespace")));
+    let name = strict_string(meta, "name")?.ok_or(Problem::missing("metadata.name"))?;
+    let namespace = strict_string(meta, "namespace")?;
     let namespace = match (kind.cluster_scoped(), namespace) {
         (true, None) => String::new(),
         (true, Some(ns)) => {
@@ -91,6 +90,21 @@ pub(crate) fn locate(file: &str, index: usize, value: &Value) -> Location {
             Some(ns) => format!("{ns}/{n}"),
             None => n.to_string(),
         }),
+    }
+}
+
+/// `metadata.<field>` as a string: absent or empty is `None`; any other
+/// type (YAML `namespace: 2024` is a number) is an error, as the Kubernetes
+/// API would say — otherwise the typed pass, which turns the scalar into
+/// text, and this pass would disagree on the object's identity.
+fn strict_string<'a>(meta: Option<&'a Value>, field: &str) -> Result<Option<&'a str>, Problem> {
+    match meta.and_then(|m| m.get(field)) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.as_str()).filter(|s| !s.is_empty())),
+        Some(other) => Err(Problem::invalid(
+            &format!("metadata.{field}"),
+            format!("must be a string, found {}: quote it", type_name(other)),
+        )),
     }
 }
 
