@@ -102,7 +102,7 @@ fn strict_string<'a>(meta: Option<&'a Value>, field: &str) -> Result<Option<&'a 
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => Ok(Some(s.as_str()).filter(|s| !s.is_empty())),
         Some(other) => Err(Problem::invalid(
-            &format!("metadata.{field}"),
+            format!("metadata.{field}"),
             format!("must be a string, found {}: quote it", type_name(other)),
         )),
     }
