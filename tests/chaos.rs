@@ -88,18 +88,16 @@ async fn a_leader_cut_off_commits_nothing_and_the_majority_completes() -> anyhow
     // After healing every coordinator agrees.
     fleet.heal();
     for address in fleet.coordinator_addresses.clone() {
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-        loop {
+        let what = format!("{address} never converged");
+        scenario::eventually(Duration::from_secs(20), &what, || async {
             let seen = generations_at(&address).await.ok();
             if seen == Some((Some(generation), None)) {
-                break;
+                Ok(())
+            } else {
+                Err(format!("{seen:?}"))
             }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "{address} never converged: {seen:?}"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        })
+        .await;
     }
     let report = prober.stop().await;
     scenario::report(
@@ -258,8 +256,8 @@ async fn a_coordinator_restarted_again_and_again_loses_no_acknowledged_apply() -
         "too few applies went through: {acknowledged:?}"
     );
     for address in fleet.coordinator_addresses.clone() {
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-        loop {
+        let what = format!("{address} lost acknowledged applies");
+        scenario::eventually(Duration::from_secs(20), &what, || async {
             let mut client =
                 switchyard::client::AdminClient::new(vec![address.clone()], Duration::from_secs(2));
             let names: Vec<String> = client
@@ -270,14 +268,12 @@ async fn a_coordinator_restarted_again_and_again_loses_no_acknowledged_apply() -
             let missing: Vec<&String> =
                 acknowledged.iter().filter(|n| !names.contains(n)).collect();
             if missing.is_empty() {
-                break;
+                Ok(())
+            } else {
+                Err(format!("{missing:?}"))
             }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "{address} lost acknowledged applies {missing:?}"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        })
+        .await;
     }
     let report = prober.stop().await;
     scenario::report(
