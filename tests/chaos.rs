@@ -131,15 +131,15 @@ async fn all_coordinators_killed_mid_transition_resume_it() -> anyhow::Result<()
     for coordinator in &mut fleet.coordinators {
         tokio::task::block_in_place(|| coordinator.restart())?;
     }
-    fleet
-        .client()
-        .wait_ready(&targets, index, Duration::from_secs(40), |_| {})
-        .await?;
-    let seen = prober
-        .observe_after(tokio::time::Instant::now(), Duration::from_secs(5))
-        .await
-        .expect("responses keep coming");
-    assert_eq!(seen.backend, "v2");
+    scenario::wait_serving(
+        &fleet,
+        &prober,
+        &targets,
+        index,
+        Duration::from_secs(40),
+        "v2",
+    )
+    .await?;
     let report = prober.stop().await;
     scenario::report(
         "chaos",
@@ -314,15 +314,15 @@ async fn a_backend_flapping_during_warm_up_is_waited_for() -> anyhow::Result<()>
             fleet.start_backend("v2", &["--listen", &listen, "--unhealthy-for", "500ms"])
         })?;
     }
-    fleet
-        .client()
-        .wait_ready(&targets, index, Duration::from_secs(40), |_| {})
-        .await?;
-    let seen = prober
-        .observe_after(tokio::time::Instant::now(), Duration::from_secs(5))
-        .await
-        .expect("responses keep coming");
-    assert_eq!(seen.backend, "v2");
+    scenario::wait_serving(
+        &fleet,
+        &prober,
+        &targets,
+        index,
+        Duration::from_secs(40),
+        "v2",
+    )
+    .await?;
     let report = prober.stop().await;
     scenario::report(
         "chaos",

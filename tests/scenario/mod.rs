@@ -64,3 +64,29 @@ where
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
 }
+
+/// Waits until the apply at `index` is Ready, then checks that the next
+/// response the prober sees comes from `backend`.
+#[allow(dead_code)]
+pub async fn wait_serving(
+    fleet: &switchyard::demo::fleet::Fleet,
+    prober: &switchyard::demo::prober::Prober,
+    targets: &std::collections::BTreeMap<switchyard_proto::model::ObjectName, u64>,
+    index: u64,
+    timeout: std::time::Duration,
+    backend: &str,
+) -> anyhow::Result<()> {
+    fleet
+        .client()
+        .wait_ready(targets, index, timeout, |_| {})
+        .await?;
+    let seen = prober
+        .observe_after(
+            tokio::time::Instant::now(),
+            std::time::Duration::from_secs(5),
+        )
+        .await
+        .expect("responses keep coming");
+    assert_eq!(seen.backend, backend);
+    Ok(())
+}
