@@ -158,10 +158,15 @@ async fn sequence(fleet: &mut Fleet, options: &DemoOptions) -> anyhow::Result<De
             // At a random moment of the transition: anywhere from right
             // after the apply to well past a typical commit.
             tokio::time::sleep(Duration::from_millis(random_below(300))).await;
-            if let Some(leader) = fleet.leader().await {
-                fleet.coordinators[leader].kill();
-                killed = Some(leader);
-            }
+            // A status call can miss the leader for a moment (an election
+            // in flight, a slow reply); wait for one rather than skip the
+            // kill, so every requested kill happens.
+            let leader = fleet
+                .wait_leader(Duration::from_secs(20))
+                .await
+                .with_context(|| format!("no leader to kill during cutover {step}"))?;
+            fleet.coordinators[leader].kill();
+            killed = Some(leader);
         }
         let waited = fleet
             .client()
