@@ -8,7 +8,8 @@ use std::time::Duration;
 use switchyard_proto::model::{ClusterStatus, ObjectName};
 use switchyard_proto::pb::{self, admin_service_client::AdminServiceClient};
 use tokio::time::Instant;
-use tonic::transport::{Channel, Endpoint};
+use switchyard_tls::Security;
+use tonic::transport::Channel;
 use tonic::{Code, Status};
 
 /// Metadata key with which a follower names the leader's address.
@@ -78,17 +79,20 @@ pub struct AdminClient {
     channels: HashMap<String, Channel>,
     /// Where to try first: the last leader we heard of.
     preferred: Option<String>,
+    /// Mutual TLS as an admin, or `--insecure`.
+    security: Security,
 }
 
 impl AdminClient {
     /// A client for `addresses` (HOST:PORT); every call gives up after
-    /// `timeout`.
-    pub fn new(addresses: Vec<String>, timeout: Duration) -> Self {
+    /// `timeout`; connections are secured as `security` says.
+    pub fn new(addresses: Vec<String>, timeout: Duration, security: Security) -> Self {
         AdminClient {
             addresses,
             timeout,
             channels: HashMap::new(),
             preferred: None,
+            security,
         }
     }
 
@@ -96,11 +100,15 @@ impl AdminClient {
         if let Some(c) = self.channels.get(address) {
             return Ok(c.clone());
         }
-        let endpoint = Endpoint::from_shared(format!("http://{address}"))
-            .map_err(|e| format!("{address}: not a valid address: {e}"))?
-            .connect_timeout(Duration::from_secs(1))
-            .timeout(self.timeout);
-        let channel = endpoint.connect_lazy();
+        let timeout = self.timeout;
+        let channel = switchyard_tls::client::channel(
+            address,
+            &self.security,
+            None,
+            Duration::from_secs(1),
+            |endpoint| endpoint.timeout(timeout),
+        )
+        .map_err(|e| format!("{address}: not a valid address: {e}"))?;
         self.channels.insert(address.to_string(), channel.clone());
         Ok(channel)
     }

@@ -43,9 +43,15 @@ async fn cut_over_to(
 
 /// The replicated view of route `demo/app` at one coordinator:
 /// (active, pending) generations.
-async fn generations_at(address: &str) -> anyhow::Result<(Option<u64>, Option<u64>)> {
-    let mut client =
-        switchyard::client::AdminClient::new(vec![address.to_string()], Duration::from_secs(2));
+async fn generations_at(
+    fleet: &Fleet,
+    address: &str,
+) -> anyhow::Result<(Option<u64>, Option<u64>)> {
+    let mut client = switchyard::client::AdminClient::new(
+        vec![address.to_string()],
+        Duration::from_secs(2),
+        fleet.admin_security().clone(),
+    );
     let status = client.fetch_status_here().await?;
     let row = status
         .routes
@@ -73,13 +79,17 @@ async fn a_leader_cut_off_commits_nothing_and_the_majority_completes() -> anyhow
         .filter(|i| *i != leader)
         .map(|i| fleet.coordinator_addresses[i].clone())
         .collect();
-    let mut client = switchyard::client::AdminClient::new(majority, Duration::from_secs(10));
+    let mut client = switchyard::client::AdminClient::new(
+        majority,
+        Duration::from_secs(10),
+        fleet.admin_security().clone(),
+    );
     client
         .wait_ready(&targets, index, Duration::from_secs(40), |_| {})
         .await?;
     let generation = targets[&app()];
     // The isolated side committed nothing.
-    let (active, _) = generations_at(&fleet.coordinator_addresses[leader]).await?;
+    let (active, _) = generations_at(&fleet, &fleet.coordinator_addresses[leader]).await?;
     assert!(
         active < Some(generation),
         "the isolated coordinator committed generation {generation}"
@@ -90,7 +100,7 @@ async fn a_leader_cut_off_commits_nothing_and_the_majority_completes() -> anyhow
     for address in fleet.coordinator_addresses.clone() {
         let what = format!("{address} never converged");
         scenario::eventually(Duration::from_secs(20), &what, || async {
-            let seen = generations_at(&address).await.ok();
+            let seen = generations_at(&fleet, &address).await.ok();
             if seen == Some((Some(generation), None)) {
                 Ok(())
             } else {
@@ -258,8 +268,11 @@ async fn a_coordinator_restarted_again_and_again_loses_no_acknowledged_apply() -
     for address in fleet.coordinator_addresses.clone() {
         let what = format!("{address} lost acknowledged applies");
         scenario::eventually(Duration::from_secs(20), &what, || async {
-            let mut client =
-                switchyard::client::AdminClient::new(vec![address.clone()], Duration::from_secs(2));
+            let mut client = switchyard::client::AdminClient::new(
+                vec![address.clone()],
+                Duration::from_secs(2),
+                fleet.admin_security().clone(),
+            );
             let names: Vec<String> = client
                 .fetch_status_here()
                 .await

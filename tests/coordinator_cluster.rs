@@ -14,7 +14,7 @@ fn applies_survive_leader_kill_and_full_restart() -> anyhow::Result<()> {
     cluster.wait_leader(Duration::from_secs(15))?;
 
     let first = write(&dir, "first.yaml", &route_yaml("app", "blue"));
-    let out = cli(&["apply", "-f", &first, "--coordinators", &cluster.all()])?;
+    let out = cli(&["apply", "-f", &first, "--coordinators", &cluster.all(), "--insecure"])?;
     assert_eq!(out.code, 0, "apply failed: {}", out.stderr);
     assert!(
         out.stdout
@@ -35,6 +35,7 @@ fn applies_survive_leader_kill_and_full_restart() -> anyhow::Result<()> {
         &second,
         "--coordinators",
         &cluster.addresses[survivor],
+        "--insecure",
     ])?;
     assert_eq!(
         out.code, 0,

@@ -121,6 +121,7 @@ fn a_live_cluster_drives_the_coordinator_and_gets_status_back() -> anyhow::Resul
         "300ms",
         "--election-timeout-max",
         "600ms",
+        "--insecure",
         "--kubernetes",
         &format!("fake={kubeconfig}#fake-ctx"),
         "--kubernetes-status-interval",
@@ -233,6 +234,7 @@ fn an_unreadable_kubeconfig_stops_the_coordinator_before_it_starts() -> anyhow::
         &data.to_string_lossy(),
         "--kubernetes",
         &format!("{}#ctx", missing.display()),
+        "--insecure",
     ])?;
     assert_eq!(out.code, 1, "{out:?}");
     assert!(out.stderr.contains("--kubernetes"), "{}", out.stderr);

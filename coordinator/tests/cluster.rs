@@ -76,6 +76,7 @@ async fn start(
         data_dir: dir.to_path_buf(),
         raft: settings(),
         source_ip: None,
+        security: switchyard_tls::Security::Insecure,
     })
     .await
     .with_context(|| format!("start node {id}"))?;
@@ -404,6 +405,7 @@ async fn start_refuses_peers_without_self_and_a_locked_store() -> anyhow::Result
         data_dir: dir.to_path_buf(),
         raft: settings(),
         source_ip: None,
+        security: switchyard_tls::Security::Insecure,
     };
     match Node::start(config(2, root.path())).await {
         Err(NodeError::NotInPeers { id: 2, .. }) => {}

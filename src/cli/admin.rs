@@ -27,11 +27,26 @@ pub struct Connection {
     /// Give up on a request after this long.
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     pub timeout: Duration,
+    /// TLS as an admin (the certificate must name an admin identity).
+    #[command(flatten)]
+    pub tls: super::tls::TlsArgs,
 }
 
 impl Connection {
-    fn client(&self) -> AdminClient {
-        AdminClient::new(self.coordinators.clone(), self.timeout)
+    fn client(&self, command: &str) -> anyhow::Result<AdminClient> {
+        let security = self.tls.load(command)?;
+        if let Some(identity) = super::tls::identity(&security)
+            && !matches!(identity, switchyard_tls::Identity::Admin(_))
+        {
+            bail!(
+                "the certificate names {identity}; {command} needs an admin certificate (admin-NAME.pem from `switchyard certs init`)"
+            );
+        }
+        Ok(AdminClient::new(
+            self.coordinators.clone(),
+            self.timeout,
+            security,
+        ))
     }
 }
 
@@ -108,9 +123,9 @@ fn display_files(files: &[PathBuf]) -> String {
 
 /// `switchyard apply`.
 pub async fn apply(args: ApplyArgs) -> anyhow::Result<ExitCode> {
+    let mut client = args.connection.client("apply")?;
     let resources = read_files(&args.files)?;
     let resources_json = serde_json::to_vec(&resources)?;
-    let mut client = args.connection.client();
     let reply = client
         .call(true, |mut c| {
             let request = pb::ApplyRequest {
@@ -160,7 +175,7 @@ pub async fn delete(args: DeleteArgs) -> anyhow::Result<ExitCode> {
     let keys_json = serde_json::to_vec(&keys)?;
     let reply = args
         .connection
-        .client()
+        .client("delete")?
         .call(true, |mut c| {
             let request = pb::DeleteRequest {
                 keys_json: keys_json.clone(),
@@ -176,7 +191,7 @@ pub async fn delete(args: DeleteArgs) -> anyhow::Result<ExitCode> {
 
 /// `switchyard status`.
 pub async fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
-    let mut client = args.connection.client();
+    let mut client = args.connection.client("status")?;
     let mut last = None;
     loop {
         let status = client.fetch_status().await?;

@@ -78,6 +78,8 @@ pub struct CoordinatorArgs {
     /// Live Kubernetes clusters as the configuration source (`--kubernetes`).
     #[command(flatten)]
     pub kube: super::kube::KubeArgs,
+    #[command(flatten)]
+    pub tls: super::tls::TlsArgs,
 }
 
 fn parse_peer(text: &str) -> Result<(u64, String), String> {
@@ -100,7 +102,11 @@ fn parse_peer(text: &str) -> Result<(u64, String), String> {
 impl CoordinatorArgs {
     /// Checks the flags together and builds the config; `bound` is the
     /// address the listener actually got.
-    fn into_config(self, bound: SocketAddr) -> anyhow::Result<CoordinatorConfig> {
+    fn into_config(
+        self,
+        bound: SocketAddr,
+        security: switchyard_tls::Security,
+    ) -> anyhow::Result<CoordinatorConfig> {
         if self.id == 0 {
             bail!("--id must be a positive integer");
         }
@@ -144,6 +150,7 @@ impl CoordinatorArgs {
                 // Raft traffic leaves from the address this coordinator
                 // listens on, so peers (and firewalls) see who is talking.
                 source_ip: Some(bound.ip()).filter(|ip| !ip.is_unspecified()),
+                security,
             },
             lease_ttl: self.proxy_lease_ttl,
             heartbeat_interval: self.proxy_heartbeat_interval,
@@ -162,6 +169,8 @@ impl CoordinatorArgs {
 
 /// Runs a coordinator until SIGTERM.
 pub async fn run(args: CoordinatorArgs) -> anyhow::Result<ExitCode> {
+    let security = args.tls.security("coordinator")?;
+    super::tls::check_identity(&security, &switchyard_tls::Identity::Coordinator(args.id))?;
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
@@ -172,7 +181,7 @@ pub async fn run(args: CoordinatorArgs) -> anyhow::Result<ExitCode> {
     let id = args.id;
     // Before anything starts: a bad kubeconfig is a configuration error.
     let live = super::kube::LiveSync::connect(&args.kube).await?;
-    let config = args.into_config(bound)?;
+    let config = args.into_config(bound, security)?;
     let mut registry = prometheus_client::registry::Registry::default();
     let metrics =
         switchyard_coordinator::server::metrics::CoordinatorMetrics::register(&mut registry);

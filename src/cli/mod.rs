@@ -8,6 +8,7 @@ mod coordinator;
 mod demo;
 mod kube;
 mod proxy;
+pub mod tls;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use std::process::ExitCode;
@@ -57,6 +58,8 @@ pub enum Command {
     Delete(admin::DeleteArgs),
     /// Show the leader, every route's generations and cutover progress, and the proxies.
     Status(admin::StatusArgs),
+    /// Create the CA and certificates a cluster's mutual TLS needs.
+    Certs(tls::CertsArgs),
 }
 
 /// Sets up the `tracing` subscriber (RUST_LOG, default `info`).
@@ -82,6 +85,7 @@ pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Apply(args) => admin::apply(args).await,
         Command::Delete(args) => admin::delete(args).await,
         Command::Status(args) => admin::status(args).await,
+        Command::Certs(args) => tls::run(args),
     }
 }
 

@@ -73,6 +73,9 @@ pub struct ProxyArgs {
     /// Deadline of every unary call to a coordinator.
     #[arg(long, default_value = "1s", value_parser = parse_duration)]
     pub rpc_timeout: Duration,
+    /// TLS towards the coordinators (not needed with --config, which talks to none).
+    #[command(flatten)]
+    pub tls: super::tls::TlsArgs,
 }
 
 fn parse_listener(text: &str) -> Result<(String, ListenerKey, SocketAddr), String> {
@@ -139,6 +142,19 @@ pub async fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
     if args.id.trim().is_empty() {
         bail!("--id must not be empty");
     }
+    // The certificate must name this proxy: the coordinators accept its
+    // registration and evidence only as that id.
+    let security = match &args.config {
+        Some(_) => switchyard_tls::Security::Insecure,
+        None => {
+            let security = args.tls.security("proxy")?;
+            super::tls::check_identity(
+                &security,
+                &switchyard_tls::Identity::Proxy(args.id.clone()),
+            )?;
+            security
+        }
+    };
     let static_resources = match &args.config {
         Some(path) => {
             Some(switchyard_kubeconfig::parse_file(path).map_err(|e| anyhow::anyhow!("{e}"))?)
@@ -205,6 +221,7 @@ pub async fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
                 rpc_timeout: args.rpc_timeout,
                 apply_wait_limit: args.apply_wait_limit,
                 reconnect_backoff: Duration::from_millis(200),
+                security,
             };
             Some(tokio::spawn(control::run(
                 config,

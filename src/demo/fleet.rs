@@ -2,6 +2,10 @@
 //! coordinators, proxies in several zones, and backend processes. Built on
 //! the chaos harness's [`Process`], so every child is stopped by PID and
 //! killed when the fleet is dropped — nothing is left running.
+//!
+//! With [`FleetOptions::tls`] (the default) the fleet runs as production
+//! does: a throwaway CA in the fleet's temporary directory, a certificate
+//! per coordinator, proxy and the admin client, mutual TLS everywhere.
 
 use crate::client::AdminClient;
 use anyhow::{Context, bail};
@@ -12,6 +16,8 @@ use std::time::Duration;
 use switchyard_chaos_tests::{Process, ProcessSpec, Relay, free_port};
 use switchyard_proto::model::ObjectName;
 use switchyard_proto::pb;
+use switchyard_tls::certs::{Authority, Validity, file_stem};
+use switchyard_tls::{Identity, Security, Tls, TlsFiles};
 
 /// What to start.
 #[derive(Debug, Clone)]
@@ -29,6 +35,9 @@ pub struct FleetOptions {
     /// one off ([`Fleet::isolate`]). Proxies and clients still connect
     /// directly.
     pub partitionable: bool,
+    /// Mutual TLS with a throwaway CA (else every process gets
+    /// `--insecure`).
+    pub tls: bool,
 }
 
 impl FleetOptions {
@@ -67,6 +76,7 @@ impl FleetOptions {
             .map(String::from)
             .to_vec(),
             partitionable: false,
+            tls: true,
         }
     }
 }
@@ -86,6 +96,23 @@ pub struct Fleet {
     pub relays: Vec<Relay>,
     options: FleetOptions,
     dir: tempfile::TempDir,
+    /// The throwaway CA (TLS fleets only).
+    authority: Option<Authority>,
+    /// How the fleet's own admin client connects.
+    admin_security: Security,
+}
+
+/// The identity the fleet's admin client uses.
+const ADMIN: &str = "fleet";
+
+/// Where `identity`'s certificate lives in a TLS fleet's directory.
+fn tls_files(dir: &std::path::Path, identity: &Identity) -> TlsFiles {
+    let stem = file_stem(identity);
+    TlsFiles {
+        ca: dir.join("ca.pem"),
+        cert: dir.join(format!("{stem}.pem")),
+        key: dir.join(format!("{stem}-key.pem")),
+    }
 }
 
 fn spec(name: String, binary: &PathBuf, args: Vec<String>) -> ProcessSpec {
@@ -99,6 +126,31 @@ impl Fleet {
     /// start-up waits for `LISTENING` lines).
     pub fn start(options: FleetOptions) -> anyhow::Result<Fleet> {
         let dir = tempfile::tempdir().context("cannot create a temporary directory")?;
+        let (authority, admin_security) = if options.tls {
+            let authority = Authority::generate("switchyard throwaway CA", Validity::days(1))?;
+            std::fs::write(dir.path().join("ca.pem"), authority.cert_pem())
+                .context("cannot write the CA")?;
+            let admin = Identity::Admin(ADMIN.into());
+            authority
+                .issue(&admin, Validity::days(1))?
+                .write(dir.path(), &file_stem(&admin))?;
+            let tls = Tls::load(tls_files(dir.path(), &admin))?;
+            (Some(authority), Security::Tls(tls))
+        } else {
+            (None, Security::Insecure)
+        };
+        let mut fleet = Fleet {
+            coordinators: Vec::new(),
+            coordinator_addresses: Vec::new(),
+            proxies: Vec::new(),
+            backends: BTreeMap::new(),
+            relays: Vec::new(),
+            options,
+            dir,
+            authority,
+            admin_security,
+        };
+        let options = fleet.options.clone();
         let ip = |i: usize| {
             if options.partitionable {
                 format!("127.0.0.{}", 11 + i)
@@ -129,9 +181,10 @@ impl Fleet {
             .map(|(i, a)| format!("{}={a}", i + 1))
             .collect::<Vec<_>>()
             .join(",");
-        let mut coordinators = Vec::new();
+        fleet.relays = relays;
+        fleet.coordinator_addresses = addresses.clone();
         for (i, address) in addresses.iter().enumerate() {
-            let data = dir.path().join(format!("coordinator-{}", i + 1));
+            let data = fleet.dir.path().join(format!("coordinator-{}", i + 1));
             let mut args: Vec<String> = vec![
                 "coordinator".into(),
                 "--id".into(),
@@ -144,21 +197,14 @@ impl Fleet {
                 data.to_string_lossy().into_owned(),
             ];
             args.extend(options.coordinator_flags.iter().cloned());
-            coordinators.push(Process::start(spec(
+            args.extend(fleet.tls_flags(&Identity::Coordinator(i as u64 + 1))?);
+            let process = Process::start(spec(
                 format!("coordinator-{}", i + 1),
                 &options.binary,
                 args,
-            ))?);
+            ))?;
+            fleet.coordinators.push(process);
         }
-        let mut fleet = Fleet {
-            coordinators,
-            coordinator_addresses: addresses,
-            proxies: Vec::new(),
-            backends: BTreeMap::new(),
-            relays,
-            options,
-            dir,
-        };
         for (id, zone) in fleet.options.proxies.clone() {
             let proxy = fleet.start_proxy(&id, &zone)?;
             fleet.proxies.push(proxy);
@@ -182,12 +228,80 @@ impl Fleet {
             "127.0.0.1:0".into(),
         ];
         args.extend(self.options.proxy_flags.iter().cloned());
+        args.extend(self.tls_flags(&Identity::Proxy(id.into()))?);
         Process::start(spec(id.to_string(), &self.options.binary, args))
+    }
+
+    /// The TLS flags for a process running as `identity` (issuing its
+    /// certificate on first use), or `--insecure`.
+    fn tls_flags(&self, identity: &Identity) -> anyhow::Result<Vec<String>> {
+        let Some(authority) = &self.authority else {
+            return Ok(vec!["--insecure".into()]);
+        };
+        let files = tls_files(self.dir.path(), identity);
+        if !files.cert.exists() {
+            authority
+                .issue(identity, Validity::days(1))?
+                .write(self.dir.path(), &file_stem(identity))?;
+        }
+        let path = |p: &PathBuf| p.to_string_lossy().into_owned();
+        Ok(vec![
+            "--ca".into(),
+            path(&files.ca),
+            "--cert".into(),
+            path(&files.cert),
+            "--key".into(),
+            path(&files.key),
+            // Rotation tests should not wait the production 5 s.
+            "--tls-reload-interval".into(),
+            "500ms".into(),
+        ])
+    }
+
+    /// Issues every coordinator and proxy a new key and certificate from
+    /// the same CA, replacing the files in place (each written beside and
+    /// renamed over, as a Secret update would). Returns the new
+    /// certificates' PEM by identity.
+    pub fn rotate_certificates(&self) -> anyhow::Result<BTreeMap<String, String>> {
+        let Some(authority) = &self.authority else {
+            bail!("this fleet runs without TLS");
+        };
+        let mut identities: Vec<Identity> = (1..=self.coordinators.len() as u64)
+            .map(Identity::Coordinator)
+            .collect();
+        identities.extend(
+            self.options
+                .proxies
+                .iter()
+                .map(|(id, _)| Identity::Proxy(id.clone())),
+        );
+        let mut issued = BTreeMap::new();
+        for identity in identities {
+            let new = authority.issue(&identity, Validity::days(1))?;
+            new.write(self.dir.path(), &file_stem(&identity))?;
+            issued.insert(file_stem(&identity), new.cert_pem);
+        }
+        Ok(issued)
+    }
+
+    /// The throwaway CA (TLS fleets), for tests that issue certificates of
+    /// their own.
+    pub fn authority(&self) -> Option<&Authority> {
+        self.authority.as_ref()
+    }
+
+    /// How the fleet's admin client connects.
+    pub fn admin_security(&self) -> &Security {
+        &self.admin_security
     }
 
     /// An admin client for every coordinator.
     pub fn client(&self) -> AdminClient {
-        AdminClient::new(self.coordinator_addresses.clone(), Duration::from_secs(15))
+        AdminClient::new(
+            self.coordinator_addresses.clone(),
+            Duration::from_secs(15),
+            self.admin_security.clone(),
+        )
     }
 
     /// `http://HOST:PORT` of each proxy's Gateway listener.

@@ -104,6 +104,9 @@ impl Cluster {
                 "600ms",
                 "--rpc-timeout",
                 "500ms",
+                // These tests are about Raft and input handling; TLS has
+                // its own (tests/security.rs), and the fleet tests run it.
+                "--insecure",
             ]
             .iter()
             .map(|s| s.to_string())
@@ -162,6 +165,7 @@ pub fn status_at(address: &str) -> anyhow::Result<Value> {
         address,
         "--timeout",
         "2s",
+        "--insecure",
     ])?;
     if out.code != 0 {
         bail!("status at {address} failed: {}", out.stderr.trim());

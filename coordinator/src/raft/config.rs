@@ -96,4 +96,6 @@ pub struct NodeConfig {
     /// Address outgoing Raft connections leave from (`None`: the
     /// system's choice).
     pub source_ip: Option<std::net::IpAddr>,
+    /// How Raft connections to peers are secured.
+    pub security: switchyard_tls::Security,
 }

@@ -1,7 +1,7 @@
 //! openraft's network over tonic: the client half of `RaftService`.
 //!
 //! Owns: one cached, lazily connected `tonic::transport::Channel` per peer
-//! address (shared by Raft replication and proposal forwarding — never a new
+//! address (mutual TLS as this coordinator unless `--insecure`) (shared by Raft replication and proposal forwarding — never a new
 //! connection per RPC), a deadline on every RPC, JSON encoding of openraft's
 //! requests, the cluster fingerprint on every call, and the mapping of
 //! transport failures to openraft's `Unreachable` / `Timeout` / `Network`
@@ -28,7 +28,8 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use switchyard_proto::pb::RaftPayload;
 use switchyard_proto::pb::raft_service_client::RaftServiceClient;
-use tonic::transport::{Channel, Endpoint};
+use switchyard_tls::Security;
+use tonic::transport::Channel;
 
 use super::fingerprint::ClusterIdentity;
 use super::types::{Node, NodeId, TypeConfig};
@@ -45,6 +46,7 @@ pub struct ChannelCache {
     channels: Arc<Mutex<HashMap<String, Channel>>>,
     connect_timeout: Duration,
     source_ip: Option<std::net::IpAddr>,
+    security: Security,
 }
 
 impl ChannelCache {
@@ -52,11 +54,16 @@ impl ChannelCache {
     /// connections leave from `source_ip` when given (a coordinator's
     /// traffic then comes from its own address, which is what lets a test
     /// relay cut one coordinator off from the others).
-    pub fn new(connect_timeout: Duration, source_ip: Option<std::net::IpAddr>) -> Self {
+    pub fn new(
+        connect_timeout: Duration,
+        source_ip: Option<std::net::IpAddr>,
+        security: Security,
+    ) -> Self {
         ChannelCache {
             channels: Arc::default(),
             connect_timeout,
             source_ip,
+            security,
         }
     }
 
@@ -71,11 +78,13 @@ impl ChannelCache {
         if let Some(channel) = channels.get(addr) {
             return Ok(channel.clone());
         }
-        let channel = Endpoint::from_shared(format!("http://{addr}"))?
-            .connect_timeout(self.connect_timeout)
-            .tcp_nodelay(true)
-            .local_address(self.source_ip)
-            .connect_lazy();
+        let channel = switchyard_tls::client::channel(
+            addr,
+            &self.security,
+            self.source_ip,
+            self.connect_timeout,
+            |endpoint| endpoint,
+        )?;
         channels.insert(addr.to_owned(), channel.clone());
         Ok(channel)
     }

@@ -65,6 +65,7 @@ impl Node {
             data_dir,
             raft: settings,
             source_ip,
+            security,
         } = config;
         if !peers.is_empty() && !peers.contains_key(&id) {
             return Err(NodeError::NotInPeers {
@@ -120,7 +121,7 @@ impl Node {
             "starting Raft node"
         );
         let identity = ClusterIdentity::new(id, formation, stores.cluster.clone());
-        let channels = ChannelCache::new(settings.rpc_timeout, source_ip);
+        let channels = ChannelCache::new(settings.rpc_timeout, source_ip, security);
         let network = NetworkFactory::new(
             id,
             channels.clone(),

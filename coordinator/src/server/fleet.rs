@@ -3,7 +3,8 @@
 //! leader's soft state: a follower refuses them with `UNAVAILABLE` and the
 //! leader's address in `x-switchyard-leader`, and the proxy follows it.
 //! The configuration watch is served by every coordinator from its own
-//! state machine.
+//! state machine. Every call must come from the proxy it names
+//! (`switchyard_tls::authz`; anything goes with `--insecure`).
 
 use super::{Coordinator, admin::async_stream, now_ms};
 use crate::cutover::BackendEvidence;
@@ -13,6 +14,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use switchyard_proto::model::{BackendKey, ObjectName};
 use switchyard_proto::pb::{self, fleet_service_server::FleetService};
+use switchyard_tls::authz::{Needed, authorize};
 use tokio_stream::Stream;
 use tonic::{Request, Response, Status};
 
@@ -70,9 +72,11 @@ impl FleetService for Fleet {
         request: Request<pb::RegisterRequest>,
     ) -> Result<Response<pb::RegisterReply>, Status> {
         let proxy = request
-            .into_inner()
+            .get_ref()
             .proxy
+            .clone()
             .ok_or_else(|| Status::invalid_argument("proxy identity is required"))?;
+        authorize(&request, Needed::Proxy(&proxy.id), "Register")?;
         let id = proxy.id.clone();
         let response = self
             .coordinator
@@ -97,6 +101,7 @@ impl FleetService for Fleet {
         &self,
         request: Request<pb::HeartbeatRequest>,
     ) -> Result<Response<pb::HeartbeatReply>, Status> {
+        authorize(&request, Needed::Proxy(&request.get_ref().proxy_id), "Heartbeat")?;
         let r = request.into_inner();
         let applied: BTreeMap<ObjectName, u64> = r
             .applied
@@ -117,6 +122,7 @@ impl FleetService for Fleet {
         &self,
         request: Request<pb::DeregisterRequest>,
     ) -> Result<Response<pb::DeregisterReply>, Status> {
+        authorize(&request, Needed::Proxy(&request.get_ref().proxy_id), "Deregister")?;
         let id = request.into_inner().proxy_id;
         let response = self
             .coordinator
@@ -140,6 +146,7 @@ impl FleetService for Fleet {
         &self,
         request: Request<pb::WatchRequest>,
     ) -> Result<Response<Self::WatchStream>, Status> {
+        authorize(&request, Needed::Proxy(&request.get_ref().proxy_id), "Watch")?;
         let proxy = request.into_inner().proxy_id;
         tracing::info!(proxy = %proxy, "proxy watching configuration");
         let mut state_rx = self.coordinator.node.state();
@@ -192,6 +199,13 @@ impl FleetService for Fleet {
         &self,
         request: Request<pb::ReadinessReport>,
     ) -> Result<Response<pb::ReadinessReply>, Status> {
+        // Evidence counts only from the proxy it names: a certificate for
+        // another proxy (or none) is refused before anything is recorded.
+        authorize(
+            &request,
+            Needed::Proxy(&request.get_ref().proxy_id),
+            "ReportReadiness",
+        )?;
         let r = request.into_inner();
         let mut backends = Vec::with_capacity(r.backends.len());
         for b in r.backends {

@@ -1,5 +1,6 @@
-//! The coordinator process: one gRPC listener serving `RaftService`,
-//! `FleetService` and `AdminService`, plus the leader loop that turns
+//! The coordinator process: one gRPC listener (mutual TLS unless
+//! `--insecure`) serving `RaftService` to coordinators, `FleetService` to
+//! proxies and `AdminService` to admins, plus the leader loop that turns
 //! cutover decisions into Raft commands.
 //!
 //! Owns: wiring, the shared [`Coordinator`] handle, and `run`. Does not own:
@@ -22,7 +23,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use switchyard_proto::model::{ClusterStatus, CutoverSettings, Resource, ResourceKey};
 use switchyard_proto::pb::admin_service_server::AdminServiceServer;
 use switchyard_proto::pb::fleet_service_server::FleetServiceServer;
+use switchyard_tls::authz::{self, Needed};
 use tokio::net::TcpListener;
+use tonic::service::interceptor::InterceptedService;
 use tokio::sync::{Notify, watch};
 
 /// Limits on what clients may send.
@@ -231,16 +234,20 @@ pub async fn run(
     let fleet = FleetServiceServer::new(fleet::Fleet::new(coordinator.clone()))
         .max_decoding_message_size(max)
         .max_encoding_message_size(max);
-    // Nagle on accepted sockets holds back small Raft answers for ~40 ms
-    // (measured: p90 commit latency), so accepted connections get
-    // TCP_NODELAY like the ones we open.
-    let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
+    // TLS (unless --insecure) and TCP_NODELAY on every accepted socket;
+    // each request then carries the caller's identity for authorization.
+    let incoming = switchyard_tls::server::incoming(listener, config.node.security.clone());
+    let raft = InterceptedService::new(
+        node.raft_service(),
+        authz::require(Needed::Coordinator, "RaftService"),
+    );
+    let admin = InterceptedService::new(admin, authz::require(Needed::Admin, "AdminService"));
     ready(&Bound {
         grpc,
         coordinator: coordinator.clone(),
     });
     let served = tonic::transport::Server::builder()
-        .add_service(node.raft_service())
+        .add_service(raft)
         .add_service(fleet)
         .add_service(admin)
         .serve_with_incoming_shutdown(incoming, shutdown)

@@ -1,12 +1,13 @@
 //! The coordinators a proxy talks to: one reused gRPC channel per address,
 //! own-zone coordinators first, and the leader's address when a follower
-//! names it.
+//! names it. Connections are mutual TLS as this proxy unless `--insecure`.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 use switchyard_proto::pb::fleet_service_client::FleetServiceClient;
-use tonic::transport::{Channel, Endpoint};
+use switchyard_tls::Security;
+use tonic::transport::Channel;
 
 /// Metadata key with which a follower names the leader's address.
 pub const LEADER_HEADER: &str = "x-switchyard-leader";
@@ -45,12 +46,18 @@ pub struct Coordinators {
     channels: Mutex<HashMap<String, Channel>>,
     leader: Mutex<Option<String>>,
     rpc_timeout: Duration,
+    security: Security,
 }
 
 impl Coordinators {
     /// `addresses` ordered with those in `zone` first; every unary RPC gets
     /// `rpc_timeout`.
-    pub fn new(addresses: &[CoordinatorAddress], zone: &str, rpc_timeout: Duration) -> Self {
+    pub fn new(
+        addresses: &[CoordinatorAddress],
+        zone: &str,
+        rpc_timeout: Duration,
+        security: Security,
+    ) -> Self {
         let mut order: Vec<&CoordinatorAddress> = addresses.iter().collect();
         order.sort_by_key(|c| c.zone.as_deref() != Some(zone));
         Coordinators {
@@ -58,6 +65,7 @@ impl Coordinators {
             channels: Mutex::new(HashMap::new()),
             leader: Mutex::new(None),
             rpc_timeout,
+            security,
         }
     }
 
@@ -78,15 +86,24 @@ impl Coordinators {
         let channel = match channels.get(&key) {
             Some(c) => c.clone(),
             None => {
-                let mut endpoint = Endpoint::from_shared(format!("http://{address}"))
-                    .map_err(|e| format!("{address}: {e}"))?
-                    .connect_timeout(self.rpc_timeout)
-                    .http2_keep_alive_interval(Duration::from_secs(5))
-                    .keep_alive_timeout(Duration::from_secs(5));
-                if !streaming {
-                    endpoint = endpoint.timeout(self.rpc_timeout);
-                }
-                let channel = endpoint.connect_lazy();
+                let rpc_timeout = self.rpc_timeout;
+                let channel = switchyard_tls::client::channel(
+                    address,
+                    &self.security,
+                    None,
+                    rpc_timeout,
+                    |endpoint| {
+                        let endpoint = endpoint
+                            .http2_keep_alive_interval(Duration::from_secs(5))
+                            .keep_alive_timeout(Duration::from_secs(5));
+                        if streaming {
+                            endpoint
+                        } else {
+                            endpoint.timeout(rpc_timeout)
+                        }
+                    },
+                )
+                .map_err(|e| format!("{address}: {e}"))?;
                 channels.insert(key, channel.clone());
                 channel
             }
@@ -139,7 +156,7 @@ mod tests {
             .iter()
             .map(|t| CoordinatorAddress::parse(t).unwrap())
             .collect();
-        let c = Coordinators::new(&list, "b", Duration::from_secs(1));
+        let c = Coordinators::new(&list, "b", Duration::from_secs(1), Security::Insecure);
         assert_eq!(c.order()[0], "127.0.0.1:2");
         assert_eq!(c.leader_or_first().as_deref(), Some("127.0.0.1:2"));
         let mut refusal = tonic::Status::unavailable("not the leader");

@@ -46,6 +46,9 @@ pub struct ControlConfig {
     pub apply_wait_limit: Duration,
     /// Pause between reconnect attempts.
     pub reconnect_backoff: Duration,
+    /// Mutual TLS as this proxy (its certificate must name `proxy_id`),
+    /// or `--insecure`.
+    pub security: switchyard_tls::Security,
 }
 
 /// Metrics of the control-plane client.
@@ -117,7 +120,12 @@ pub async fn run(
     metrics: ControlMetrics,
     shutdown: impl Future<Output = ()>,
 ) {
-    let coordinators = Coordinators::new(&config.coordinators, &config.zone, config.rpc_timeout);
+    let coordinators = Coordinators::new(
+        &config.coordinators,
+        &config.zone,
+        config.rpc_timeout,
+        config.security.clone(),
+    );
     let shared = Arc::new(Shared {
         config,
         coordinators,
