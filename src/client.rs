@@ -7,8 +7,8 @@ use std::future::Future;
 use std::time::Duration;
 use switchyard_proto::model::{ClusterStatus, ObjectName};
 use switchyard_proto::pb::{self, admin_service_client::AdminServiceClient};
-use tokio::time::Instant;
 use switchyard_tls::Security;
+use tokio::time::Instant;
 use tonic::transport::Channel;
 use tonic::{Code, Status};
 
@@ -148,6 +148,7 @@ impl AdminClient {
                         .get(LEADER_HEADER)
                         .and_then(|v| v.to_str().ok())
                         .map(str::to_string);
+                    let status = self.explain(status);
                     last = format!("{address}: {}", status.message());
                     match status.code() {
                         Code::Unavailable => {
@@ -185,6 +186,23 @@ impl AdminClient {
 }
 
 impl AdminClient {
+    /// Adds what an operator should check to errors that come from TLS on
+    /// one side only (the bare messages, `h2 protocol error` or a failed
+    /// handshake, do not say).
+    fn explain(&self, status: Status) -> Status {
+        let message = status.message();
+        let hint = match &self.security {
+            Security::Insecure if message.contains("h2 protocol error") => {
+                "the coordinator probably requires TLS: pass --ca, --cert and --key instead of --insecure"
+            }
+            Security::Tls(_) if message.contains("TLS handshake failed") => {
+                "the coordinator runs with --insecure, or does not trust this certificate's CA, or the certificate expired"
+            }
+            _ => return status,
+        };
+        Status::new(status.code(), format!("{message} ({hint})"))
+    }
+
     /// The status, from the leader when it can be reached (only the leader
     /// knows leases and evidence).
     pub async fn fetch_status(&mut self) -> Result<ClusterStatus, WaitError> {

@@ -13,7 +13,14 @@ use switchyard_chaos_tests::{Process, ProcessSpec, free_port};
 /// every one of `needles`.
 fn rejected(cluster: &Cluster, name: &str, text: &str, needles: &[&str]) -> anyhow::Result<()> {
     let file = write(cluster.dir.path(), name, text);
-    let out = cli(&["apply", "-f", &file, "--coordinators", &cluster.all(), "--insecure"])?;
+    let out = cli(&[
+        "apply",
+        "-f",
+        &file,
+        "--coordinators",
+        &cluster.all(),
+        "--insecure",
+    ])?;
     assert_ne!(out.code, 0, "{name} was accepted: {}", out.stdout);
     for needle in needles {
         assert!(
@@ -41,7 +48,14 @@ fn bad_input_is_refused_clearly_and_changes_nothing() -> anyhow::Result<()> {
     ])?;
     cluster.wait_leader(Duration::from_secs(15))?;
     let good = write(cluster.dir.path(), "good.yaml", &route_yaml("app", "blue"));
-    let out = cli(&["apply", "-f", &good, "--coordinators", &cluster.all(), "--insecure"])?;
+    let out = cli(&[
+        "apply",
+        "-f",
+        &good,
+        "--coordinators",
+        &cluster.all(),
+        "--insecure",
+    ])?;
     assert_eq!(out.code, 0, "{}", out.stderr);
     let before = replicated_routes(&cluster.status_of(0)?);
     let index_before = cluster.status_of(0)?["applied_index"].clone();
@@ -116,7 +130,15 @@ fn a_coordinator_with_disagreeing_peers_is_refused_and_the_cluster_is_unharmed()
     cluster.wait_leader(Duration::from_secs(15))?;
     let good = write(cluster.dir.path(), "good.yaml", &route_yaml("app", "blue"));
     assert_eq!(
-        cli(&["apply", "-f", &good, "--coordinators", &cluster.all(), "--insecure"])?.code,
+        cli(&[
+            "apply",
+            "-f",
+            &good,
+            "--coordinators",
+            &cluster.all(),
+            "--insecure"
+        ])?
+        .code,
         0
     );
     let before = replicated_routes(&cluster.status_of(0)?);
@@ -178,7 +200,15 @@ fn a_coordinator_with_disagreeing_peers_is_refused_and_the_cluster_is_unharmed()
         &route_yaml("app", "green"),
     );
     assert_eq!(
-        cli(&["apply", "-f", &again, "--coordinators", &cluster.all(), "--insecure"])?.code,
+        cli(&[
+            "apply",
+            "-f",
+            &again,
+            "--coordinators",
+            &cluster.all(),
+            "--insecure"
+        ])?
+        .code,
         0
     );
     let after = replicated_routes(&cluster.status_of(leader)?);

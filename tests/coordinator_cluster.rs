@@ -14,7 +14,14 @@ fn applies_survive_leader_kill_and_full_restart() -> anyhow::Result<()> {
     cluster.wait_leader(Duration::from_secs(15))?;
 
     let first = write(&dir, "first.yaml", &route_yaml("app", "blue"));
-    let out = cli(&["apply", "-f", &first, "--coordinators", &cluster.all(), "--insecure"])?;
+    let out = cli(&[
+        "apply",
+        "-f",
+        &first,
+        "--coordinators",
+        &cluster.all(),
+        "--insecure",
+    ])?;
     assert_eq!(out.code, 0, "apply failed: {}", out.stderr);
     assert!(
         out.stdout

@@ -128,9 +128,9 @@ pub struct InitArgs {
     /// Admin names to issue certificates for (admin-NAME.pem), for apply, delete and status.
     #[arg(long, value_delimiter = ',', default_value = "admin")]
     pub admins: Vec<String>,
-    /// How long the CA and certificates are valid.
-    #[arg(long, default_value = "365d", value_parser = parse_duration)]
-    pub valid_for: Duration,
+    /// How many days the CA and certificates are valid.
+    #[arg(long, default_value_t = 365, value_parser = clap::value_parser!(u16).range(1..))]
+    pub valid_days: u16,
     /// Replace an existing set in --dir (certificates from the old CA stop being trusted).
     #[arg(long)]
     pub force: bool,
@@ -140,18 +140,20 @@ pub struct InitArgs {
 pub fn run(args: CertsArgs) -> anyhow::Result<ExitCode> {
     let CertsCommand::Init(args) = args.command;
     let mut identities: Vec<Identity> = Vec::new();
-    identities.extend(args.coordinators.iter().map(|id| Identity::Coordinator(*id)));
+    identities.extend(
+        args.coordinators
+            .iter()
+            .map(|id| Identity::Coordinator(*id)),
+    );
     identities.extend(args.proxies.iter().cloned().map(Identity::Proxy));
     identities.extend(args.admins.iter().cloned().map(Identity::Admin));
     for identity in &identities {
         if Identity::parse_uri(&identity.uri()) != Some(Ok(identity.clone())) {
-            anyhow::bail!(
-                "{identity} is not a valid name: use letters, digits, '-', '_' and '.'"
-            );
+            anyhow::bail!("{identity} is not a valid name: use letters, digits, '-', '_' and '.'");
         }
     }
-    let days = (args.valid_for.as_secs() / 86_400).max(1) as i64;
-    let written = init_dir(&args.dir, &identities, Validity::days(days), args.force)?;
+    let validity = Validity::days(i64::from(args.valid_days));
+    let written = init_dir(&args.dir, &identities, validity, args.force)?;
     for path in &written {
         println!("{}", path.display());
     }

@@ -101,7 +101,11 @@ impl FleetService for Fleet {
         &self,
         request: Request<pb::HeartbeatRequest>,
     ) -> Result<Response<pb::HeartbeatReply>, Status> {
-        authorize(&request, Needed::Proxy(&request.get_ref().proxy_id), "Heartbeat")?;
+        authorize(
+            &request,
+            Needed::Proxy(&request.get_ref().proxy_id),
+            "Heartbeat",
+        )?;
         let r = request.into_inner();
         let applied: BTreeMap<ObjectName, u64> = r
             .applied
@@ -122,7 +126,11 @@ impl FleetService for Fleet {
         &self,
         request: Request<pb::DeregisterRequest>,
     ) -> Result<Response<pb::DeregisterReply>, Status> {
-        authorize(&request, Needed::Proxy(&request.get_ref().proxy_id), "Deregister")?;
+        authorize(
+            &request,
+            Needed::Proxy(&request.get_ref().proxy_id),
+            "Deregister",
+        )?;
         let id = request.into_inner().proxy_id;
         let response = self
             .coordinator
@@ -146,7 +154,11 @@ impl FleetService for Fleet {
         &self,
         request: Request<pb::WatchRequest>,
     ) -> Result<Response<Self::WatchStream>, Status> {
-        authorize(&request, Needed::Proxy(&request.get_ref().proxy_id), "Watch")?;
+        authorize(
+            &request,
+            Needed::Proxy(&request.get_ref().proxy_id),
+            "Watch",
+        )?;
         let proxy = request.into_inner().proxy_id;
         tracing::info!(proxy = %proxy, "proxy watching configuration");
         let mut state_rx = self.coordinator.node.state();

@@ -25,8 +25,8 @@ use switchyard_proto::pb::admin_service_server::AdminServiceServer;
 use switchyard_proto::pb::fleet_service_server::FleetServiceServer;
 use switchyard_tls::authz::{self, Needed};
 use tokio::net::TcpListener;
-use tonic::service::interceptor::InterceptedService;
 use tokio::sync::{Notify, watch};
+use tonic::service::interceptor::InterceptedService;
 
 /// Limits on what clients may send.
 #[derive(Debug, Clone, Copy)]
