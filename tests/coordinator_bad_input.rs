@@ -3,22 +3,34 @@
 
 mod support;
 
+use anyhow::Context;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 use support::*;
-use switchyard_chaos_tests::{Process, ProcessSpec, free_port};
+use switchyard_chaos_tests::{Process, ProcessSpec, free_port, http_get};
 
 /// Applies `text` as a file and expects a failure whose stderr contains
 /// every one of `needles`.
 fn rejected(cluster: &Cluster, name: &str, text: &str, needles: &[&str]) -> anyhow::Result<()> {
+    rejected_at(cluster, &cluster.all(), name, text, needles)
+}
+
+/// [`rejected`], sent to `coordinators` only.
+fn rejected_at(
+    cluster: &Cluster,
+    coordinators: &str,
+    name: &str,
+    text: &str,
+    needles: &[&str],
+) -> anyhow::Result<()> {
     let file = write(cluster.dir.path(), name, text);
     let out = cli(&[
         "apply",
         "-f",
         &file,
         "--coordinators",
-        &cluster.all(),
+        coordinators,
         "--insecure",
     ])?;
     assert_ne!(out.code, 0, "{name} was accepted: {}", out.stdout);
@@ -85,6 +97,10 @@ fn bad_input_is_refused_clearly_and_changes_nothing() -> anyhow::Result<()> {
         .map(|i| format!("apiVersion: v1\nkind: Namespace\nmetadata: {{name: ns-{i}}}\n---\n"))
         .collect();
     rejected(&cluster, "many.yaml", &many, &["25 objects", "limit is 20"])?;
+    let hits: u64 = (0..3)
+        .map(|i| limit_hits(&cluster, i, "objects_per_apply"))
+        .sum::<anyhow::Result<u64>>()?;
+    assert_eq!(hits, 1, "objects_per_apply hits over all coordinators");
     // Oversized: one message larger than --max-message-bytes.
     let huge = format!(
         "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: huge\n  annotations: {{blob: \"{}\"}}\n",
@@ -213,5 +229,159 @@ fn a_coordinator_with_disagreeing_peers_is_refused_and_the_cluster_is_unharmed()
     );
     let after = replicated_routes(&cluster.status_of(leader)?);
     assert_ne!(after, before, "the cluster still takes applies");
+    Ok(())
+}
+
+/// `switchyard_coordinator_limit_hits_total{limit="LIMIT"}` on coordinator
+/// `index`, from its `/metrics`.
+fn limit_hits(cluster: &Cluster, index: usize, limit: &str) -> anyhow::Result<u64> {
+    let text = http_get(&cluster.nodes[index].address("admin")?, "/metrics")?;
+    let series = format!("switchyard_coordinator_limit_hits_total{{limit=\"{limit}\"}} ");
+    let value = text
+        .lines()
+        .find_map(|line| line.strip_prefix(&series))
+        .with_context(|| format!("coordinator {} has no {series}in:\n{text}", index + 1))?;
+    value
+        .trim()
+        .parse()
+        .with_context(|| format!("{series}{value} is not a count"))
+}
+
+/// An EndpointSlice of Service `blue` in `demo` with `count` addresses.
+fn slice_yaml(name: &str, count: usize) -> String {
+    let addresses: Vec<String> = (1..=count).map(|i| format!("\"10.0.0.{i}\"")).collect();
+    format!(
+        "apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata:\n  name: {name}\n  namespace: demo\n  \
+         labels: {{kubernetes.io/service-name: blue}}\naddressType: IPv4\nports: [{{port: 8080}}]\n\
+         endpoints:\n- addresses: [{}]\n",
+        addresses.join(", ")
+    )
+}
+
+#[test]
+fn store_limits_refuse_growth_whole_count_the_hits_and_never_block_deletes() -> anyhow::Result<()> {
+    // Coordinator 1 allows 3 routes, 2 and 3 allow 2. Each apply carries the
+    // limits of the coordinator that took it, so all three replicas store
+    // what coordinator 1 accepted even though their own flag is lower: that
+    // is how the store gets over a limit (as after lowering the flag).
+    let mut cluster = Cluster::start_each(|i| {
+        let routes = if i == 0 { "3" } else { "2" };
+        ["--max-routes", routes, "--max-endpoints", "3"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect()
+    })?;
+    cluster.wait_leader(Duration::from_secs(15))?;
+    let (first, second) = (cluster.addresses[0].clone(), cluster.addresses[1].clone());
+    for name in ["a", "b", "c"] {
+        let file = write(
+            cluster.dir.path(),
+            &format!("{name}.yaml"),
+            &route_yaml(name, "blue"),
+        );
+        let out = cli(&["apply", "-f", &file, "--coordinators", &first, "--insecure"])?;
+        assert_eq!(out.code, 0, "route {name}: {}", out.stderr);
+    }
+    let three = replicated_routes(&cluster.status_of(0)?);
+    assert_eq!(three.as_array().map(Vec::len), Some(3));
+
+    // Through coordinator 2 (--max-routes 2): a fourth route is refused,
+    // naming the limit and both counts; nothing changes anywhere.
+    rejected_at(
+        &cluster,
+        &second,
+        "d.yaml",
+        &route_yaml("d", "blue"),
+        &["apply refused: 4 HTTPRoutes would exceed --max-routes 2 (3 stored now)"],
+    )?;
+    // More addresses than --max-endpoints 3, in one slice.
+    rejected_at(
+        &cluster,
+        &second,
+        "big-slice.yaml",
+        &slice_yaml("blue-1", 4),
+        &["apply refused: 4 endpoint addresses would exceed --max-endpoints 3 (0 stored now)"],
+    )?;
+    for i in 0..3 {
+        let status = eventually(Duration::from_secs(5), "status", || {
+            Ok(Some(cluster.status_of(i)?))
+        })?;
+        assert_eq!(
+            replicated_routes(&status),
+            three,
+            "coordinator {} state changed",
+            i + 1
+        );
+    }
+    // The refused slice was not stored: three addresses still fit.
+    let fits = write(cluster.dir.path(), "slice.yaml", &slice_yaml("blue-2", 3));
+    let out = cli(&[
+        "apply",
+        "-f",
+        &fits,
+        "--coordinators",
+        &second,
+        "--insecure",
+    ])?;
+    assert_eq!(out.code, 0, "3 addresses after a refused 4: {}", out.stderr);
+
+    // Counted once each, by the coordinator that took the requests.
+    assert_eq!(limit_hits(&cluster, 1, "routes")?, 1);
+    assert_eq!(limit_hits(&cluster, 1, "endpoints")?, 1);
+    for i in [0, 2] {
+        assert_eq!(
+            limit_hits(&cluster, i, "routes")?,
+            0,
+            "coordinator {}",
+            i + 1
+        );
+    }
+
+    // Over the limit, a delete still goes through.
+    let b = write(cluster.dir.path(), "b.yaml", &route_yaml("b", "blue"));
+    let out = cli(&["delete", "-f", &b, "--coordinators", &second, "--insecure"])?;
+    assert_eq!(out.code, 0, "delete over the limit: {}", out.stderr);
+    for i in 0..3 {
+        eventually(
+            Duration::from_secs(5),
+            "the delete on every replica",
+            || {
+                let routes = replicated_routes(&cluster.status_of(i)?);
+                Ok((routes.as_array().map(Vec::len) == Some(2)).then_some(()))
+            },
+        )?;
+    }
+    for node in &mut cluster.nodes {
+        assert!(node.is_running(), "{} crashed", node.name());
+    }
+    Ok(())
+}
+
+#[test]
+fn a_zero_store_limit_is_a_configuration_error() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let data = dir.path().join("data");
+    for flag in ["--max-routes", "--max-endpoints"] {
+        let out = cli(&[
+            "coordinator",
+            "--id",
+            "1",
+            "--listen",
+            "127.0.0.1:0",
+            "--peers",
+            "1=127.0.0.1:1",
+            "--data-dir",
+            &data.to_string_lossy(),
+            flag,
+            "0",
+            "--insecure",
+        ])?;
+        assert_ne!(out.code, 0, "{flag} 0 was accepted");
+        assert!(
+            out.stderr.contains(&format!("{flag} must be at least 1")),
+            "{flag} 0: {}",
+            out.stderr
+        );
+    }
     Ok(())
 }

@@ -1,7 +1,8 @@
 //! Property: `ReplicatedState::apply` is a total, deterministic function
 //! whose rejections change nothing. Over arbitrary sequences of commands —
 //! valid and invalid resources (bad names, port 0, duplicate keys and
-//! listeners, bad regexes, huge weights, bad annotations), deletes of
+//! listeners, bad regexes, huge weights, bad annotations), applies over
+//! small store limits (or carrying none, as old entries do), deletes of
 //! anything, registrations of odd proxies, commits and abandons of real,
 //! stale and made-up generations — applied at increasing log indexes:
 //!
@@ -36,7 +37,7 @@ use proptest::strategy::BoxedStrategy;
 use proptest::test_runner::RngSeed;
 use std::collections::BTreeMap;
 use std::hash::{BuildHasher, Hasher};
-use switchyard_coordinator::state::{Command, CommandResponse, ReplicatedState};
+use switchyard_coordinator::state::{Command, CommandResponse, ReplicatedState, StoreLimits};
 use switchyard_proto::model::validate::MAX_WEIGHT;
 use switchyard_proto::model::*;
 
@@ -653,6 +654,19 @@ enum Step {
     },
 }
 
+/// No limits (entries from before limits existed), or limits small
+/// enough for the value pools to reach, so applies get refused for them.
+fn store_limits() -> BoxedStrategy<Option<StoreLimits>> {
+    prop_oneof![
+        1 => Just(None),
+        2 => (0usize..4, 0usize..6).prop_map(|(max_routes, max_endpoints)| Some(StoreLimits {
+            max_routes,
+            max_endpoints,
+        })),
+    ]
+    .boxed()
+}
+
 fn raw_command() -> BoxedStrategy<Command> {
     let generation = prop_oneof![3 => 0u64..4, 1 => any::<u64>()];
     let proxy_field = prop_oneof![
@@ -667,11 +681,13 @@ fn raw_command() -> BoxedStrategy<Command> {
             prop_oneof![1 => Just(Vec::new()), 9 => prop::collection::vec(resource(), 1..4)],
             prop_oneof![Just(1_000u64), any::<u64>()],
             settings(),
+            store_limits(),
         )
-            .prop_map(|(resources, now_ms, defaults)| Command::Apply {
+            .prop_map(|(resources, now_ms, defaults, limits)| Command::Apply {
                 resources,
                 now_ms,
                 defaults,
+                limits,
             }),
         2 => prop::collection::vec(key, 0..3).prop_map(|keys| Command::Delete { keys }),
         1 => (proxy_field.clone(), proxy_field.clone(), ".*").prop_map(|(id, zone, admin_address)| {

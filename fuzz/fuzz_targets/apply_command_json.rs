@@ -37,6 +37,7 @@ fn seeded() -> ReplicatedState {
             resources: vec![Resource::HttpRoute(route), Resource::Service(service)],
             now_ms: 1_000,
             defaults: CutoverSettings::default(),
+            limits: None,
         },
         Command::RegisterProxy {
             id: "p1".into(),

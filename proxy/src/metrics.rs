@@ -50,6 +50,39 @@ pub struct MirrorLabels {
     pub result: String,
 }
 
+/// Labels of a limit hit.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct LimitLabels {
+    /// Which limit, [`Limit::label`].
+    pub limit: String,
+}
+
+/// A limit the proxy enforces on its clients.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Limit {
+    /// `max_connections`: a connection was closed right after accept.
+    Connections,
+    /// `header_read_timeout`: a connection was closed because no complete
+    /// request head arrived in time.
+    HeaderTimeout,
+    /// `max_header_bytes`: an HTTP/1 request head was answered 431.
+    HeaderSize,
+}
+
+impl Limit {
+    /// Every limit, in declaration order.
+    pub const ALL: [Limit; 3] = [Limit::Connections, Limit::HeaderTimeout, Limit::HeaderSize];
+
+    /// The `limit` label value.
+    pub fn label(self) -> &'static str {
+        match self {
+            Limit::Connections => "connections",
+            Limit::HeaderTimeout => "header_timeout",
+            Limit::HeaderSize => "header_size",
+        }
+    }
+}
+
 fn latency_histogram() -> Histogram {
     // 0.5 ms .. ~16 s: covers loopback echo servers and slow backends alike.
     Histogram::new(exponential_buckets(0.0005, 2.0, 16))
@@ -82,6 +115,13 @@ pub struct Metrics {
     pub downstream_connections: Gauge,
     /// Upstream response bodies that broke off after the head was sent on.
     pub upstream_body_errors: Family<BackendLabels, Counter>,
+    /// Client limit hits, by limit; count through
+    /// [`record_limit_hit`](Self::record_limit_hit).
+    pub limit_hits: Family<LimitLabels, Counter>,
+    /// The `limit_hits` counters, resolved at registration (indexed like
+    /// [`Limit::ALL`]) so a flood of refused connections neither allocates
+    /// nor hashes, and every series reads 0 before its first hit.
+    limit_counters: [Counter; 3],
     /// Request counters with empty route and backend, by status class.
     unrouted: [OnceLock<Counter>; 5],
 }
@@ -90,7 +130,7 @@ impl Metrics {
     /// Creates the metrics and registers them in `registry` under
     /// `switchyard_proxy_`.
     pub fn register(registry: &mut Registry) -> Metrics {
-        let m = Metrics {
+        let mut m = Metrics {
             requests: Family::default(),
             upstream_latency: Family::new_with_constructor(latency_histogram),
             connect_errors: Family::default(),
@@ -103,8 +143,18 @@ impl Metrics {
             config_version: Gauge::default(),
             downstream_connections: Gauge::default(),
             upstream_body_errors: Family::default(),
+            limit_hits: Family::default(),
+            limit_counters: Default::default(),
             unrouted: Default::default(),
         };
+        for (i, limit) in Limit::ALL.into_iter().enumerate() {
+            m.limit_counters[i] = m
+                .limit_hits
+                .get_or_create(&LimitLabels {
+                    limit: limit.label().to_owned(),
+                })
+                .clone();
+        }
         let r = registry.sub_registry_with_prefix("switchyard_proxy");
         r.register(
             "requests",
@@ -162,7 +212,20 @@ impl Metrics {
             "Upstream response bodies that broke off mid-stream",
             m.upstream_body_errors.clone(),
         );
+        r.register(
+            "limit_hits",
+            "Client limit hits: connections refused at max-connections, connections closed at the \
+             header read timeout (including idle keep-alive ones), HTTP/1 heads answered 431",
+            m.limit_hits.clone(),
+        );
         m
+    }
+
+    /// Counts one hit of `limit`.
+    pub fn record_limit_hit(&self, limit: Limit) {
+        // `Limit::ALL` lists the variants in declaration order, so the
+        // discriminant is the index.
+        self.limit_counters[limit as usize].inc();
     }
 
     /// Counts one answered request. Builds the label set and looks the

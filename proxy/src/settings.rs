@@ -17,6 +17,12 @@ pub struct DataPlaneSettings {
     /// client, in bytes; larger heads get 431. HTTP/1 enforces at least
     /// 8192 (hyper's minimum read buffer), so smaller values act as 8192.
     pub max_header_bytes: usize,
+    /// Client connections open at once, over all listeners. A connection
+    /// accepted beyond it is closed at once without a response (and
+    /// counted in `switchyard_proxy_limit_hits_total{limit="connections"}`);
+    /// open ones are unaffected. Bounds the file descriptors and memory
+    /// that idle or slow clients can pin.
+    pub max_connections: usize,
     /// How long a client may take to send a complete request head. Also
     /// bounds how long a keep-alive connection may sit idle between requests
     /// (hyper starts the timer when it waits for the next head).
@@ -55,6 +61,10 @@ impl Default for DataPlaneSettings {
             connect_timeout: Duration::from_secs(2),
             request_timeout: Duration::from_secs(30),
             max_header_bytes: 64 * 1024,
+            // Far above what one replica serves well, far below the file
+            // descriptor limits containers get (each client connection
+            // can also hold an upstream one).
+            max_connections: 10_000,
             header_read_timeout: Duration::from_secs(30),
             health: HealthSettings::default(),
             outlier: OutlierSettings::default(),

@@ -75,6 +75,21 @@ pub struct CoordinatorArgs {
     /// Most objects in one apply or delete.
     #[arg(long, default_value_t = 1_000)]
     pub max_objects_per_apply: usize,
+    /// Most HTTPRoutes stored at once. An apply that would add routes past it is refused whole
+    /// (updates and deletes always work).
+    ///
+    /// Every proxy compiles every route and every change ships the whole configuration to every
+    /// proxy, so this bounds proxy memory and snapshot size. 10000 is well above what one Gateway
+    /// fleet serves in practice, low enough that a runaway generator is stopped early.
+    #[arg(long, default_value_t = 10_000)]
+    pub max_routes: usize,
+    /// Most endpoint addresses stored at once, summed over all EndpointSlices. An apply that would
+    /// add addresses past it is refused whole (shrinking slices and deletes always work).
+    ///
+    /// Proxies health-check and keep connection pools per endpoint, so this bounds their work and
+    /// memory. 100000 is ten endpoints per route at the --max-routes default.
+    #[arg(long, default_value_t = 100_000)]
+    pub max_endpoints: usize,
     /// Live Kubernetes clusters as the configuration source (`--kubernetes`).
     #[command(flatten)]
     pub kube: super::kube::KubeArgs,
@@ -129,6 +144,14 @@ impl CoordinatorArgs {
         {
             bail!("need --heartbeat-interval < --election-timeout-min < --election-timeout-max");
         }
+        for (flag, value) in [
+            ("--max-routes", self.max_routes),
+            ("--max-endpoints", self.max_endpoints),
+        ] {
+            if value == 0 {
+                bail!("{flag} must be at least 1");
+            }
+        }
         let advertise = self
             .advertise
             .or_else(|| peers.get(&self.id).cloned())
@@ -162,6 +185,8 @@ impl CoordinatorArgs {
             limits: Limits {
                 max_message_bytes: self.max_message_bytes,
                 max_objects_per_apply: self.max_objects_per_apply,
+                max_routes: self.max_routes,
+                max_endpoints: self.max_endpoints,
             },
         })
     }

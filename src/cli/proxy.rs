@@ -60,6 +60,14 @@ pub struct ProxyArgs {
     /// Largest request head accepted, in bytes (larger gets 431).
     #[arg(long, default_value_t = 64 * 1024)]
     pub max_header_bytes: usize,
+    /// Most client connections open at once, over all listeners. Beyond it a new connection is
+    /// closed right after accept, without a response; open ones are unaffected.
+    ///
+    /// Bounds the file descriptors and memory idle or slow clients can pin (each client
+    /// connection may also hold an upstream one). 10000 is far above what one replica serves
+    /// well and far below the descriptor limits containers usually get.
+    #[arg(long, default_value_t = 10_000)]
+    pub max_connections: usize,
     /// Time between two health checks of one endpoint.
     #[arg(long, default_value = "1s", value_parser = parse_duration)]
     pub health_interval: Duration,
@@ -142,6 +150,9 @@ pub async fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
     if args.id.trim().is_empty() {
         bail!("--id must not be empty");
     }
+    if args.max_connections == 0 {
+        bail!("--max-connections must be at least 1");
+    }
     // The certificate must name this proxy: the coordinators accept its
     // registration and evidence only as that id.
     let security = match &args.config {
@@ -166,6 +177,7 @@ pub async fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
         connect_timeout: args.connect_timeout,
         request_timeout: args.request_timeout,
         max_header_bytes: args.max_header_bytes,
+        max_connections: args.max_connections,
         header_read_timeout: args.header_read_timeout,
         health: switchyard_proxy::HealthSettings {
             interval: args.health_interval,

@@ -72,6 +72,12 @@ pub struct Cluster {
 impl Cluster {
     /// Starts coordinators 1..=3 with `extra` flags each.
     pub fn start(extra: &[&str]) -> anyhow::Result<Cluster> {
+        Cluster::start_each(|_| extra.iter().map(|s| s.to_string()).collect())
+    }
+
+    /// Starts coordinators 1..=3, index i (coordinator i+1) with the flags
+    /// `extra(i)`.
+    pub fn start_each(extra: impl Fn(usize) -> Vec<String>) -> anyhow::Result<Cluster> {
         let dir = tempfile::tempdir()?;
         let addresses: Vec<String> = (0..3)
             .map(|_| format!("127.0.0.1:{}", free_port()))
@@ -111,7 +117,7 @@ impl Cluster {
             .iter()
             .map(|s| s.to_string())
             .collect();
-            args.extend(extra.iter().map(|s| s.to_string()));
+            args.extend(extra(i));
             nodes.push(Process::start(ProcessSpec::new(
                 format!("coordinator-{id}"),
                 BIN,

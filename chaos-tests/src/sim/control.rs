@@ -47,6 +47,7 @@ impl Sim {
             resources,
             now_ms: self.now_ms,
             defaults: CutoverSettings::default(),
+            limits: None,
         };
         self.append(command)
     }

@@ -71,6 +71,7 @@ fn world(zones: &[&str], policy: &str, on_timeout: &str) -> ReplicatedState {
             ],
             now_ms: 0,
             defaults: CutoverSettings::default(),
+            limits: None,
         },
     );
     s
@@ -300,6 +301,7 @@ fn decisions_name_the_newest_generation_after_a_supersede() {
             resources: vec![route("r", "blue", "all", "keep-old")],
             now_ms: 5,
             defaults: CutoverSettings::default(),
+            limits: None,
         },
     )
     .0
@@ -340,6 +342,7 @@ fn a_stuck_route_never_delays_another() {
             resources: vec![route("other", "blue", "all", "keep-old")],
             now_ms: 0,
             defaults: CutoverSettings::default(),
+            limits: None,
         },
     )
     .0

@@ -2,7 +2,7 @@
 //! controllers. Writes go through Raft (a follower's node forwards them to
 //! the leader); every error becomes a `tonic::Status` in [`command_status`].
 
-use super::{Coordinator, now_ms};
+use super::Coordinator;
 use crate::state::{Command, CommandError, CommandResponse, Outcome};
 use std::pin::Pin;
 use std::sync::Arc;
@@ -25,6 +25,7 @@ impl Admin {
     fn check_count(&self, count: usize) -> Result<(), Status> {
         let max = self.coordinator.config.limits.max_objects_per_apply;
         if count > max {
+            self.coordinator.metrics.limit_hit("objects_per_apply");
             return Err(Status::invalid_argument(format!(
                 "{count} objects in one request; the limit is {max} (coordinator flag --max-objects-per-apply)"
             )));
@@ -37,6 +38,9 @@ impl Admin {
 fn command_status(response: CommandResponse) -> Result<Outcome, Status> {
     response.0.map_err(|e| match e {
         CommandError::NotPending { .. } => Status::failed_precondition(e.to_string()),
+        // Not a malformed request: the same apply succeeds once something
+        // is deleted or the limit raised.
+        CommandError::OverLimit { .. } => Status::resource_exhausted(e.to_string()),
         _ => Status::invalid_argument(e.to_string()),
     })
 }
@@ -67,11 +71,7 @@ impl AdminService for Admin {
                 Status::invalid_argument(format!("resources_json is not a list of resources: {e}"))
             })?;
         self.check_count(resources.len())?;
-        let command = Command::Apply {
-            resources,
-            now_ms: now_ms(),
-            defaults: self.coordinator.config.defaults,
-        };
+        let command = self.coordinator.apply_command(resources);
         let response = self.coordinator.propose(command).await?;
         let outcome = command_status(response)?;
         let log_index = outcome.index;

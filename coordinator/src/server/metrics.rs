@@ -1,7 +1,8 @@
 //! Coordinator metrics (Prometheus, via `prometheus-client`): Raft term,
 //! leader and indexes; pending transitions; time from apply to commit and to
-//! Ready; live proxies per zone; evidence received. The binary serves the
-//! registry on `--admin-listen`; this module only keeps the values.
+//! Ready; live proxies per zone; evidence received; requests refused for a
+//! limit. The binary serves the registry on `--admin-listen`; this module
+//! only keeps the values.
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -16,6 +17,19 @@ pub struct ZoneLabel {
     /// The zone.
     pub zone: String,
 }
+
+/// Label of `limit_hits`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct LimitLabel {
+    /// Which limit: `objects_per_apply`, `routes` or `endpoints`.
+    pub limit: String,
+}
+
+/// The `limit` label values, created at registration so every series
+/// reads 0 before its first hit (rates and alerts need a starting point).
+/// `--max-message-bytes` is not among them: tonic refuses an oversized
+/// message while decoding it, before any handler of ours runs.
+const LIMITS: [&str; 3] = ["objects_per_apply", "routes", "endpoints"];
 
 /// Every coordinator metric.
 #[derive(Clone)]
@@ -33,6 +47,7 @@ pub struct CoordinatorMetrics {
     pub(crate) commits: Counter,
     pub(crate) abandons: Counter,
     pub(crate) expired_proxies: Counter,
+    pub(crate) limit_hits: Family<LimitLabel, Counter>,
 }
 
 fn latency_buckets() -> Histogram {
@@ -60,7 +75,11 @@ impl CoordinatorMetrics {
             commits: Counter::default(),
             abandons: Counter::default(),
             expired_proxies: Counter::default(),
+            limit_hits: Family::default(),
         };
+        for limit in LIMITS {
+            m.limit_hit_counter(limit);
+        }
         let r = registry.sub_registry_with_prefix("switchyard_coordinator");
         r.register("raft_term", "Current Raft term", m.term.clone());
         r.register(
@@ -119,6 +138,11 @@ impl CoordinatorMetrics {
             "Proxy leases expired (leader)",
             m.expired_proxies.clone(),
         );
+        r.register(
+            "limit_hits",
+            "Requests refused for a limit, by limit (counted by the coordinator that took the request)",
+            m.limit_hits.clone(),
+        );
         m
     }
 }
@@ -127,5 +151,18 @@ impl CoordinatorMetrics {
     /// Whether this coordinator knows a leader (for `/ready`).
     pub fn leader_known(&self) -> bool {
         self.leader.get() != 0
+    }
+
+    /// Counts one request refused for `limit` (one of `LIMITS`).
+    pub(crate) fn limit_hit(&self, limit: &str) {
+        self.limit_hit_counter(limit).inc();
+    }
+
+    fn limit_hit_counter(&self, limit: &str) -> Counter {
+        self.limit_hits
+            .get_or_create(&LimitLabel {
+                limit: limit.to_owned(),
+            })
+            .clone()
     }
 }

@@ -15,7 +15,7 @@ mod status;
 
 use crate::cutover::{CutoverEngine, EngineSettings};
 use crate::raft::{Node, NodeConfig, ProposeError};
-use crate::state::{Command, CommandResponse};
+use crate::state::{Command, CommandError, CommandResponse, StoreLimits};
 use metrics::CoordinatorMetrics;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
@@ -28,13 +28,17 @@ use tokio::net::TcpListener;
 use tokio::sync::{Notify, watch};
 use tonic::service::interceptor::InterceptedService;
 
-/// Limits on what clients may send.
+/// Limits on what clients may send and on how much the store may hold.
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
     /// Largest gRPC message accepted, in bytes.
     pub max_message_bytes: usize,
     /// Most resources in one apply or delete.
     pub max_objects_per_apply: usize,
+    /// Most HTTPRoutes stored at once; applies adding more are refused.
+    pub max_routes: usize,
+    /// Most endpoint addresses stored at once, over all EndpointSlices.
+    pub max_endpoints: usize,
 }
 
 impl Default for Limits {
@@ -42,6 +46,18 @@ impl Default for Limits {
         Limits {
             max_message_bytes: 4 * 1024 * 1024,
             max_objects_per_apply: 1_000,
+            max_routes: 10_000,
+            max_endpoints: 100_000,
+        }
+    }
+}
+
+impl Limits {
+    /// The store-wide part, as `Command::Apply` carries it.
+    pub fn store(&self) -> StoreLimits {
+        StoreLimits {
+            max_routes: self.max_routes,
+            max_endpoints: self.max_endpoints,
         }
     }
 }
@@ -90,11 +106,28 @@ impl Coordinator {
         &self.node
     }
 
-    /// Proposes a command and waits for its answer.
+    /// Proposes a command and waits for its answer. A refusal for a store
+    /// limit is counted here, on the coordinator that took the request
+    /// (every replica applies the entry, but only this one gets the
+    /// answer), so each refused request counts once.
     pub(crate) async fn propose(&self, command: Command) -> Result<CommandResponse, ProposeError> {
         let response = self.node.propose(command).await;
+        if let Ok(CommandResponse(Err(CommandError::OverLimit { limit, .. }))) = &response {
+            self.metrics.limit_hit(limit.label());
+        }
         self.changed();
         response
+    }
+
+    /// `Command::Apply` for `resources`, stamped with this coordinator's
+    /// clock, cutover defaults and store limits.
+    pub(crate) fn apply_command(&self, resources: Vec<Resource>) -> Command {
+        Command::Apply {
+            resources,
+            now_ms: now_ms(),
+            defaults: self.config.defaults,
+            limits: Some(self.config.limits.store()),
+        }
     }
 
     /// Something changed: wake the leader loop and status watchers.
@@ -157,19 +190,15 @@ impl std::fmt::Debug for Coordinator {
 /// the services do not use it.
 impl Coordinator {
     /// Stores `resources` through Raft as one `Command::Apply`, stamped
-    /// with this coordinator's clock and cutover defaults, exactly as the
-    /// admin `Apply` RPC does (a follower forwards to the leader). The
-    /// caller keeps each call within [`Limits::max_objects_per_apply`].
+    /// with this coordinator's clock, cutover defaults and store limits,
+    /// exactly as the admin `Apply` RPC does (a follower forwards to the
+    /// leader). The caller keeps each call within
+    /// [`Limits::max_objects_per_apply`].
     pub async fn apply_resources(
         &self,
         resources: Vec<Resource>,
     ) -> Result<CommandResponse, ProposeError> {
-        self.propose(Command::Apply {
-            resources,
-            now_ms: now_ms(),
-            defaults: self.config.defaults,
-        })
-        .await
+        self.propose(self.apply_command(resources)).await
     }
 
     /// Removes `keys` through Raft as one `Command::Delete`, as the admin

@@ -1,7 +1,9 @@
 //! [`ReplicatedState::apply`]: the one mutator.
 //!
 //! Every command is checked completely before anything changes, so a
-//! rejected command leaves the state exactly as it was. In debug builds the
+//! rejected command leaves the state exactly as it was. Applies are checked
+//! against the store-wide limits they carry; deletes never are, so an
+//! operator can always shrink the store. In debug builds the
 //! state's invariants are re-checked after every apply.
 
 use super::*;
@@ -24,7 +26,8 @@ impl ReplicatedState {
                 resources,
                 now_ms,
                 defaults,
-            } => self.apply_resources(index, resources, *now_ms, defaults),
+                limits,
+            } => self.apply_resources(index, resources, *now_ms, defaults, limits.as_ref()),
             Command::Delete { keys } => self.delete_resources(keys),
             Command::RegisterProxy {
                 id,
@@ -62,6 +65,7 @@ impl ReplicatedState {
         resources: &[Resource],
         now_ms: u64,
         defaults: &CutoverSettings,
+        limits: Option<&StoreLimits>,
     ) -> Result<Outcome, CommandError> {
         if resources.is_empty() {
             return Err(CommandError::Empty);
@@ -75,6 +79,9 @@ impl ReplicatedState {
                 });
             }
             validate_resource(resource).map_err(|e| CommandError::Invalid(e.into()))?;
+        }
+        if let Some(limits) = limits {
+            self.check_limits(resources, limits)?;
         }
         // Everything is valid: from here on nothing can fail.
         let mut outcome = Outcome::default();

@@ -5,6 +5,7 @@
 //! leader's clock reading), so applying the same log gives the same state on
 //! every coordinator.
 
+use super::limits::{StoreLimit, StoreLimits};
 use serde::{Deserialize, Serialize};
 use switchyard_proto::model::{
     CutoverSettings, ObjectName, Resource, ResourceKey, ValidationError,
@@ -22,8 +23,15 @@ pub enum Command {
         now_ms: u64,
         /// Coordinator-wide cutover defaults in force at proposal time.
         defaults: CutoverSettings,
+        /// The proposing coordinator's store-wide limits (see
+        /// `super::limits` for why they travel in the entry). `None` in
+        /// entries written before limits existed: those were accepted
+        /// without a check, and replaying them must answer the same.
+        #[serde(default)]
+        limits: Option<StoreLimits>,
     },
-    /// Remove resources, atomically.
+    /// Remove resources, atomically. Never refused for a limit: deleting
+    /// is how a store over its limits gets back under them.
     Delete {
         /// What to remove.
         keys: Vec<ResourceKey>,
@@ -96,6 +104,22 @@ pub enum CommandError {
     /// A proxy id or zone that cannot be used.
     #[error("invalid proxy registration: {0}")]
     InvalidProxy(String),
+    /// The apply would take the store past one of its limits.
+    #[error(
+        "apply refused: {after} {} would exceed {} {max} ({current} stored now)",
+        .limit.noun(),
+        .limit.flag()
+    )]
+    OverLimit {
+        /// Which limit.
+        limit: StoreLimit,
+        /// How many are stored now.
+        current: usize,
+        /// How many the apply would leave stored.
+        after: usize,
+        /// The limit the command carried.
+        max: usize,
+    },
     /// A commit or abandon for a generation that is no longer pending.
     #[error("route {route}: generation {generation} is not pending ({current})")]
     NotPending {

@@ -9,6 +9,7 @@
 
 mod apply;
 pub mod command;
+pub mod limits;
 mod pairs;
 mod view;
 
@@ -17,6 +18,7 @@ use std::collections::BTreeMap;
 use switchyard_proto::model::{ObjectName, Resource, ResourceKey, RouteRecord};
 
 pub use command::{Command, CommandError, CommandResponse, InvalidResource, Outcome};
+pub use limits::{StoreLimit, StoreLimits};
 
 /// A registered proxy, as replicated.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -46,5 +48,7 @@ pub struct ReplicatedState {
     pub proxies: BTreeMap<String, ProxyRecord>,
 }
 
+#[cfg(test)]
+mod limits_tests;
 #[cfg(test)]
 mod tests;

@@ -32,6 +32,7 @@ fn apply(resources: Vec<Resource>) -> Command {
         resources,
         now_ms: 1_000,
         defaults: CutoverSettings::default(),
+        limits: None,
     }
 }
 

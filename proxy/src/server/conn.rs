@@ -11,11 +11,18 @@
 //!   the drain grace period is closed then; closing it at once would race a
 //!   request the client may already have on the wire.
 //!
+//! Limit hits counted here: a connection closed because no request head
+//! arrived within the header read timeout (the watchdog's, or hyper's own
+//! for later heads and idle keep-alive connections), and an HTTP/1 head
+//! hyper answered 431. Not counted: an HTTP/2 header list over the limit —
+//! h2 answers 431 on that stream itself and nothing reaches this code.
+//!
 //! Not here: accepting connections and waiting for all of them
 //! ([`super::serve`]), what a request does ([`super::service`]).
 
 use super::service::{self, ConnShared};
 use crate::dataplane::DataPlane;
+use crate::metrics::Limit;
 use crate::router::ListenerKey;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto::Builder;
@@ -23,7 +30,7 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use tokio::net::TcpStream;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{OwnedSemaphorePermit, mpsc, watch};
 use tokio::time::{Instant, sleep, sleep_until};
 use tracing::debug;
 
@@ -47,6 +54,7 @@ pub(crate) async fn serve_connection(
     stream: TcpStream,
     listener: Arc<ListenerKey>,
     signals: Signals,
+    slot: OwnedSemaphorePermit,
 ) {
     let Signals {
         draining,
@@ -99,6 +107,9 @@ pub(crate) async fn serve_connection(
         tokio::select! {
             result = conn.as_mut() => {
                 if let Err(error) = result {
+                    if let Some(limit) = limit_hit(&*error) {
+                        metrics.record_limit_hit(limit);
+                    }
                     debug!(%error, "client connection ended with an error");
                 }
                 break;
@@ -106,6 +117,7 @@ pub(crate) async fn serve_connection(
             _ = &mut watchdog, if watching => {
                 watching = false;
                 if !shared.saw_request.load(Ordering::Relaxed) {
+                    metrics.record_limit_hit(Limit::HeaderTimeout);
                     debug!("closing client connection: no request within the header read timeout");
                     break;
                 }
@@ -133,5 +145,22 @@ pub(crate) async fn serve_connection(
             }
         }
     }
+    // The slot first: once the gauge shows this connection gone, a new
+    // one must find room.
+    drop(slot);
     metrics.downstream_connections.dec();
+}
+
+/// The limit hyper enforced when it ended a connection with `error`, if
+/// any. hyper has already written its answer (431, or nothing for a
+/// timeout); this error is the only trace of it the proxy gets.
+fn limit_hit(error: &(dyn std::error::Error + 'static)) -> Option<Limit> {
+    let error = error.downcast_ref::<hyper::Error>()?;
+    if error.is_parse_too_large() {
+        Some(Limit::HeaderSize)
+    } else if error.is_timeout() {
+        Some(Limit::HeaderTimeout)
+    } else {
+        None
+    }
 }

@@ -6,6 +6,13 @@
 //! queue), lets every connection finish per `conn`'s protocol, and
 //! returns when all are closed or the drain timeout passed.
 //!
+//! At most `max_connections` client connections are open at once; one
+//! accepted beyond that is closed at once and counted. Closing rather than
+//! pausing the accept loop: a paused loop leaves new clients waiting in the
+//! kernel's queue with no answer until their own timeouts, while a prompt
+//! close lets them retry elsewhere (another replica) right away, and keeps
+//! the loop free to notice the drain.
+//!
 //! [`bind_reuseport`] lets a replacement process bind the same address
 //! while the old one still serves: both accept until the old one drains.
 //!
@@ -16,6 +23,7 @@ pub mod headers;
 pub(crate) mod service;
 
 use crate::dataplane::DataPlane;
+use crate::metrics::Limit;
 use crate::router::ListenerKey;
 use crate::settings::DataPlaneSettings;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
@@ -27,7 +35,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::task::JoinSet;
 use tracing::{debug, info, warn};
 
@@ -83,10 +91,20 @@ struct Accepting {
     drain: watch::Receiver<bool>,
     force: watch::Receiver<bool>,
     alive: mpsc::Sender<()>,
+    /// One permit per open client connection, over all listeners.
+    slots: Arc<Semaphore>,
 }
 
 impl Accepting {
+    /// Serves `stream` on its own task, or closes it at once (counted)
+    /// when `max_connections` are already open.
     fn spawn_connection(&self, stream: TcpStream, listener: &Arc<ListenerKey>) {
+        let Ok(slot) = Arc::clone(&self.slots).try_acquire_owned() else {
+            self.dp.metrics().record_limit_hit(Limit::Connections);
+            debug!("closing client connection: max connections open");
+            drop(stream);
+            return;
+        };
         let signals = conn::Signals {
             draining: Arc::clone(&self.draining),
             drain: self.drain.clone(),
@@ -99,6 +117,7 @@ impl Accepting {
             stream,
             Arc::clone(listener),
             signals,
+            slot,
         ));
     }
 }
@@ -121,6 +140,11 @@ pub async fn serve(
         drain: drain_rx,
         force: force_rx,
         alive: alive_tx,
+        // `Semaphore::new` panics above MAX_PERMITS (usize::MAX >> 3); no
+        // machine holds that many sockets anyway.
+        slots: Arc::new(Semaphore::new(
+            settings.max_connections.min(Semaphore::MAX_PERMITS),
+        )),
     });
     let mut loops = JoinSet::new();
     for bound in listeners {

@@ -1,0 +1,144 @@
+//! Store-wide size limits: how many HTTPRoutes and endpoint addresses the
+//! replicated state may hold, and the check an apply must pass.
+//!
+//! Owns: [`StoreLimits`] (carried inside `Command::Apply`), the counting of
+//! routes and endpoint addresses, and the refuse-or-accept decision. Does
+//! not own: where the numbers come from (the proposing coordinator's flags,
+//! see `crate::server::Limits`) or counting refusals in metrics (the server
+//! does that on the answer).
+//!
+//! Why the limits travel in the command rather than being read from each
+//! coordinator's flags at apply time: coordinators of one group may run
+//! with different flags (during a rolling change of `--max-routes`, say).
+//! If each replica checked against its own flags, one could accept an
+//! entry another refuses and their states would diverge. With the limits
+//! in the entry, the decision is a function of the log alone, like the
+//! leader's clock reading in `now_ms`.
+
+use super::ReplicatedState;
+use super::command::CommandError;
+use serde::{Deserialize, Serialize};
+use switchyard_proto::model::{EndpointSlice, Resource};
+
+/// The limits one apply is checked against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoreLimits {
+    /// Most HTTPRoutes stored at once.
+    pub max_routes: usize,
+    /// Most endpoint addresses stored at once, summed over every stored
+    /// EndpointSlice (an endpoint listing two addresses counts twice).
+    pub max_endpoints: usize,
+}
+
+/// Which store-wide limit an apply ran into.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum StoreLimit {
+    /// `--max-routes`.
+    Routes,
+    /// `--max-endpoints`.
+    Endpoints,
+}
+
+impl StoreLimit {
+    /// What is counted, plural, for error messages.
+    pub fn noun(self) -> &'static str {
+        match self {
+            StoreLimit::Routes => "HTTPRoutes",
+            StoreLimit::Endpoints => "endpoint addresses",
+        }
+    }
+
+    /// The coordinator flag that sets it.
+    pub fn flag(self) -> &'static str {
+        match self {
+            StoreLimit::Routes => "--max-routes",
+            StoreLimit::Endpoints => "--max-endpoints",
+        }
+    }
+
+    /// Its `limit` label value in `switchyard_coordinator_limit_hits_total`.
+    pub fn label(self) -> &'static str {
+        match self {
+            StoreLimit::Routes => "routes",
+            StoreLimit::Endpoints => "endpoints",
+        }
+    }
+}
+
+/// Endpoint addresses in one slice.
+fn addresses(slice: &EndpointSlice) -> usize {
+    slice.endpoints.iter().map(|e| e.addresses.len()).sum()
+}
+
+impl ReplicatedState {
+    /// Endpoint addresses across every stored EndpointSlice.
+    pub fn endpoint_count(&self) -> usize {
+        self.resources
+            .values()
+            .map(|r| match r {
+                Resource::EndpointSlice(slice) => addresses(slice),
+                _ => 0,
+            })
+            .sum()
+    }
+
+    /// Refuses `resources` (already validated, without duplicates) if
+    /// storing them would take the route or endpoint count past `limits`.
+    ///
+    /// Only growth past a limit is refused: an apply that keeps a count
+    /// where it is, or lowers it, is accepted even when the store is
+    /// already over (it got there under higher limits, or before limits
+    /// existed). Otherwise lowering a limit would freeze every object until
+    /// enough were deleted.
+    pub(super) fn check_limits(
+        &self,
+        resources: &[Resource],
+        limits: &StoreLimits,
+    ) -> Result<(), CommandError> {
+        let routes = self.routes.len();
+        let new_routes = resources
+            .iter()
+            .filter(|r| match r {
+                Resource::HttpRoute(route) => !self.routes.contains_key(&route.meta.object_name()),
+                _ => false,
+            })
+            .count();
+        check(
+            StoreLimit::Routes,
+            routes,
+            routes + new_routes,
+            limits.max_routes,
+        )?;
+
+        let endpoints = self.endpoint_count();
+        let (mut added, mut removed) = (0, 0);
+        for resource in resources {
+            if let Resource::EndpointSlice(slice) = resource {
+                added += addresses(slice);
+                if let Some(Resource::EndpointSlice(old)) = self.resources.get(&resource.key()) {
+                    removed += addresses(old);
+                }
+            }
+        }
+        // `removed` is part of `endpoints`, so this cannot underflow.
+        let after = endpoints - removed + added;
+        check(
+            StoreLimit::Endpoints,
+            endpoints,
+            after,
+            limits.max_endpoints,
+        )
+    }
+}
+
+fn check(limit: StoreLimit, current: usize, after: usize, max: usize) -> Result<(), CommandError> {
+    if after > max && after > current {
+        return Err(CommandError::OverLimit {
+            limit,
+            current,
+            after,
+            max,
+        });
+    }
+    Ok(())
+}
