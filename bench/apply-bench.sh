@@ -9,6 +9,9 @@
 # AdminService.Apply over tonic like `switchyard apply` does, but keeps one
 # HTTP/2 connection per client: spawning the CLI per apply would measure
 # process start-up (this script also times the CLI once, to show how much).
+# The cluster runs with --insecure: apply-load speaks plaintext, so these
+# figures leave out TLS (handshakes are per connection; the load keeps its
+# connections).
 #
 # Usage:  bash bench/apply-bench.sh
 # Environment (optional):
@@ -70,7 +73,7 @@ for a in $A1 $A2 $A3; do
   i=$((i + 1))
   mkdir -p "$WORK/c$i"
   RUST_LOG=warn "$SY" coordinator --id $i --listen "$a" --peers "$PEERS" --data-dir "$WORK/c$i/data" \
-    --default-cutover-timeout 1h >"$WORK/c$i/log" 2>&1 &
+    --default-cutover-timeout 1h --insecure >"$WORK/c$i/log" 2>&1 &
   STARTED+=($!)
 done
 for i in 1 2 3; do
@@ -97,7 +100,7 @@ t0=$(date +%s%N)
 for k in $(seq 1 $CLI_N); do
   b=blue; [ $((k % 2)) = 0 ] && b=green
   sed "s/BACKEND/$b/" "$WORK/route.yaml" > "$WORK/route-now.yaml"
-  timeout 20 "$SY" apply -f "$WORK/route-now.yaml" --coordinators "$COORDS" >/dev/null
+  timeout 20 "$SY" apply -f "$WORK/route-now.yaml" --coordinators "$COORDS" --insecure >/dev/null 2>&1
 done
 t1=$(date +%s%N)
 CLI_MS=$(awk -v a="$t0" -v b="$t1" -v n=$CLI_N 'BEGIN { printf "%.1f", (b - a) / 1e6 / n }')

@@ -145,8 +145,13 @@ pub fn run(args: CertsArgs) -> anyhow::Result<ExitCode> {
             .iter()
             .map(|id| Identity::Coordinator(*id)),
     );
-    identities.extend(args.proxies.iter().cloned().map(Identity::Proxy));
-    identities.extend(args.admins.iter().cloned().map(Identity::Admin));
+    // `--proxies ""` issues none (proxies may get theirs elsewhere, such
+    // as cert-manager's CSI driver in deploy/).
+    let named = |names: &[String]| -> Vec<String> {
+        names.iter().filter(|n| !n.is_empty()).cloned().collect()
+    };
+    identities.extend(named(&args.proxies).into_iter().map(Identity::Proxy));
+    identities.extend(named(&args.admins).into_iter().map(Identity::Admin));
     for identity in &identities {
         if Identity::parse_uri(&identity.uri()) != Some(Ok(identity.clone())) {
             anyhow::bail!("{identity} is not a valid name: use letters, digits, '-', '_' and '.'");

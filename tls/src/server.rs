@@ -113,6 +113,12 @@ async fn handshake(
 ) -> Option<ServerConn> {
     let stream = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
         Ok(Ok(stream)) => stream,
+        // A connection closed before saying anything is a TCP probe or a
+        // port scan: not worth a warning every few seconds.
+        Ok(Err(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+            tracing::debug!(%remote, "connection closed before a TLS handshake: {e}");
+            return None;
+        }
         Ok(Err(e)) => {
             tracing::warn!(%remote, "TLS handshake refused: {e}");
             return None;
