@@ -22,6 +22,14 @@ use switchyard_proto::model::{Kind, Resource, ResourceKey, validate_resource};
 
 /// Every document of a stream as a generic value; `None` for empty ones.
 fn load(file: &str, text: &str) -> Result<Vec<Option<Value>>, ParseError> {
+    let max = crate::nesting::MAX_FLOW_DEPTH;
+    if let Some(line) = crate::nesting::first_line_deeper_than(text, max) {
+        let at = Location {
+            file: file.to_string(),
+            ..Location::default()
+        };
+        return Err(ParseError::new(&at, Problem::TooDeep { line, max }));
+    }
     let mut out = Vec::new();
     for (index, doc) in yaml_serde::Deserializer::from_str(text).enumerate() {
         let value = Value::deserialize(doc).map_err(|e| {

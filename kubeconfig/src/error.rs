@@ -50,6 +50,14 @@ pub enum Problem {
     /// The text is not valid YAML.
     #[error("malformed YAML: {0}")]
     Yaml(String),
+    /// Flow collections nested deeper than the parser accepts.
+    #[error("flow collections ([...] or {{...}}) nest deeper than {max} levels at line {line}")]
+    TooDeep {
+        /// Where the limit was passed.
+        line: usize,
+        /// The limit.
+        max: usize,
+    },
     /// The document is a scalar or a list instead of an object.
     #[error("the document is {found}, expected a mapping with apiVersion, kind and metadata")]
     NotAMapping {

@@ -50,6 +50,7 @@ mod filter;
 mod gateway;
 mod header;
 pub mod live;
+mod nesting;
 mod route;
 
 pub use error::{Location, ParseError, Problem};

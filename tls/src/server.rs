@@ -23,6 +23,10 @@ use tokio_stream::wrappers::ReceiverStream;
 /// How long a new connection may take to complete its TLS handshake.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// Handshakes in progress at once; connections beyond are closed at once,
+/// so a flood of silent connections costs bounded memory and tasks.
+pub const MAX_PENDING_HANDSHAKES: usize = 1024;
+
 /// Who is on the other end of a connection.
 #[derive(Clone, Debug)]
 pub struct PeerInfo {
@@ -60,6 +64,7 @@ async fn accept_loop(
     security: Security,
     sender: mpsc::Sender<io::Result<ServerConn>>,
 ) {
+    let pending = std::sync::Arc::new(tokio::sync::Semaphore::new(MAX_PENDING_HANDSHAKES));
     loop {
         let accepted = tokio::select! {
             accepted = listener.accept() => accepted,
@@ -93,10 +98,16 @@ async fn accept_loop(
                 }
             }
             Security::Tls(tls) => {
+                let Ok(permit) = pending.clone().try_acquire_owned() else {
+                    tracing::warn!(%remote, "{MAX_PENDING_HANDSHAKES} TLS handshakes already in progress; connection closed");
+                    continue;
+                };
                 let acceptor = TlsAcceptor::from(tls.server_config());
                 let sender = sender.clone();
                 tokio::spawn(async move {
-                    if let Some(conn) = handshake(acceptor, stream, remote).await {
+                    let conn = handshake(acceptor, stream, remote).await;
+                    drop(permit);
+                    if let Some(conn) = conn {
                         let _ = sender.send(Ok(conn)).await;
                     }
                 });
