@@ -31,7 +31,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
     options.kill_leader_every = args.kill_leader_every;
     options.progress = true;
     eprintln!(
-        "starting 3 coordinators, 3 proxies (zones a, b, c) and backends on 127.0.0.1; {} cutovers under continuous traffic",
+        "starting 3 coordinators, 3 proxies (zones a, b, c) and backends on 127.0.0.1, mutual TLS from a throwaway CA; {} cutovers under continuous traffic",
         options.header_updates + options.backend_swaps
     );
     let report = crate::demo::run(options).await?;
