@@ -5,7 +5,9 @@
 //!
 //!     cargo build --release && cargo run --release --example cutover_latency
 //!
-//! `CUTOVERS` (default 100) sets the count. Prints p50, p90, p99 and max.
+//! `CUTOVERS` (default 100) sets the count; `TLS=0` runs the fleet with
+//! `--insecure` instead of mutual TLS (to compare). Prints p50, p90, p99
+//! and max.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -29,6 +31,8 @@ async fn main() -> anyhow::Result<()> {
         binary.display()
     );
     let mut options = FleetOptions::three_zones(binary);
+    let tls = std::env::var("TLS").as_deref() != Ok("0");
+    options.tls = tls;
     options.proxies = ["a", "b", "c", "a", "b"]
         .iter()
         .enumerate()
@@ -60,7 +64,8 @@ async fn main() -> anyhow::Result<()> {
     samples.sort();
     let at =
         |q: f64| samples[((samples.len() as f64 * q).ceil() as usize).clamp(1, samples.len()) - 1];
-    println!("cutovers: {count} (3 coordinators, 5 proxies, backend already warm)");
+    let security = if tls { "mutual TLS" } else { "--insecure" };
+    println!("cutovers: {count} (3 coordinators, 5 proxies, backend already warm, {security})");
     println!(
         "apply -> Ready: p50 {:?}  p90 {:?}  p99 {:?}  max {:?}",
         at(0.50),
