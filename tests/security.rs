@@ -611,7 +611,7 @@ fn insecure_is_warned_about() -> anyhow::Result<()> {
 }
 
 #[test]
-fn certs_init_makes_a_set_a_cluster_runs_on() -> anyhow::Result<()> {
+fn certs_init_and_issue_make_certificates_a_cluster_runs_on() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let certs = dir.path().join("certs");
     let certs_dir = certs.to_string_lossy().into_owned();
@@ -694,6 +694,16 @@ fn certs_init_makes_a_set_a_cluster_runs_on() -> anyhow::Result<()> {
     };
     let (code, stderr) = status("admin-ops")?;
     assert_eq!(code, 0, "{stderr}");
+
+    // More certificates later, from the same CA: a new admin gets in.
+    let (code, stderr) = cli(&["certs", "issue", "--dir", &certs_dir, "--admins", "ops2"])?;
+    assert_eq!(code, 0, "{stderr}");
+    let (code, stderr) = status("admin-ops2")?;
+    assert_eq!(code, 0, "{stderr}");
+    let empty = dir.path().join("empty").to_string_lossy().into_owned();
+    let (code, stderr) = cli(&["certs", "issue", "--dir", &empty, "--admins", "x"])?;
+    assert_ne!(code, 0);
+    assert!(stderr.contains("cannot use the CA in"), "{stderr}");
     let (code, stderr) = status("proxy-p1")?;
     assert_ne!(code, 0);
     assert!(stderr.contains("needs an admin certificate"), "{stderr}");

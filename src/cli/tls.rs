@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 use switchyard_proto::model::parse_duration;
-use switchyard_tls::certs::{Validity, init_dir};
+use switchyard_tls::certs::{Authority, Validity, file_stem, init_dir};
 use switchyard_tls::{Identity, Security, Tls, TlsFiles};
 
 /// How this process authenticates itself and its peers.
@@ -111,6 +111,30 @@ pub enum CertsCommand {
     /// Create a CA and certificates for a local cluster: ca.pem, ca-key.pem, and NAME.pem +
     /// NAME-key.pem for each coordinator, proxy and admin.
     Init(InitArgs),
+    /// Issue more certificates from the CA in --dir (made by `init`): a new proxy, admin or
+    /// coordinator, or a replacement for one that is about to expire.
+    Issue(IssueArgs),
+}
+
+/// Flags of `switchyard certs issue`.
+#[derive(Debug, Args)]
+pub struct IssueArgs {
+    /// Directory with ca.pem and ca-key.pem; the new files are written there too (NAME.pem,
+    /// NAME-key.pem), replacing existing ones of the same name.
+    #[arg(long)]
+    pub dir: PathBuf,
+    /// Coordinator ids to issue for.
+    #[arg(long, value_delimiter = ',')]
+    pub coordinators: Vec<u64>,
+    /// Proxy ids to issue for.
+    #[arg(long, value_delimiter = ',')]
+    pub proxies: Vec<String>,
+    /// Admin names to issue for.
+    #[arg(long, value_delimiter = ',')]
+    pub admins: Vec<String>,
+    /// How many days the certificates are valid.
+    #[arg(long, default_value_t = 365, value_parser = clap::value_parser!(u16).range(1..))]
+    pub valid_days: u16,
 }
 
 /// Flags of `switchyard certs init`.
@@ -138,25 +162,53 @@ pub struct InitArgs {
 
 /// Runs `switchyard certs`.
 pub fn run(args: CertsArgs) -> anyhow::Result<ExitCode> {
-    let CertsCommand::Init(args) = args.command;
-    let mut identities: Vec<Identity> = Vec::new();
-    identities.extend(
-        args.coordinators
-            .iter()
-            .map(|id| Identity::Coordinator(*id)),
-    );
-    // `--proxies ""` issues none (proxies may get theirs elsewhere, such
-    // as cert-manager's CSI driver in deploy/).
+    match args.command {
+        CertsCommand::Init(args) => init(args),
+        CertsCommand::Issue(args) => issue(args),
+    }
+}
+
+/// The identities the flags name, each checked. `--proxies ""` names none
+/// (proxies may get theirs elsewhere, such as cert-manager's CSI driver in
+/// deploy/).
+fn identities(
+    coordinators: &[u64],
+    proxies: &[String],
+    admins: &[String],
+) -> anyhow::Result<Vec<Identity>> {
     let named = |names: &[String]| -> Vec<String> {
         names.iter().filter(|n| !n.is_empty()).cloned().collect()
     };
-    identities.extend(named(&args.proxies).into_iter().map(Identity::Proxy));
-    identities.extend(named(&args.admins).into_iter().map(Identity::Admin));
+    let mut identities: Vec<Identity> = Vec::new();
+    identities.extend(coordinators.iter().map(|id| Identity::Coordinator(*id)));
+    identities.extend(named(proxies).into_iter().map(Identity::Proxy));
+    identities.extend(named(admins).into_iter().map(Identity::Admin));
     for identity in &identities {
         if Identity::parse_uri(&identity.uri()) != Some(Ok(identity.clone())) {
             anyhow::bail!("{identity} is not a valid name: use letters, digits, '-', '_' and '.'");
         }
     }
+    Ok(identities)
+}
+
+fn issue(args: IssueArgs) -> anyhow::Result<ExitCode> {
+    let identities = identities(&args.coordinators, &args.proxies, &args.admins)?;
+    if identities.is_empty() {
+        anyhow::bail!("name what to issue: --coordinators, --proxies and/or --admins");
+    }
+    let authority = Authority::load(&args.dir)?;
+    let validity = Validity::days(i64::from(args.valid_days));
+    for identity in &identities {
+        let (cert, key) = authority
+            .issue(identity, validity)?
+            .write(&args.dir, &file_stem(identity))?;
+        println!("{}\n{}", cert.display(), key.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn init(args: InitArgs) -> anyhow::Result<ExitCode> {
+    let identities = identities(&args.coordinators, &args.proxies, &args.admins)?;
     let validity = Validity::days(i64::from(args.valid_days));
     let written = init_dir(&args.dir, &identities, validity, args.force)?;
     for path in &written {

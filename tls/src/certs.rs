@@ -29,6 +29,14 @@ pub enum CertError {
         /// The I/O error.
         source: std::io::Error,
     },
+    /// A CA file or key could not be read or used.
+    #[error("cannot use the CA in {path}: {why}")]
+    Ca {
+        /// The CA certificate or key file.
+        path: PathBuf,
+        /// What is wrong.
+        why: String,
+    },
     /// `init` would overwrite an existing CA.
     #[error(
         "{0} already exists; pass --force to replace the whole set (every certificate signed by the old CA stops being trusted)"
@@ -114,6 +122,28 @@ impl Authority {
             cert_pem: cert.pem(),
             issuer: Issuer::new(params, key),
         })
+    }
+
+    /// The CA `init_dir` wrote into `dir` (`ca.pem`, `ca-key.pem`), to
+    /// issue more certificates from.
+    pub fn load(dir: &Path) -> Result<Authority, CertError> {
+        let read = |name: &str| {
+            let path = dir.join(name);
+            std::fs::read_to_string(&path).map_err(|e| CertError::Ca {
+                path: path.clone(),
+                why: e.to_string(),
+            })
+        };
+        let (cert_pem, key_pem) = (read("ca.pem")?, read("ca-key.pem")?);
+        let key = KeyPair::from_pem(&key_pem).map_err(|e| CertError::Ca {
+            path: dir.join("ca-key.pem"),
+            why: format!("not a usable private key: {e}"),
+        })?;
+        let issuer = Issuer::from_ca_cert_pem(&cert_pem, key).map_err(|e| CertError::Ca {
+            path: dir.join("ca.pem"),
+            why: format!("not a usable CA certificate: {e}"),
+        })?;
+        Ok(Authority { issuer, cert_pem })
     }
 
     /// The CA certificate, PEM (what every process trusts).
