@@ -39,6 +39,7 @@ impl TlsArgs {
     pub fn security(&self, who: &str) -> anyhow::Result<Security> {
         let security = self.load(who)?;
         if let Security::Tls(tls) = &security {
+            tracing::info!(identity = %tls.identity(), "{who}: mutual TLS on");
             tls.spawn_reloader(self.tls_reload_interval);
         }
         Ok(security)
@@ -72,7 +73,9 @@ impl TlsArgs {
             cert: cert.clone(),
             key: key.clone(),
         })?;
-        tracing::info!(identity = %tls.identity(), "{who}: mutual TLS on");
+        // Said once at debug: one-shot commands (apply, status) should
+        // print their answer, not this; servers log it in `security`.
+        tracing::debug!(identity = %tls.identity(), "{who}: mutual TLS on");
         Ok(Security::Tls(tls))
     }
 }
@@ -147,10 +150,10 @@ pub struct InitArgs {
     #[arg(long, value_delimiter = ',', default_value = "1,2,3")]
     pub coordinators: Vec<u64>,
     /// Proxy ids to issue certificates for (proxy-ID.pem); the id is what `switchyard proxy --id` must say.
-    #[arg(long, value_delimiter = ',', default_value = "proxy-a,proxy-b,proxy-c")]
+    #[arg(long, value_delimiter = ',', default_value = "p1,p2,p3")]
     pub proxies: Vec<String>,
     /// Admin names to issue certificates for (admin-NAME.pem), for apply, delete and status.
-    #[arg(long, value_delimiter = ',', default_value = "admin")]
+    #[arg(long, value_delimiter = ',', default_value = "ops")]
     pub admins: Vec<String>,
     /// How many days the CA and certificates are valid.
     #[arg(long, default_value_t = 365, value_parser = clap::value_parser!(u16).range(1..))]

@@ -22,12 +22,12 @@ pub enum CertError {
     #[error("certificate generation failed: {0}")]
     Generate(#[from] rcgen::Error),
     /// Writing a file failed.
-    #[error("cannot write {path}: {source}")]
+    #[error("cannot write {path}: {error}")]
     Write {
         /// The file.
         path: PathBuf,
         /// The I/O error.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// A CA file or key could not be read or used.
     #[error("cannot use the CA in {path}: {why}")]
@@ -205,9 +205,9 @@ pub fn init_dir(
     validity: Validity,
     force: bool,
 ) -> Result<Vec<PathBuf>, CertError> {
-    std::fs::create_dir_all(dir).map_err(|source| CertError::Write {
+    std::fs::create_dir_all(dir).map_err(|error| CertError::Write {
         path: dir.to_owned(),
-        source,
+        error,
     })?;
     let ca_path = dir.join("ca.pem");
     if ca_path.exists() && !force {
@@ -231,9 +231,9 @@ pub fn init_dir(
 }
 
 fn write_file(path: &Path, contents: &str, private: bool) -> Result<(), CertError> {
-    let error = |source| CertError::Write {
+    let error = |error| CertError::Write {
         path: path.to_owned(),
-        source,
+        error,
     };
     // Written beside and renamed over, so a process re-reading the files
     // never sees half of one.

@@ -31,14 +31,14 @@ pub struct TlsFiles {
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
     /// A file could not be read.
-    #[error("cannot read {what} file {path}: {source}")]
+    #[error("cannot read {what} file {path}: {error}")]
     Read {
         /// `CA`, `certificate` or `key`.
         what: &'static str,
         /// The file.
         path: PathBuf,
         /// The I/O error.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// A file was read but holds nothing usable.
     #[error("{what} file {path}: {why}")]
@@ -51,12 +51,12 @@ pub enum TlsError {
         why: String,
     },
     /// The certificate names no usable identity.
-    #[error("certificate file {path}: {source}")]
+    #[error("certificate file {path}: {error}")]
     Identity {
         /// The file.
         path: PathBuf,
         /// Why.
-        source: IdentityError,
+        error: IdentityError,
     },
     /// rustls refused the combination (key does not match certificate...).
     #[error("TLS configuration from {cert} and {key}: {why}")]
@@ -85,10 +85,10 @@ impl TlsFiles {
     /// Reads the three files.
     pub(crate) fn read(&self) -> Result<FileBytes, TlsError> {
         let read = |what, path: &Path| {
-            std::fs::read(path).map_err(|source| TlsError::Read {
+            std::fs::read(path).map_err(|error| TlsError::Read {
                 what,
                 path: path.to_owned(),
-                source,
+                error,
             })
         };
         Ok([
@@ -134,9 +134,9 @@ impl TlsFiles {
                 "holds no certificate".into(),
             ));
         };
-        let identity = Identity::from_certificate(leaf).map_err(|source| TlsError::Identity {
+        let identity = Identity::from_certificate(leaf).map_err(|error| TlsError::Identity {
             path: self.cert.clone(),
-            source,
+            error,
         })?;
         if matches!(identity, Identity::Coordinator(_)) {
             // Checked here so a coordinator whose certificate clients would
