@@ -393,9 +393,7 @@ async fn each_identity_may_make_only_its_own_calls() -> anyhow::Result<()> {
     assert_eq!(routes, vec!["intruder".to_string()]);
     assert_eq!(proxies, vec!["proxy-x".to_string()]);
     assert!(
-        fleet
-            .logs()
-            .contains("refused: Register needs proxy \"proxy-y\""),
+        eventually_logged(|| fleet.logs(), "refused: Register needs proxy \"proxy-y\"").await,
         "refusals are logged"
     );
     Ok(())
@@ -533,6 +531,21 @@ async fn plaintext_to_the_tls_port_fails_cleanly() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Whether `needle` shows up in `logs` within 10 s (child output is read
+/// on background threads, so it can trail what the test just caused).
+async fn eventually_logged(logs: impl Fn() -> String, needle: &str) -> bool {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        if logs().contains(needle) {
+            return true;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// Runs the CLI and returns (exit code, stderr).
 fn cli(args: &[&str]) -> anyhow::Result<(i32, String)> {
     let out = support::cli(args)?;
@@ -601,6 +614,15 @@ fn insecure_is_warned_about() -> anyhow::Result<()> {
     .map(String::from)
     .to_vec();
     let mut process = Process::start(ProcessSpec::new("insecure", binary(), args))?;
+    // stderr is read on its own thread: give it a moment to catch up.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !process
+        .log_text()
+        .contains("--insecure: gRPC runs without TLS")
+        && std::time::Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_millis(50));
+    }
     let log = process.log_text();
     process.kill();
     assert!(
@@ -755,7 +777,7 @@ async fn rotated_certificates_are_used_by_new_connections_with_zero_failed_reque
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
-    assert!(fleet.logs().contains("TLS files changed on disk"));
+    assert!(eventually_logged(|| fleet.logs(), "TLS files changed on disk").await);
 
     // The fleet keeps working on the new certificates: a leader change
     // makes every proxy and coordinator open new connections, and a
