@@ -162,11 +162,7 @@ async fn call_each_service(channel: Channel, proxy_id: &str) -> [Code; 3] {
             resources_json: route_json("intruder"),
         })
         .await;
-    [
-        raft.map_or_else(|s| s.code(), |_| Code::Ok),
-        fleet.map_or_else(|s| s.code(), |_| Code::Ok),
-        admin.map_or_else(|s| s.code(), |_| Code::Ok),
-    ]
+    [code_of(raft), code_of(fleet), code_of(admin)]
 }
 
 /// Service `index` of [`call_each_service`] for a caller that should get
@@ -183,6 +179,11 @@ async fn allowed(channel: Channel, proxy_id: &str, index: usize) -> Code {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     code
+}
+
+/// A call's status code, `Ok` when it succeeded.
+fn code_of<T>(result: Result<tonic::Response<T>, tonic::Status>) -> Code {
+    result.map_or_else(|status| status.code(), |_| Code::Ok)
 }
 
 /// The JSON of an apply that stores a route named `name`.
@@ -333,37 +334,25 @@ async fn each_identity_may_make_only_its_own_calls() -> anyhow::Result<()> {
             backends: Vec::new(),
         })
         .await;
-    assert_eq!(
-        report.map_err(|s| s.code()).err(),
-        Some(Code::PermissionDenied)
-    );
+    assert_eq!(code_of(report), Code::PermissionDenied);
     let heartbeat = fleet_client
         .heartbeat(pb::HeartbeatRequest {
             proxy_id: "proxy-y".into(),
             ..Default::default()
         })
         .await;
-    assert_eq!(
-        heartbeat.map_err(|s| s.code()).err(),
-        Some(Code::PermissionDenied)
-    );
+    assert_eq!(code_of(heartbeat), Code::PermissionDenied);
     let watch = fleet_client
         .watch(pb::WatchRequest {
             proxy_id: "proxy-y".into(),
             ..Default::default()
         })
         .await;
-    assert_eq!(
-        watch.map_err(|s| s.code()).err(),
-        Some(Code::PermissionDenied)
-    );
+    assert_eq!(code_of(watch), Code::PermissionDenied);
     let status = AdminServiceClient::new(proxy_x.clone())
         .status(pb::StatusRequest::default())
         .await;
-    assert_eq!(
-        status.map_err(|s| s.code()).err(),
-        Some(Code::PermissionDenied)
-    );
+    assert_eq!(code_of(status), Code::PermissionDenied);
     // As itself it may register.
     assert_eq!(allowed(proxy_x, "proxy-x", 1).await, Code::Ok);
 
@@ -439,7 +428,7 @@ async fn forged_readiness_evidence_never_counts() -> anyhow::Result<()> {
                             }],
                         })
                         .await;
-                    codes.push(forged.map_or_else(|s| s.code(), |_| Code::Ok));
+                    codes.push(code_of(forged));
                 }
             }
             tokio::time::sleep(Duration::from_millis(20)).await;

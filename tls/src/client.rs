@@ -6,6 +6,7 @@
 //! Owns: [`Connector`] and [`channel`], the one way every gRPC client in
 //! switchyard (Raft peers, proxies, admin) builds its channel.
 
+use crate::conn::Conn;
 use crate::{COORDINATOR_SERVER_NAME, Security};
 use hyper_util::rt::TokioIo;
 use rustls_pki_types::ServerName;
@@ -15,7 +16,6 @@ use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpSocket, TcpStream};
 use tokio_rustls::TlsConnector;
 use tonic::transport::{Channel, Endpoint};
@@ -29,12 +29,7 @@ pub struct Connector {
 }
 
 /// A connection a [`Connector`] opened.
-pub enum ClientConn {
-    /// `--insecure`.
-    Plain(TcpStream),
-    /// Mutual TLS.
-    Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
-}
+pub type ClientConn = Conn<tokio_rustls::client::TlsStream<TcpStream>>;
 
 /// A lazily connected channel to `address` (`HOST:PORT`): connects on first
 /// use and reconnects by itself after failures. `endpoint` adjusts the
@@ -133,46 +128,6 @@ impl Connector {
                     .map_err(|e| io::Error::new(e.kind(), format!("TLS handshake failed: {e}")))?;
                 Ok(ClientConn::Tls(Box::new(stream)))
             }
-        }
-    }
-}
-
-impl AsyncRead for ClientConn {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            ClientConn::Plain(s) => Pin::new(s).poll_read(cx, buf),
-            ClientConn::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
-        }
-    }
-}
-
-impl AsyncWrite for ClientConn {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        match self.get_mut() {
-            ClientConn::Plain(s) => Pin::new(s).poll_write(cx, buf),
-            ClientConn::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
-        }
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            ClientConn::Plain(s) => Pin::new(s).poll_flush(cx),
-            ClientConn::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
-        }
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            ClientConn::Plain(s) => Pin::new(s).poll_shutdown(cx),
-            ClientConn::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
         }
     }
 }

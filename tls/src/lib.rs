@@ -18,6 +18,7 @@
 pub mod authz;
 pub mod certs;
 pub mod client;
+pub mod conn;
 mod files;
 mod identity;
 mod reload;

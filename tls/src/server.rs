@@ -8,6 +8,7 @@
 //! tonic puts into every request's extensions for [`crate::authz`].
 
 use crate::Security;
+use crate::conn::Conn;
 use crate::identity::Identity;
 use std::io;
 use std::net::SocketAddr;
@@ -40,12 +41,13 @@ pub struct PeerInfo {
     pub identity: Option<Identity>,
 }
 
-/// An accepted connection, TLS or (with `--insecure`) plain.
-pub enum ServerConn {
-    /// `--insecure`.
-    Plain(TcpStream, PeerInfo),
-    /// Mutual TLS.
-    Tls(Box<tokio_rustls::server::TlsStream<TcpStream>>, PeerInfo),
+/// An accepted connection, TLS or (with `--insecure`) plain, and who is
+/// on the other end.
+pub struct ServerConn {
+    /// The byte stream.
+    pub io: Conn<tokio_rustls::server::TlsStream<TcpStream>>,
+    /// The peer, as authorization sees it.
+    pub peer: PeerInfo,
 }
 
 /// Accepts connections on `listener` for as long as the returned stream is
@@ -90,7 +92,10 @@ async fn accept_loop(
                     identity: None,
                 };
                 if sender
-                    .send(Ok(ServerConn::Plain(stream, peer)))
+                    .send(Ok(ServerConn {
+                        io: Conn::Plain(stream),
+                        peer,
+                    }))
                     .await
                     .is_err()
                 {
@@ -157,16 +162,17 @@ async fn handshake(
         tls: true,
         identity,
     };
-    Some(ServerConn::Tls(Box::new(stream), peer))
+    Some(ServerConn {
+        io: Conn::Tls(Box::new(stream)),
+        peer,
+    })
 }
 
 impl tonic::transport::server::Connected for ServerConn {
     type ConnectInfo = PeerInfo;
 
     fn connect_info(&self) -> PeerInfo {
-        match self {
-            ServerConn::Plain(_, peer) | ServerConn::Tls(_, peer) => peer.clone(),
-        }
+        self.peer.clone()
     }
 }
 
@@ -176,10 +182,7 @@ impl AsyncRead for ServerConn {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            ServerConn::Plain(s, _) => Pin::new(s).poll_read(cx, buf),
-            ServerConn::Tls(s, _) => Pin::new(s.as_mut()).poll_read(cx, buf),
-        }
+        Pin::new(&mut self.get_mut().io).poll_read(cx, buf)
     }
 }
 
@@ -189,24 +192,15 @@ impl AsyncWrite for ServerConn {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        match self.get_mut() {
-            ServerConn::Plain(s, _) => Pin::new(s).poll_write(cx, buf),
-            ServerConn::Tls(s, _) => Pin::new(s.as_mut()).poll_write(cx, buf),
-        }
+        Pin::new(&mut self.get_mut().io).poll_write(cx, buf)
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            ServerConn::Plain(s, _) => Pin::new(s).poll_flush(cx),
-            ServerConn::Tls(s, _) => Pin::new(s.as_mut()).poll_flush(cx),
-        }
+        Pin::new(&mut self.get_mut().io).poll_flush(cx)
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            ServerConn::Plain(s, _) => Pin::new(s).poll_shutdown(cx),
-            ServerConn::Tls(s, _) => Pin::new(s.as_mut()).poll_shutdown(cx),
-        }
+        Pin::new(&mut self.get_mut().io).poll_shutdown(cx)
     }
 
     fn poll_write_vectored(
@@ -214,16 +208,10 @@ impl AsyncWrite for ServerConn {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        match self.get_mut() {
-            ServerConn::Plain(s, _) => Pin::new(s).poll_write_vectored(cx, bufs),
-            ServerConn::Tls(s, _) => Pin::new(s.as_mut()).poll_write_vectored(cx, bufs),
-        }
+        Pin::new(&mut self.get_mut().io).poll_write_vectored(cx, bufs)
     }
 
     fn is_write_vectored(&self) -> bool {
-        match self {
-            ServerConn::Plain(s, _) => s.is_write_vectored(),
-            ServerConn::Tls(s, _) => s.is_write_vectored(),
-        }
+        self.io.is_write_vectored()
     }
 }

@@ -63,9 +63,7 @@ async fn connect(server: &mut Server, security: Security) -> Result<Option<Ident
     client.write_all(b"ping").await.map_err(|e| e.to_string())?;
     let mut buf = [0u8; 4];
     conn.read_exact(&mut buf).await.map_err(|e| e.to_string())?;
-    let identity = match &conn {
-        ServerConn::Tls(_, peer) | ServerConn::Plain(_, peer) => peer.identity.clone(),
-    };
+    let identity = conn.peer.identity.clone();
     drop(client);
     Ok(identity)
 }
