@@ -2,20 +2,9 @@
 //! change nothing, only growth past a limit is refused, deletes always
 //! work, and the decision depends on the log entry alone.
 
+use super::tests::route;
 use super::*;
 use switchyard_proto::model::*;
-
-fn route(name: &str, backend: &str) -> Resource {
-    Resource::HttpRoute(HttpRoute {
-        meta: ObjectMeta::named("default", name),
-        parent_refs: vec![],
-        hostnames: vec![],
-        rules: vec![RouteRule {
-            backend_refs: vec![BackendRef::service(backend, 80)],
-            ..Default::default()
-        }],
-    })
-}
 
 fn namespace(name: &str) -> Resource {
     Resource::Namespace(Namespace {

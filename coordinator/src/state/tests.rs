@@ -4,7 +4,9 @@
 use super::*;
 use switchyard_proto::model::*;
 
-fn route(name: &str, backend: &str) -> Resource {
+/// A route in `default` sending everything to `backend`:80 (also used by
+/// `limits_tests`).
+pub(super) fn route(name: &str, backend: &str) -> Resource {
     Resource::HttpRoute(HttpRoute {
         meta: ObjectMeta::named("default", name),
         parent_refs: vec![],
