@@ -43,10 +43,3 @@ pub enum Security {
     /// Mutual TLS with this process's certificate and CA.
     Tls(Arc<Tls>),
 }
-
-impl Security {
-    /// Whether TLS is on.
-    pub fn is_tls(&self) -> bool {
-        matches!(self, Security::Tls(_))
-    }
-}
