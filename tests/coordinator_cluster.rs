@@ -23,12 +23,7 @@ fn applies_survive_leader_kill_and_full_restart() -> anyhow::Result<()> {
         "--insecure",
     ])?;
     assert_eq!(out.code, 0, "apply failed: {}", out.stderr);
-    assert!(
-        out.stdout
-            .contains("HTTPRoute demo/app: generation 1 pending"),
-        "{}",
-        out.stdout
-    );
+    let first_generation = pending_generation(&out.stdout);
 
     let leader = cluster.wait_leader(Duration::from_secs(10))?;
     cluster.nodes[leader].kill();
@@ -49,9 +44,11 @@ fn applies_survive_leader_kill_and_full_restart() -> anyhow::Result<()> {
         "apply after leader kill failed: {}",
         out.stderr
     );
+    let second_generation = pending_generation(&out.stdout);
+    assert!(second_generation > first_generation, "{}", out.stdout);
     assert!(
-        out.stdout.contains("generation 2 pending")
-            && out.stdout.contains("supersedes pending generation 1"),
+        out.stdout
+            .contains(&format!("supersedes pending generation {first_generation}")),
         "{}",
         out.stdout
     );
@@ -62,7 +59,7 @@ fn applies_survive_leader_kill_and_full_restart() -> anyhow::Result<()> {
         let a = cluster.status_of(survivors[0])?;
         let b = cluster.status_of(survivors[1])?;
         let (a, b) = (replicated_routes(&a), replicated_routes(&b));
-        Ok((a == b && a[0]["pending_generation"] == 2).then_some(a))
+        Ok((a == b && a[0]["pending_generation"] == second_generation).then_some(a))
     })?;
     assert_eq!(routes.as_array().map(Vec::len), Some(1));
     assert_eq!(routes[0]["namespace"], "demo");
@@ -85,4 +82,14 @@ fn applies_survive_leader_kill_and_full_restart() -> anyhow::Result<()> {
         assert_eq!(restored, routes, "coordinator {} after restart", i + 1);
     }
     Ok(())
+}
+
+/// The generation in `apply`'s "HTTPRoute demo/app: generation N pending".
+fn pending_generation(stdout: &str) -> u64 {
+    stdout
+        .split("HTTPRoute demo/app: generation ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no pending generation in {stdout:?}"))
 }

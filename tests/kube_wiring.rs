@@ -137,7 +137,8 @@ fn a_live_cluster_drives_the_coordinator_and_gets_status_back() -> anyhow::Resul
     let row = eventually(wait, "route shop/app in status", || {
         Ok(app_row(&status_at(&address)?))
     })?;
-    assert_eq!(row["pending_generation"], 1, "{row}");
+    let generation = row["pending_generation"].clone();
+    assert!(generation.as_u64().is_some(), "{row}");
 
     // Its Service and slice reach the proxies' configuration (tagged with
     // the cluster's name); the Service no served route uses does not.
@@ -178,7 +179,7 @@ fn a_live_cluster_drives_the_coordinator_and_gets_status_back() -> anyhow::Resul
     // new plan follows, so no new generation (over two status intervals).
     std::thread::sleep(Duration::from_secs(2));
     let row = app_row(&status_at(&address)?).expect("route still stored");
-    assert_eq!(row["pending_generation"], 1, "{row}");
+    assert_eq!(row["pending_generation"], generation, "{row}");
     assert!(
         !coordinator.log_text().contains("clusters changed"),
         "{}",
@@ -207,7 +208,7 @@ fn a_live_cluster_drives_the_coordinator_and_gets_status_back() -> anyhow::Resul
         "{first}"
     );
     let row = app_row(&status_at(&address)?).expect("route still stored");
-    assert_eq!(row["pending_generation"], 1, "{row}");
+    assert_eq!(row["pending_generation"], generation, "{row}");
 
     // A route deleted in the cluster is deleted from switchyard.
     kube.delete(GW, "HTTPRoute", "shop", "app");

@@ -331,7 +331,7 @@ async fn each_identity_may_make_only_its_own_calls() -> anyhow::Result<()> {
     let report = fleet_client
         .report_readiness(pb::ReadinessReport {
             proxy_id: "proxy-y".into(),
-            backends: Vec::new(),
+            ..Default::default()
         })
         .await;
     assert_eq!(code_of(report), Code::PermissionDenied);
@@ -426,6 +426,7 @@ async fn forged_readiness_evidence_never_counts() -> anyhow::Result<()> {
                                 healthy: 1,
                                 total: 1,
                             }],
+                            ..Default::default()
                         })
                         .await;
                     codes.push(code_of(forged));

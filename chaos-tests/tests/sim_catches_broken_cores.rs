@@ -8,6 +8,7 @@
 
 use switchyard_chaos_tests::sim::{Failure, SimConfig, run_seeds, seeds_from_env};
 use switchyard_coordinator::cutover::{CutoverEngine, EngineFaults};
+use switchyard_coordinator::state::faults::{self, StateFaults};
 use switchyard_proxy::control::guard::{ApplyGuard, GuardFaults};
 
 /// Seeds tried before declaring the checker blind to the fault.
@@ -94,5 +95,101 @@ fn invariant_6_catches_an_engine_that_blocks_every_route_on_a_stuck_one() {
         config,
         "invariant_6_catches_an_engine_that_blocks_every_route_on_a_stuck_one",
         "invariant 6",
+    );
+}
+
+#[test]
+fn invariant_1_catches_an_engine_that_counts_a_missing_service_as_ready() {
+    let mut config = SimConfig::default_profile();
+    config.engine_hook = Some(|e: &mut CutoverEngine| {
+        e.set_faults(EngineFaults {
+            missing_backends_ready: true,
+            ..Default::default()
+        })
+    });
+    caught(
+        config,
+        "invariant_1_catches_an_engine_that_counts_a_missing_service_as_ready",
+        "invariant 1",
+    );
+}
+
+#[test]
+fn invariant_1_catches_an_engine_that_keeps_evidence_across_registrations() {
+    let mut config = SimConfig::default_profile();
+    config.engine_hook = Some(|e: &mut CutoverEngine| {
+        e.set_faults(EngineFaults {
+            evidence_across_registrations: true,
+            ..Default::default()
+        })
+    });
+    caught(
+        config,
+        "invariant_1_catches_an_engine_that_keeps_evidence_across_registrations",
+        "invariant 1",
+    );
+}
+
+#[test]
+fn invariant_1_catches_endpoint_generations_that_go_down() {
+    let mut config = SimConfig::default_profile();
+    config.state_hook = Some(|| {
+        faults::set(StateFaults {
+            endpoint_generation_from_revisions: true,
+            ..Default::default()
+        })
+    });
+    caught(
+        config,
+        "invariant_1_catches_endpoint_generations_that_go_down",
+        "invariant 1",
+    );
+}
+
+#[test]
+fn invariant_8_catches_a_state_machine_that_hands_out_a_generation_twice() {
+    let mut config = SimConfig::default_profile();
+    config.state_hook = Some(|| {
+        faults::set(StateFaults {
+            reuse_generations: true,
+            ..Default::default()
+        })
+    });
+    caught(
+        config,
+        "invariant_8_catches_a_state_machine_that_hands_out_a_generation_twice",
+        "invariant 8",
+    );
+}
+
+#[test]
+fn invariant_9_catches_a_state_machine_that_ignores_the_deciding_term() {
+    let mut config = SimConfig::default_profile();
+    config.state_hook = Some(|| {
+        faults::set(StateFaults {
+            ignore_decision_term: true,
+            ..Default::default()
+        })
+    });
+    caught(
+        config,
+        "invariant_9_catches_a_state_machine_that_ignores_the_deciding_term",
+        "invariant 9",
+    );
+}
+
+#[test]
+fn invariant_10_catches_an_engine_that_times_out_on_the_wrong_clock_reading() {
+    let mut config = SimConfig::default_profile();
+    config.engine_hook = Some(|e: &mut CutoverEngine| {
+        e.set_faults(EngineFaults {
+            timeout_from_leader_start: true,
+            ..Default::default()
+        })
+    });
+    caught(
+        config,
+        "invariant_10_catches_an_engine_that_times_out_on_the_wrong_clock_reading",
+        "invariant 10",
     );
 }

@@ -37,7 +37,9 @@ use proptest::strategy::BoxedStrategy;
 use proptest::test_runner::RngSeed;
 use std::collections::BTreeMap;
 use std::hash::{BuildHasher, Hasher};
-use switchyard_coordinator::state::{Command, CommandResponse, ReplicatedState, StoreLimits};
+use switchyard_coordinator::state::{
+    Command, CommandResponse, DecisionBasis, LogPosition, ReplicatedState, StoreLimits,
+};
 use switchyard_proto::model::validate::MAX_WEIGHT;
 use switchyard_proto::model::*;
 
@@ -667,6 +669,24 @@ fn store_limits() -> BoxedStrategy<Option<StoreLimits>> {
     .boxed()
 }
 
+/// The term of every entry [`run`] writes: decisions of other terms must
+/// be refused.
+const TERM: u64 = 2;
+
+/// A decision's basis: mostly this term's, sometimes another's.
+fn basis() -> impl Strategy<Value = DecisionBasis> {
+    (
+        prop_oneof![3 => Just(TERM), 1 => 0u64..5],
+        prop::collection::vec((backend_key(), 0u64..50), 0..2),
+    )
+        .prop_map(|(term, endpoints)| DecisionBasis { term, endpoints })
+}
+
+fn backend_key() -> impl Strategy<Value = BackendKey> {
+    (object_name(), prop_oneof![Just(80u16), any::<u16>()])
+        .prop_map(|(service, port)| BackendKey { service, port })
+}
+
 fn raw_command() -> BoxedStrategy<Command> {
     let generation = prop_oneof![3 => 0u64..4, 1 => any::<u64>()];
     let proxy_field = prop_oneof![
@@ -679,13 +699,11 @@ fn raw_command() -> BoxedStrategy<Command> {
     prop_oneof![
         6 => (
             prop_oneof![1 => Just(Vec::new()), 9 => prop::collection::vec(resource(), 1..4)],
-            prop_oneof![Just(1_000u64), any::<u64>()],
             settings(),
             store_limits(),
         )
-            .prop_map(|(resources, now_ms, defaults, limits)| Command::Apply {
+            .prop_map(|(resources, defaults, limits)| Command::Apply {
                 resources,
-                now_ms,
                 defaults,
                 limits,
             }),
@@ -697,21 +715,28 @@ fn raw_command() -> BoxedStrategy<Command> {
                 admin_address,
             }
         }),
-        1 => (proxy_field, ".{0,10}").prop_map(|(id, reason)| Command::RemoveProxy { id, reason }),
-        1 => (object_name(), generation.clone(), any::<bool>()).prop_map(
-            |(route, generation, forced)| Command::CommitTransition {
+        1 => (proxy_field.clone(), ".{0,10}", prop::option::of(generation.clone())).prop_map(
+            |(id, reason, registration)| Command::RemoveProxy { id, reason, registration }
+        ),
+        1 => (proxy_field, generation.clone(), basis()).prop_map(|(id, registration, basis)| {
+            Command::ExpireProxy { id, registration, basis }
+        }),
+        1 => (object_name(), generation.clone(), any::<bool>(), prop::option::of(basis())).prop_map(
+            |(route, generation, forced, basis)| Command::CommitTransition {
                 route,
                 generation,
                 forced,
+                basis,
             },
         ),
-        1 => (object_name(), generation, ".{0,10}").prop_map(|(route, generation, reason)| {
-            Command::AbandonTransition {
+        1 => (object_name(), generation, ".{0,10}", prop::option::of(basis())).prop_map(
+            |(route, generation, reason, basis)| Command::AbandonTransition {
                 route,
                 generation,
                 reason,
+                basis,
             }
-        }),
+        ),
     ]
     .boxed()
 }
@@ -737,17 +762,35 @@ fn resolve(step: &Step, state: &ReplicatedState) -> Command {
             .and_then(|r| r.pending.as_ref())
             .map_or(1, |p| p.target.generation)
     };
+    // What the leader would decide on: this term, the current endpoints.
+    let basis = |route: &ObjectName| DecisionBasis {
+        term: TERM,
+        endpoints: state
+            .routes
+            .get(route)
+            .and_then(|r| r.pending.as_ref())
+            .map(|p| {
+                state
+                    .required_backends(&p.target.spec)
+                    .into_iter()
+                    .filter_map(|(b, g)| g.map(|g| (b, g)))
+                    .collect()
+            })
+            .unwrap_or_default(),
+    };
     match step {
         Step::Raw(command) => command.clone(),
         Step::CommitPending { route, forced } => Command::CommitTransition {
             route: route.clone(),
             generation: pending(route),
             forced: *forced,
+            basis: Some(basis(route)),
         },
         Step::AbandonPending { route } => Command::AbandonTransition {
             route: route.clone(),
             generation: pending(route),
             reason: "timed out".into(),
+            basis: Some(basis(route)),
         },
         Step::CommitStale { route, abandon } => {
             let generation = pending(route).saturating_sub(1);
@@ -756,12 +799,14 @@ fn resolve(step: &Step, state: &ReplicatedState) -> Command {
                     route: route.clone(),
                     generation,
                     reason: "stale".into(),
+                    basis: Some(basis(route)),
                 }
             } else {
                 Command::CommitTransition {
                     route: route.clone(),
                     generation,
                     forced: false,
+                    basis: Some(basis(route)),
                 }
             }
         }
@@ -784,11 +829,12 @@ fn run(steps: &[(Step, u64)]) -> Result<(ReplicatedState, Log), TestCaseError> {
         let before = state.clone();
         // Panics here (including the debug-build invariant check) fail the
         // case, and proptest shrinks the sequence.
-        let response = state.apply(index, &command);
+        let response = state.apply(LogPosition::new(index, TERM), &command);
         prop_assert_eq!(state.last_index, index);
         if let Err(e) = &response.0 {
             let mut expected = before;
             expected.last_index = index;
+            expected.last_term = TERM;
             prop_assert!(
                 state == expected,
                 "rejected command changed the state: {:?} -> {}",
@@ -825,7 +871,7 @@ proptest! {
         let (first, log) = run(&steps)?;
         let mut replayed = ReplicatedState::default();
         for (index, command, response) in &log {
-            prop_assert_eq!(&replayed.apply(*index, command), response);
+            prop_assert_eq!(&replayed.apply(LogPosition::new(*index, TERM), command), response);
         }
         prop_assert_eq!(replayed, first);
     }

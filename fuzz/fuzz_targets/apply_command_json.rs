@@ -10,7 +10,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use switchyard_coordinator::state::{Command, ReplicatedState};
+use switchyard_coordinator::state::{Command, LogPosition, ReplicatedState};
 use switchyard_proto::model::*;
 
 fn seeded() -> ReplicatedState {
@@ -35,7 +35,6 @@ fn seeded() -> ReplicatedState {
     let setup = [
         Command::Apply {
             resources: vec![Resource::HttpRoute(route), Resource::Service(service)],
-            now_ms: 1_000,
             defaults: CutoverSettings::default(),
             limits: None,
         },
@@ -46,7 +45,7 @@ fn seeded() -> ReplicatedState {
         },
     ];
     for (i, c) in setup.iter().enumerate() {
-        let r = state.apply(i as u64 + 1, c);
+        let r = state.apply(LogPosition::new(i as u64 + 1, 1), c);
         assert!(r.0.is_ok(), "seed command refused: {r:?}");
     }
     state
@@ -64,10 +63,11 @@ fuzz_target!(|data: &[u8]| {
     for (i, command) in commands.iter().enumerate() {
         let index = state.last_index + 1 + i as u64;
         let before = state.clone();
-        let response = state.apply(index, command);
+        let response = state.apply(LogPosition::new(index, 1), command);
         if response.0.is_err() {
             let mut expected = before;
             expected.last_index = index;
+            expected.last_term = 1;
             assert!(state == expected, "rejected {command:?} changed the state");
         }
     }

@@ -23,6 +23,7 @@ use prometheus_client::registry::Registry;
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use switchyard_proto::model::{BackendKey, ConfigSnapshot, HttpRoute};
 use tokio::sync::watch;
@@ -66,6 +67,9 @@ pub struct DataPlane {
     served: ArcSwapOption<Served>,
     control: Mutex<ControlState>,
     mirrors: MirrorLimiter,
+    /// Set once the first configuration is served whole (see
+    /// [`DataPlane::mark_synced`]).
+    synced: AtomicBool,
 }
 
 impl DataPlane {
@@ -84,6 +88,7 @@ impl DataPlane {
             served: ArcSwapOption::empty(),
             control: Mutex::new(ControlState::default()),
             mirrors,
+            synced: AtomicBool::new(false),
         })
     }
 
@@ -160,6 +165,21 @@ impl DataPlane {
     /// Whether a configuration has been installed.
     pub fn has_config(&self) -> bool {
         self.served.load().is_some()
+    }
+
+    /// Records that every route of the configuration is now served at its
+    /// committed generation (none waits for warm-up): from here on the
+    /// proxy is ready for traffic. It stays ready through later cutovers,
+    /// during which the previous generation keeps serving.
+    pub fn mark_synced(&self) {
+        self.synced.store(true, Ordering::Release);
+    }
+
+    /// What `/ready` answers: a configuration is installed and, at least
+    /// once, every route in it was served — so a proxy started while routes
+    /// exist never says ready and then answers 404 for one of them.
+    pub fn is_ready(&self) -> bool {
+        self.has_config() && self.synced.load(Ordering::Acquire)
     }
 
     /// Serves until `shutdown` resolves, then drains gracefully: stop

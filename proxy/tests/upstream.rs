@@ -12,7 +12,9 @@ use std::time::Duration;
 use support::client::{Conn, get, send};
 use support::echo::start_echo;
 use support::*;
-use switchyard_proto::model::{ANNOTATION_HEALTH_PATH, BackendKey, ConfigSnapshot, HttpRoute};
+use switchyard_proto::model::{
+    ANNOTATION_HEALTH_PATH, BackendKey, ConfigSnapshot, HttpRoute, ObjectName,
+};
 use switchyard_proxy::{DataPlaneSettings, HealthSettings};
 
 const NS: &str = "up";
@@ -35,6 +37,10 @@ fn config(
     }
     snapshot.services.push(svc);
     snapshot.endpoint_slices = slices(NS, "app", addrs, 5);
+    // As the coordinators' state would have it after the slices' apply.
+    snapshot
+        .endpoint_generations
+        .bump(ObjectName::new(NS, "app"), 5);
     (snapshot, routes)
 }
 
@@ -61,7 +67,7 @@ async fn health_checks_decide_traffic_and_readiness() {
     let r = proxy.dp.readiness(&key()).unwrap();
     assert_eq!(
         r.endpoints_generation, 5,
-        "max revision of Service and slices"
+        "the snapshot's endpoint generation of the Service"
     );
 
     // Pod 1 starts failing its health check: after the threshold, only

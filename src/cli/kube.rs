@@ -550,8 +550,6 @@ mod tests {
             pending: pending.map(|target| switchyard_proto::model::Transition {
                 target,
                 settings: Default::default(),
-                created_ms: 0,
-                deadline_ms: 0,
             }),
             last_failure: None,
         };

@@ -215,12 +215,14 @@ pub async fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
     let admin_task = tokio::spawn(switchyard_proxy::admin::serve(
         admin,
         registry,
-        move || ready_dp.has_config(),
+        move || ready_dp.is_ready(),
         stopped(stop_rx.clone()),
     ));
     let control_task = match static_resources {
         Some(resources) => {
             dataplane.install(static_config(resources));
+            // A fixed configuration is served whole at once.
+            dataplane.mark_synced();
             tracing::info!("serving a fixed configuration; not talking to coordinators");
             None
         }

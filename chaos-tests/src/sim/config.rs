@@ -12,6 +12,9 @@ use switchyard_proxy::control::guard::ApplyGuard;
 pub type EngineHook = fn(&mut CutoverEngine);
 /// Called on every guard the simulation creates (each proxy start).
 pub type GuardHook = fn(&mut ApplyGuard);
+/// Called once at the start of each seed, on the thread that runs it (the
+/// state machine's test-only switches are per thread).
+pub type StateHook = fn();
 
 /// Everything that shapes a run besides its seed.
 #[derive(Debug, Clone)]
@@ -52,6 +55,8 @@ pub struct SimConfig {
     pub engine_hook: Option<EngineHook>,
     /// Installs faults in each new guard (broken-core tests only).
     pub guard_hook: Option<GuardHook>,
+    /// Installs faults in the state machine (broken-core tests only).
+    pub state_hook: Option<StateHook>,
 }
 
 impl SimConfig {
@@ -76,6 +81,7 @@ impl SimConfig {
             heal_round_ms: 250,
             engine_hook: None,
             guard_hook: None,
+            state_hook: None,
         }
     }
 

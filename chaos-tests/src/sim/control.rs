@@ -1,10 +1,11 @@
 //! The control plane's side of a run: bootstrapping the log, appending and
-//! applying entries (every apply checked by invariant 4), followers
-//! catching up, crashes, restarts and elections, messages reaching the
-//! leader's engine, and the leader loop (sync, decide — checked by
-//! invariants 1 and 6 — propose).
+//! applying entries (every apply checked by invariants 4, 8 and 9),
+//! followers catching up, crashes, restarts, elections and deposed leaders,
+//! messages reaching the leader's engine, and the leader loop (sync,
+//! decide — checked by invariants 1, 6 and 10 — propose through the real
+//! [`Decision::command`]).
 
-use super::cluster::Leader;
+use super::cluster::{Leader, LogEntry, Orphan};
 use super::invariants::Check;
 use super::invariants::no_commit_without_evidence::DecideContext;
 use super::lease_model::LeaseModel;
@@ -13,13 +14,20 @@ use super::run::Sim;
 use super::world::World;
 use std::rc::Rc;
 use switchyard_coordinator::cutover::{CutoverEngine, Decision, EngineSettings};
-use switchyard_coordinator::state::{Command, CommandResponse, ReplicatedState};
+use switchyard_coordinator::state::{Command, CommandResponse, LogPosition, ReplicatedState};
 use switchyard_proto::model::{ConfigSnapshot, CutoverSettings, Resource};
+
+/// What a deposed leader's undelivered decision becomes.
+const ORPHAN_FATES: &[u32] = &[
+    3, // lost with the leader's connection
+    2, // had reached a majority: committed in its own term
+    3, // left in flight, re-proposed later in another term
+];
 
 impl Sim {
     /// First leader, then one entry creating every backend and route.
     pub(super) fn bootstrap(&mut self) -> Check {
-        self.elect()?;
+        self.elect(None)?;
         let mut resources: Vec<Resource> = Vec::new();
         for _ in 0..self.config.initial_backends {
             let (_, r) = self.world.add_backend(&mut self.rng);
@@ -44,25 +52,46 @@ impl Sim {
         resources: Vec<Resource>,
     ) -> Result<Option<CommandResponse>, super::invariants::Violation> {
         let command = Command::Apply {
-            resources,
-            now_ms: self.now_ms,
+            resources: resources.clone(),
             defaults: CutoverSettings::default(),
             limits: None,
         };
-        self.append(command)
+        let response = self.append(Some(command), None)?;
+        if let Some(CommandResponse(Ok(outcome))) = &response {
+            self.world.note_stored(outcome.index, &resources);
+        }
+        Ok(response)
     }
 
-    /// Appends a committed entry; the leader applies it at once.
+    /// Appends a committed entry in the leader's term; the leader applies
+    /// it at once. `decided_in` names the deciding term of a decision.
     pub(super) fn append(
         &mut self,
-        command: Command,
+        command: Option<Command>,
+        decided_in: Option<u64>,
     ) -> Result<Option<CommandResponse>, super::invariants::Violation> {
-        let Some(leader) = self.cluster.leader.as_ref().map(|l| l.id) else {
+        let Some((leader, term)) = self.cluster.leader.as_ref().map(|l| (l.id, l.term)) else {
             return Ok(None);
         };
-        self.cluster.log.push(command);
-        let response = self.apply_next(leader)?;
-        if let Some(CommandResponse(result)) = &response {
+        self.cluster.log.push(LogEntry {
+            term,
+            command,
+            decided_in,
+        });
+        self.apply_all(leader)
+    }
+
+    /// The leader applies what it has not yet; returns the answer to the
+    /// last entry.
+    fn apply_all(
+        &mut self,
+        c: usize,
+    ) -> Result<Option<CommandResponse>, super::invariants::Violation> {
+        let mut last = None;
+        while let Some(response) = self.apply_next(c)? {
+            last = Some(response);
+        }
+        if let Some(CommandResponse(result)) = &last {
             let index = self.cluster.log.len();
             match result {
                 Ok(outcome) => {
@@ -72,7 +101,7 @@ impl Sim {
                 Err(e) => self.note(format!("log {index}: rejected: {e}")),
             }
         }
-        Ok(response)
+        Ok(last)
     }
 
     /// Coordinator `c` applies its next entry, if any.
@@ -80,13 +109,24 @@ impl Sim {
         &mut self,
         c: usize,
     ) -> Result<Option<CommandResponse>, super::invariants::Violation> {
-        let Some((index, command)) = self.cluster.next_entry(c) else {
+        let Some((index, entry)) = self.cluster.next_entry(c) else {
             return Ok(None);
         };
-        let command = command.clone();
+        let entry = entry.clone();
+        let at = LogPosition::new(index, entry.term);
         let state = &mut self.cluster.coordinators[c].state;
-        let response = state.apply(index, &command);
+        let response = match &entry.command {
+            Some(command) => state.apply(at, command),
+            None => {
+                state.note_entry(at);
+                CommandResponse(Ok(Default::default()))
+            }
+        };
         self.checks.monotonic.on_apply(c, index, state)?;
+        self.checks.one_spec.on_apply(c, index, state)?;
+        self.checks
+            .decision_term
+            .on_apply(c, index, &entry, response.0.is_ok())?;
         Ok(Some(response))
     }
 
@@ -103,41 +143,58 @@ impl Sim {
         Ok(())
     }
 
-    /// Elects a leader if there is none and a majority is up: it holds the
-    /// whole log, and starts a fresh engine.
-    pub(super) fn elect(&mut self) -> Check {
+    /// Elects a leader if there is none and a majority is up (never
+    /// `excluded`, a leader just deposed): it holds the whole log, appends
+    /// its term's blank entry, and starts a fresh engine on its own clock.
+    pub(super) fn elect(&mut self, excluded: Option<usize>) -> Check {
         if self.cluster.leader.is_some() || !self.cluster.majority_up() {
             return Ok(());
         }
         let up: Vec<usize> = (0..self.cluster.coordinators.len())
-            .filter(|c| self.cluster.coordinators[*c].up)
+            .filter(|c| self.cluster.coordinators[*c].up && Some(*c) != excluded)
             .collect();
         let Some(&id) = self.rng.pick(&up) else {
             return Ok(());
         };
         while self.apply_next(id)?.is_some() {}
+        self.cluster.term += 1;
+        let term = self.cluster.term;
+        let now = self.cluster.clock(id, self.now_ms);
         let state = &self.cluster.coordinators[id].state;
         let settings = EngineSettings {
             lease_ttl_ms: self.config.lease_ttl_ms,
         };
-        let mut engine = CutoverEngine::new(settings, state, self.now_ms);
+        let mut engine = CutoverEngine::new(settings, state, now, term);
         if let Some(hook) = self.config.engine_hook {
             hook(&mut engine);
         }
         self.cluster.leader = Some(Leader {
             id,
-            since_ms: self.now_ms,
+            term,
+            since_ms: now,
             engine,
             deferred: Vec::new(),
-            leases: LeaseModel::new_leader(state, self.now_ms),
+            leases: LeaseModel::new_leader(state, now),
         });
         self.cluster.elections += 1;
-        self.note(format!("coordinator {id} becomes leader"));
+        self.note(format!("coordinator {id} becomes leader of term {term}"));
+        // The new leader's first entry: everything before it is committed.
+        self.append(None, None)?;
+        if let Some(leader) = &self.cluster.leader {
+            let state = &self.cluster.coordinators[id].state;
+            self.checks.one_clock.new_leader(
+                term,
+                state,
+                &leader.leases,
+                now,
+                self.config.lease_ttl_ms,
+            );
+        }
         Ok(())
     }
 
-    /// Coordinator `c` crashes: a leader loses its soft state; without a
-    /// majority nobody leads.
+    /// Coordinator `c` crashes: a leader loses its soft state and its
+    /// undelivered decisions; without a majority nobody leads.
     pub(super) fn crash_coordinator(&mut self, c: usize) {
         if !self.cluster.coordinators[c].up {
             return;
@@ -151,6 +208,70 @@ impl Sim {
         self.note(format!(
             "coordinator {c} crashes (was leader: {was_leader})"
         ));
+    }
+
+    /// The leader is cut off from the majority, which elects another; its
+    /// decisions not yet proposed are lost, committed in its own term, or
+    /// left in flight.
+    pub(super) fn depose_leader(&mut self) -> Check {
+        let Some(old) = self.cluster.leader.as_ref().map(|l| l.id) else {
+            return Ok(());
+        };
+        let others_up = (0..self.cluster.coordinators.len())
+            .filter(|c| *c != old && self.cluster.coordinators[*c].up)
+            .count();
+        if others_up * 2 <= self.cluster.coordinators.len() {
+            return Ok(());
+        }
+        // Cut off mid-pass: whatever it decides now is still in its hands.
+        self.leader_decide_then(true)?;
+        let Some(leader) = self.cluster.leader.take() else {
+            return Ok(());
+        };
+        self.stats.depositions += 1;
+        self.note(format!(
+            "coordinator {old} (term {}) is cut off and deposed with {} decisions in hand",
+            leader.term,
+            leader.deferred.len()
+        ));
+        let mut committed = Vec::new();
+        for decision in &leader.deferred {
+            match self.rng.weighted(ORPHAN_FATES) {
+                0 => {}
+                1 => committed.push(decision.command()),
+                _ => self.cluster.orphans.push(Orphan {
+                    command: decision.command(),
+                    decided_in: leader.term,
+                }),
+            }
+        }
+        // Entries that had reached a majority in the old term come before
+        // the new leader's blank entry.
+        for command in committed {
+            self.cluster.log.push(LogEntry {
+                term: leader.term,
+                command: Some(command),
+                decided_in: Some(leader.term),
+            });
+        }
+        self.elect(Some(old))
+    }
+
+    /// A deposed leader's decision reaches the log again — forwarded to
+    /// the new leader, or retried — in the current term.
+    pub(super) fn repropose_orphan(&mut self) -> Check {
+        if self.cluster.orphans.is_empty() || self.cluster.leader.is_none() {
+            return Ok(());
+        }
+        let i = self.rng.index(self.cluster.orphans.len());
+        let orphan = self.cluster.orphans.swap_remove(i);
+        self.stats.reproposals += 1;
+        self.note(format!(
+            "a term-{} decision is re-proposed: {:?}",
+            orphan.decided_in, orphan.command
+        ));
+        self.append(Some(orphan.command), Some(orphan.decided_in))
+            .map(|_| ())
     }
 
     /// Coordinator `c` restarts and replays the log from the start as it
@@ -167,7 +288,8 @@ impl Sim {
 
     /// Messages due now reach the leader's engine (or nobody), each at the
     /// time it arrives — never later, so a clock jump does not stretch a
-    /// message's delay beyond the network's bound.
+    /// message's delay beyond the network's bound — read on the leader's
+    /// own clock.
     pub(super) fn deliver(&mut self) -> Check {
         for (at_ms, message) in self.network.due(self.now_ms) {
             let Some(leader) = self.cluster.leader.as_ref().map(|l| l.id) else {
@@ -175,35 +297,54 @@ impl Sim {
             };
             let p = message.proxy();
             let (id, zone) = (self.proxies[p].id.clone(), self.proxies[p].zone.clone());
+            let now = self.cluster.clock(leader, at_ms);
             let known = match message {
-                Message::Register { .. } => {
-                    self.append(Command::RegisterProxy {
-                        id,
-                        zone,
-                        admin_address: format!("10.9.0.{p}:9901"),
-                    })?;
-                    self.proxies[p].needs_register = false;
+                Message::Register { incarnation, .. } => {
+                    let response = self.append(
+                        Some(Command::RegisterProxy {
+                            id,
+                            zone,
+                            admin_address: format!("10.9.0.{p}:9901"),
+                        }),
+                        None,
+                    )?;
+                    if let Some(CommandResponse(Ok(outcome))) = response {
+                        self.registrations.insert(outcome.index, (p, incarnation));
+                        // The reply reaches the run that asked, if it is
+                        // still the running one.
+                        let proxy = &mut self.proxies[p];
+                        if proxy.incarnation == incarnation && proxy.up {
+                            proxy.registration = outcome.index;
+                            proxy.needs_register = false;
+                        }
+                    }
                     continue;
                 }
-                Message::Heartbeat { applied, .. } => {
-                    let now = at_ms;
+                Message::Heartbeat {
+                    registration,
+                    applied,
+                    ..
+                } => {
                     let cluster = &mut self.cluster;
                     let state = &cluster.coordinators[leader].state;
                     let Some(l) = cluster.leader.as_mut() else {
                         continue;
                     };
-                    l.leases.heard(state, &id, now);
-                    l.engine.heartbeat(state, &id, applied, now)
+                    l.leases.heard(state, &id, registration, now);
+                    l.engine.heartbeat(state, &id, registration, applied, now)
                 }
-                Message::Report { backends, .. } => {
-                    let now = at_ms;
+                Message::Report {
+                    registration,
+                    backends,
+                    ..
+                } => {
                     let cluster = &mut self.cluster;
                     let state = &cluster.coordinators[leader].state;
                     let Some(l) = cluster.leader.as_mut() else {
                         continue;
                     };
-                    l.leases.heard(state, &id, now);
-                    l.engine.report(state, &id, backends, now)
+                    l.leases.heard(state, &id, registration, now);
+                    l.engine.report(state, &id, registration, backends, now)
                 }
             };
             if !known && self.proxies[p].up {
@@ -216,6 +357,12 @@ impl Sim {
     /// One pass of the leader loop: sync, decide, check, propose (now, or
     /// deferred to a later step).
     pub(super) fn leader_decide(&mut self) -> Check {
+        let defer = !self.healing && self.rng.chance(200);
+        self.leader_decide_then(defer)
+    }
+
+    /// One pass of the leader loop that proposes at once unless `defer`.
+    fn leader_decide_then(&mut self, defer: bool) -> Check {
         let Some(id) = self.cluster.leader.as_ref().map(|l| l.id) else {
             return Ok(());
         };
@@ -228,8 +375,8 @@ impl Sim {
             // The real loop proposes everything before deciding again.
             return Ok(());
         }
-        let snapshot = self.snapshot_of(id);
-        let now = self.now_ms;
+        let now = self.cluster.clock(id, self.now_ms);
+        let sim_now = self.now_ms;
         let cluster = &mut self.cluster;
         let state = &cluster.coordinators[id].state;
         let Some(leader) = cluster.leader.as_mut() else {
@@ -237,16 +384,23 @@ impl Sim {
         };
         leader.engine.sync(state, now);
         leader.leases.sync(state, now);
+        self.checks.one_clock.observe(
+            leader.term,
+            state,
+            &leader.leases,
+            now,
+            self.config.lease_ttl_ms,
+        );
         let decisions = leader.engine.decide(state, now);
-        let empty = ConfigSnapshot::default();
         let cx = DecideContext {
             state,
-            snapshot: snapshot.as_deref().unwrap_or(&empty),
             leases: &leader.leases,
             truth: &self.truth,
             proxies: &self.proxies,
+            registrations: &self.registrations,
             world: &self.world,
-            now_ms: now,
+            leader_now_ms: now,
+            sim_now_ms: sim_now,
             ttl_ms: self.config.lease_ttl_ms,
             window_ms: self.config.evidence_window_ms(),
         };
@@ -254,10 +408,17 @@ impl Sim {
         self.checks
             .isolation
             .on_decide(&leader.engine, state, now, leader.since_ms, &decisions)?;
+        self.checks.one_clock.on_decide(
+            leader.term,
+            state,
+            &leader.leases,
+            now,
+            self.config.lease_ttl_ms,
+            &decisions,
+        )?;
         if decisions.is_empty() {
             return Ok(());
         }
-        let defer = !self.healing && self.rng.chance(200);
         let line = format!(
             "leader decides {decisions:?}{}",
             if defer { " (proposed later)" } else { "" }
@@ -271,46 +432,24 @@ impl Sim {
         }
     }
 
-    /// The leader proposes the decisions it holds.
+    /// The leader proposes the decisions it holds, each as the command the
+    /// real leader loop writes.
     pub(super) fn propose_deferred(&mut self) -> Check {
         let Some(leader) = self.cluster.leader.as_mut() else {
             return Ok(());
         };
+        let term = leader.term;
         let decisions = std::mem::take(&mut leader.deferred);
         for decision in decisions {
-            let command = match &decision {
-                Decision::Commit {
-                    route,
-                    generation,
-                    forced,
-                    ..
-                } => Command::CommitTransition {
-                    route: route.clone(),
-                    generation: *generation,
-                    forced: *forced,
-                },
-                Decision::Abandon {
-                    route,
-                    generation,
-                    reason,
-                } => {
-                    self.stats.abandons += 1;
-                    Command::AbandonTransition {
-                        route: route.clone(),
-                        generation: *generation,
-                        reason: reason.clone(),
-                    }
-                }
-                Decision::ExpireProxy { id } => {
-                    self.stats.expiries += 1;
-                    Command::RemoveProxy {
-                        id: id.clone(),
-                        reason: "lease expired".into(),
-                    }
-                }
-            };
-            self.append(command)?;
-            if let Decision::ExpireProxy { id } = &decision
+            match &decision {
+                Decision::Abandon { .. } => self.stats.abandons += 1,
+                Decision::ExpireProxy { .. } => self.stats.expiries += 1,
+                Decision::Commit { .. } => {}
+            }
+            let response = self.append(Some(decision.command()), Some(term))?;
+            let accepted = matches!(response, Some(CommandResponse(Ok(_))));
+            if let Decision::ExpireProxy { id, .. } = &decision
+                && accepted
                 && let Some(leader) = self.cluster.leader.as_mut()
             {
                 leader.engine.forget(id);

@@ -88,7 +88,7 @@ impl Sim {
         )?;
         let after = self.proxies[p].guard.generations();
         let id = self.proxies[p].id.clone();
-        self.checks.monotonic.on_guard(p, &id, after)?;
+        self.checks.monotonic.on_guard(p, &id, snapshot, after)?;
         if !report.applied.is_empty() {
             self.note(format!(
                 "{id} routes by {:?} (forced {:?}) from snapshot v{}",

@@ -39,7 +39,10 @@ impl Sim {
         self.now_ms += self.config.heal_round_ms;
         self.observe_all();
         self.deliver()?;
-        self.elect()?;
+        self.elect(None)?;
+        while !self.held_back.is_empty() && self.cluster.leader.is_some() {
+            self.service_arrives()?;
+        }
         for c in 0..self.cluster.coordinators.len() {
             self.catch_up(c, u64::MAX)?;
         }
@@ -78,8 +81,8 @@ impl Sim {
         for (name, record) in &state.routes {
             if let Some(pending) = &record.pending {
                 return Err(fail(format!(
-                    "{name}: generation {} still pending at t={} (deadline {})",
-                    pending.target.generation, self.now_ms, pending.deadline_ms
+                    "{name}: generation {} still pending at t={} (timeout {}ms)",
+                    pending.target.generation, self.now_ms, pending.settings.timeout_ms
                 )));
             }
         }
@@ -93,6 +96,12 @@ impl Sim {
         }
         for proxy in &self.proxies {
             let served = proxy.guard.generations();
+            if let Some(gone) = served.keys().find(|r| !state.routes.contains_key(*r)) {
+                return Err(fail(format!(
+                    "{} still serves {gone}, which was deleted",
+                    proxy.id
+                )));
+            }
             for (name, record) in &state.routes {
                 let Some(active) = &record.active else {
                     continue;

@@ -18,11 +18,16 @@ pub enum Message {
     Register {
         /// Proxy number.
         proxy: usize,
+        /// The run (incarnation) that sent it: a delayed registration of
+        /// an earlier run is not this run's.
+        incarnation: u32,
     },
     /// Lease renewal with the generations the proxy routes by.
     Heartbeat {
         /// Proxy number.
         proxy: usize,
+        /// The registration it belongs to.
+        registration: u64,
         /// Route to served generation.
         applied: BTreeMap<ObjectName, u64>,
     },
@@ -30,6 +35,8 @@ pub enum Message {
     Report {
         /// Proxy number.
         proxy: usize,
+        /// The registration it belongs to.
+        registration: u64,
         /// What it measured, when it sent this.
         backends: Vec<(BackendKey, BackendEvidence)>,
     },
@@ -39,7 +46,7 @@ impl Message {
     /// The sending proxy.
     pub fn proxy(&self) -> usize {
         match self {
-            Message::Register { proxy }
+            Message::Register { proxy, .. }
             | Message::Heartbeat { proxy, .. }
             | Message::Report { proxy, .. } => *proxy,
         }

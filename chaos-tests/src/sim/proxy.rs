@@ -55,13 +55,17 @@ pub struct SimProxy {
     pub current: Option<Rc<ConfigSnapshot>>,
     /// Must (re)register before heartbeating.
     pub needs_register: bool,
+    /// This run's registration (log index of its entry), 0 before one.
+    pub registration: u64,
+    /// Its monotonic clock reads the simulation's time plus this.
+    pub clock_offset_ms: u64,
     warm: BTreeMap<BackendKey, Warm>,
     reported: BTreeSet<BackendKey>,
 }
 
 impl SimProxy {
     /// A started proxy that has nothing yet.
-    pub fn new(n: usize, zone: String, config: &SimConfig) -> Self {
+    pub fn new(n: usize, zone: String, config: &SimConfig, clock_offset_ms: u64) -> Self {
         SimProxy {
             id: format!("p{n}"),
             zone,
@@ -72,6 +76,8 @@ impl SimProxy {
             held_version: 0,
             current: None,
             needs_register: true,
+            registration: 0,
+            clock_offset_ms,
             warm: BTreeMap::new(),
             reported: BTreeSet::new(),
         }
@@ -90,8 +96,14 @@ impl SimProxy {
         self.guard = new_guard(config.guard_wait_limit_ms, config.guard_hook);
         self.held_version = 0;
         self.current = None;
+        self.registration = 0;
         self.warm.clear();
         self.reported.clear();
+    }
+
+    /// This proxy's clock at simulation time `now_ms`.
+    pub fn clock(&self, now_ms: u64) -> u64 {
+        now_ms + self.clock_offset_ms
     }
 
     /// Start again after a crash, from nothing.
@@ -182,7 +194,8 @@ impl SimProxy {
         let mut guard = std::mem::take(&mut self.guard);
         let this = &*self;
         let warm = |b: &BackendKey| this.is_warm(snapshot, b, world, now_ms);
-        let report = guard.decide(snapshot, &warm, now_ms);
+        // The guard runs on this proxy's own clock.
+        let report = guard.decide(snapshot, &warm, self.clock(now_ms));
         self.guard = guard;
         report
     }
@@ -191,8 +204,12 @@ impl SimProxy {
     pub fn round(&self, world: &World, now_ms: u64) -> Vec<Message> {
         let proxy = self.number();
         if self.needs_register {
-            return vec![Message::Register { proxy }];
+            return vec![Message::Register {
+                proxy,
+                incarnation: self.incarnation,
+            }];
         }
+        let registration = self.registration;
         let backends: Vec<(BackendKey, BackendEvidence)> = self
             .reported
             .iter()
@@ -201,9 +218,14 @@ impl SimProxy {
         // Like the real client: a report even when empty (each replaces the
         // previous one on the leader), then a heartbeat.
         vec![
-            Message::Report { proxy, backends },
+            Message::Report {
+                proxy,
+                registration,
+                backends,
+            },
             Message::Heartbeat {
                 proxy,
+                registration,
                 applied: self.guard.generations(),
             },
         ]

@@ -20,10 +20,12 @@ use super::world::World;
 use std::collections::BTreeMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::rc::Rc;
-use switchyard_proto::model::ConfigSnapshot;
+use switchyard_proto::model::{ConfigSnapshot, Resource};
 
 /// Simulated epoch: far from 0 so no subtraction sits at the edge.
 const START_MS: u64 = 1_000_000;
+/// Machines' clocks differ by up to this much (a day).
+const CLOCK_SPREAD_MS: u64 = 86_400_000;
 
 /// What a run (or many) exercised.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -56,6 +58,16 @@ pub struct SimStats {
     pub lost: u64,
     /// Messages duplicated.
     pub duplicated: u64,
+    /// Leaders deposed while holding decisions.
+    pub depositions: u64,
+    /// Deposed leaders' decisions re-proposed in a later term.
+    pub reproposals: u64,
+    /// Routes deleted (and later created again).
+    pub route_deletes: u64,
+    /// EndpointSlices deleted.
+    pub slice_deletes: u64,
+    /// Services that reached the store after the route using them.
+    pub late_services: u64,
 }
 
 impl SimStats {
@@ -75,6 +87,11 @@ impl SimStats {
         self.expiries += o.expiries;
         self.lost += o.lost;
         self.duplicated += o.duplicated;
+        self.depositions += o.depositions;
+        self.reproposals += o.reproposals;
+        self.route_deletes += o.route_deletes;
+        self.slice_deletes += o.slice_deletes;
+        self.late_services += o.late_services;
     }
 }
 
@@ -94,6 +111,11 @@ enum Event {
     LeaderCrash,
     CoordinatorRestart,
     Elect,
+    Depose,
+    Repropose,
+    RouteDelete,
+    SliceDelete,
+    ServiceArrives,
     ClockJump,
     Quiet,
 }
@@ -112,6 +134,11 @@ const EVENTS: &[(Event, u32)] = &[
     (Event::LeaderCrash, 1),
     (Event::CoordinatorRestart, 2),
     (Event::Elect, 3),
+    (Event::Depose, 2),
+    (Event::Repropose, 4),
+    (Event::RouteDelete, 1),
+    (Event::SliceDelete, 1),
+    (Event::ServiceArrives, 2),
     (Event::ClockJump, 1),
     (Event::Quiet, 12),
 ];
@@ -135,6 +162,10 @@ pub(super) struct Sim {
     /// Snapshots by version (equal indexes give equal states, which
     /// invariant 4 checks), for fresh and stale deliveries alike.
     pub snapshots: BTreeMap<u64, Rc<ConfigSnapshot>>,
+    /// Which run of which proxy each registration (log index) was for.
+    pub registrations: BTreeMap<u64, (usize, u32)>,
+    /// New backends' Services and slices not yet in the store.
+    pub held_back: Vec<Vec<Resource>>,
 }
 
 /// Runs one seed; `test` names the test binary for the reproduce line.
@@ -171,8 +202,13 @@ impl Sim {
         let coordinators = rng.pick(config.coordinator_counts).copied().unwrap_or(3);
         let proxies = rng.range(config.proxies.0 as u64, config.proxies.1 as u64 + 1) as usize;
         let zones = 1 + rng.index(config.max_zones.min(proxies).max(1));
+        // Every machine's monotonic clock started at another moment: no
+        // two readings of different machines are comparable.
+        let mut offset = || rng.range(0, CLOCK_SPREAD_MS);
+        let offsets: Vec<u64> = (0..coordinators).map(|_| offset()).collect();
+        let proxy_offsets: Vec<u64> = (0..proxies).map(|_| offset()).collect();
         let proxies = (0..proxies)
-            .map(|n| SimProxy::new(n, format!("z{}", n % zones), &config))
+            .map(|n| SimProxy::new(n, format!("z{}", n % zones), &config, proxy_offsets[n]))
             .collect();
         Sim {
             seed,
@@ -181,7 +217,7 @@ impl Sim {
             step: 0,
             healing: false,
             world: World::default(),
-            cluster: Cluster::new(coordinators),
+            cluster: Cluster::new(offsets),
             proxies,
             network: Network::default(),
             truth: Truth::default(),
@@ -189,11 +225,16 @@ impl Sim {
             trace: Trace::default(),
             stats: SimStats::default(),
             snapshots: BTreeMap::new(),
+            registrations: BTreeMap::new(),
+            held_back: Vec::new(),
             config,
         }
     }
 
     fn run(&mut self) -> Check {
+        if let Some(hook) = self.config.state_hook {
+            hook();
+        }
         self.note(format!(
             "seed {}: {} coordinators, {} proxies",
             self.seed,
@@ -318,7 +359,12 @@ impl Sim {
                 self.restart_coordinator(coordinator);
                 Ok(())
             }
-            Event::Elect => self.elect(),
+            Event::Elect => self.elect(None),
+            Event::Depose => self.depose_leader(),
+            Event::Repropose => self.repropose_orphan(),
+            Event::RouteDelete => self.route_delete(),
+            Event::SliceDelete => self.slice_delete(),
+            Event::ServiceArrives => self.service_arrives(),
             Event::ClockJump => {
                 // Within lease bounds: a pause shorter than a TTL.
                 let jump = self.rng.range(1_000, self.config.lease_ttl_ms);

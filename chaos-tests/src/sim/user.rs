@@ -1,13 +1,17 @@
 //! What users and the cluster around switchyard do: re-point a route (to
-//! existing or brand-new backends, superseding whatever is pending), roll
-//! a backend's endpoints, and backends flapping.
+//! existing or brand-new backends, superseding whatever is pending), delete
+//! a route and create it again, roll a backend's endpoints or delete its
+//! slice, deliver a brand-new backend's Service only after the route that
+//! uses it (as a live cluster watch may), and backends flapping.
 
 use super::invariants::Check;
 use super::run::Sim;
 use super::world::World;
-use switchyard_proto::model::Resource;
+use switchyard_coordinator::state::{Command, CommandResponse};
+use switchyard_proto::model::{Kind, ObjectName, Resource, ResourceKey};
 
-/// A backend number no Service has: refs to it are left out of readiness.
+/// A backend number no Service ever has: a route using it can never be
+/// ready and must time out.
 const MISSING_BACKEND: usize = 999;
 
 impl Sim {
@@ -25,7 +29,12 @@ impl Sim {
                 self.world.backends.len() < self.config.max_backends && self.rng.chance(300);
             let n = if fresh {
                 let (n, created) = self.world.add_backend(&mut self.rng);
-                resources.extend(created);
+                if self.rng.chance(250) {
+                    // Its Service and slice arrive later than the route.
+                    self.held_back.push(created);
+                } else {
+                    resources.extend(created);
+                }
                 n
             } else {
                 self.rng.index(self.world.backends.len())
@@ -52,6 +61,50 @@ impl Sim {
         self.user_apply(resources).map(|_| ())
     }
 
+    /// A user deletes a random route (a later change creates it again).
+    pub(super) fn route_delete(&mut self) -> Check {
+        if self.cluster.leader.is_none() {
+            return Ok(());
+        }
+        let route = self.rng.index(self.config.routes);
+        let key = ResourceKey {
+            kind: Kind::HTTPRoute,
+            name: ObjectName::new(super::world::NAMESPACE, format!("r{route}")),
+        };
+        self.stats.route_deletes += 1;
+        self.append(Some(Command::Delete { keys: vec![key] }), None)
+            .map(|_| ())
+    }
+
+    /// A backend's slice is deleted (its pods are gone); a later endpoint
+    /// change brings a new one.
+    pub(super) fn slice_delete(&mut self) -> Check {
+        if self.cluster.leader.is_none() {
+            return Ok(());
+        }
+        let n = self.rng.index(self.world.backends.len());
+        if !self.world.backends[n].slice_present {
+            return Ok(());
+        }
+        let key = self.world.slice(n).key();
+        let response = self.append(Some(Command::Delete { keys: vec![key] }), None)?;
+        if let Some(CommandResponse(Ok(outcome))) = response {
+            self.world.note_slice_deleted(n, outcome.index);
+            self.stats.slice_deletes += 1;
+        }
+        Ok(())
+    }
+
+    /// The oldest held-back Service and slice reach the store.
+    pub(super) fn service_arrives(&mut self) -> Check {
+        if self.held_back.is_empty() || self.cluster.leader.is_none() {
+            return Ok(());
+        }
+        let resources = self.held_back.remove(0);
+        self.stats.late_services += 1;
+        self.user_apply(resources).map(|_| ())
+    }
+
     /// A backend's endpoints change (a rollout): a new endpoint generation
     /// that proxies must warm again.
     pub(super) fn endpoint_change(&mut self) -> Check {
@@ -59,6 +112,10 @@ impl Sim {
             return Ok(());
         }
         let n = self.rng.index(self.world.backends.len());
+        if self.world.backends[n].service_at.is_none() {
+            // Still held back: its slice comes with its Service.
+            return Ok(());
+        }
         match self.world.change_endpoints(n, &mut self.rng) {
             Some(slice) => self.user_apply(vec![slice]).map(|_| ()),
             None => Ok(()),

@@ -1,6 +1,13 @@
 //! The world outside the cores: backends (whether they are really healthy,
-//! whether they flap or never come up) and the Kubernetes-shaped resources
-//! a user applies — Services, EndpointSlices and HTTPRoutes.
+//! whether they flap or never come up, whether their Service and slice are
+//! in the store yet) and the Kubernetes-shaped resources a user applies —
+//! Services, EndpointSlices and HTTPRoutes.
+//!
+//! It also keeps the *reference* endpoint generation of every backend: the
+//! log index of the last entry that created, changed or deleted its
+//! Service or slice, recorded by the simulation as it appends — written
+//! from the design, not read from the cores — so the invariant checkers
+//! judge evidence against what the endpoints really are.
 //!
 //! Deliberately not modelled: gateways, listeners, matches, filters — the
 //! cutover logic only looks at which backends a spec sends traffic to.
@@ -43,6 +50,15 @@ pub struct Backend {
     pub version: u32,
     /// Endpoints in its slice.
     pub endpoints: u32,
+    /// Log index at which its Service was stored; `None` until then (a
+    /// route may arrive before its Service).
+    pub service_at: Option<u64>,
+    /// Whether its slice is in the store (a deleted slice means its pods
+    /// are gone: nothing answers).
+    pub slice_present: bool,
+    /// Reference endpoint generation: log index of the last change to its
+    /// Service or slice.
+    pub changed_at: u64,
 }
 
 /// Every backend, by number (`b{n}`).
@@ -64,11 +80,55 @@ impl World {
     }
 
     /// Whether the backend's endpoints answer health checks now. Unknown
-    /// backends never do.
+    /// backends, and backends whose slice is deleted, never do.
     pub fn healthy(&self, key: &BackendKey) -> bool {
         Self::number(key)
             .and_then(|n| self.backends.get(n))
-            .is_some_and(|b| b.healthy && !b.never)
+            .is_some_and(|b| b.healthy && !b.never && b.slice_present)
+    }
+
+    /// The reference endpoint generation a commit's evidence must cover,
+    /// or `None` when the backend's Service is not stored (nothing can be
+    /// ready for it).
+    pub fn reference_generation(&self, key: &BackendKey) -> Option<u64> {
+        let b = self.backends.get(Self::number(key)?)?;
+        b.service_at.map(|_| b.changed_at)
+    }
+
+    /// The entry at `index` stored `resources` or deleted `keys`: record
+    /// which backends' endpoints it changed.
+    pub fn note_stored(&mut self, index: u64, resources: &[Resource]) {
+        for resource in resources {
+            let (n, is_slice) = match resource {
+                Resource::Service(s) => (Self::number_of(&s.meta.name), false),
+                Resource::EndpointSlice(e) => (
+                    e.meta.name.strip_suffix("-slice").and_then(Self::number_of),
+                    true,
+                ),
+                _ => continue,
+            };
+            let Some(b) = n.and_then(|n| self.backends.get_mut(n)) else {
+                continue;
+            };
+            if is_slice {
+                b.slice_present = true;
+            } else {
+                b.service_at.get_or_insert(index);
+            }
+            b.changed_at = index;
+        }
+    }
+
+    /// The entry at `index` deleted backend `n`'s slice.
+    pub fn note_slice_deleted(&mut self, n: usize, index: u64) {
+        if let Some(b) = self.backends.get_mut(n) {
+            b.slice_present = false;
+            b.changed_at = index;
+        }
+    }
+
+    fn number_of(name: &str) -> Option<usize> {
+        name.strip_prefix('b')?.parse().ok()
     }
 
     /// Adds a backend and returns its number and its Service and slice.
@@ -80,6 +140,9 @@ impl World {
             flappy: rng.chance(250),
             version: 0,
             endpoints: 1 + rng.range(0, 3) as u32,
+            service_at: None,
+            slice_present: false,
+            changed_at: 0,
         };
         let n = self.backends.len();
         self.backends.push(backend);
@@ -102,7 +165,8 @@ impl World {
         Some(self.slice(n))
     }
 
-    fn slice(&self, n: usize) -> Resource {
+    /// Backend `n`'s EndpointSlice as it is now.
+    pub fn slice(&self, n: usize) -> Resource {
         let (version, count) = self
             .backends
             .get(n)

@@ -1,18 +1,22 @@
 //! Unit tests of the pure cutover decision: each policy, each zone case,
-//! leases, the new-leader grace, supersede, timeouts and per-route
-//! isolation.
+//! leases, the new-leader grace, supersede, timeouts on the leader's own
+//! clock, missing Services, registrations and per-route isolation. The
+//! decisions' fence is tested on the state machine (`state::fence_tests`).
 
 use super::*;
-use crate::state::{Command, ReplicatedState};
+use crate::state::{Command, DecisionBasis, LogPosition, ReplicatedState};
+use std::collections::BTreeMap;
 use switchyard_proto::model::*;
 
-const TTL: u64 = 1_000;
+pub(super) const TTL: u64 = 1_000;
+/// The term every test state is written in and every engine leads.
+pub(super) const TERM: u64 = 1;
 
-fn settings() -> EngineSettings {
+pub(super) fn settings() -> EngineSettings {
     EngineSettings { lease_ttl_ms: TTL }
 }
 
-fn service(name: &str) -> Resource {
+pub(super) fn service(name: &str) -> Resource {
     Resource::Service(Service {
         meta: ObjectMeta::named("default", name),
         ports: vec![ServicePort {
@@ -23,7 +27,7 @@ fn service(name: &str) -> Resource {
     })
 }
 
-fn route(name: &str, backend: &str, policy: &str, on_timeout: &str) -> Resource {
+pub(super) fn route(name: &str, backend: &str, policy: &str, on_timeout: &str) -> Resource {
     let mut meta = ObjectMeta::named("default", name);
     meta.annotations
         .insert(ANNOTATION_POLICY.into(), policy.into());
@@ -42,82 +46,130 @@ fn route(name: &str, backend: &str, policy: &str, on_timeout: &str) -> Resource 
     })
 }
 
+/// Applies `command` as the next entry of `s`, in [`TERM`].
+pub(super) fn next(s: &mut ReplicatedState, command: Command) -> u64 {
+    let index = s.last_index + 1;
+    s.apply(LogPosition::new(index, TERM), &command)
+        .0
+        .expect("accepted");
+    index
+}
+
+pub(super) fn apply(resources: Vec<Resource>) -> Command {
+    Command::Apply {
+        resources,
+        defaults: CutoverSettings::default(),
+        limits: None,
+    }
+}
+
+pub(super) fn register(id: &str, zone: &str) -> Command {
+    Command::RegisterProxy {
+        id: id.into(),
+        zone: zone.into(),
+        admin_address: String::new(),
+    }
+}
+
 /// A state with services blue and green, proxies in the given zones
 /// (`p0`, `p1`, ...) and a pending route `r` to green under `policy`.
-fn world(zones: &[&str], policy: &str, on_timeout: &str) -> ReplicatedState {
+pub(super) fn world(zones: &[&str], policy: &str, on_timeout: &str) -> ReplicatedState {
     let mut s = ReplicatedState::default();
-    let mut index = 0;
-    let mut apply = |s: &mut ReplicatedState, c: Command| {
-        index += 1;
-        s.apply(index, &c).0.expect("accepted");
-    };
     for (i, zone) in zones.iter().enumerate() {
-        apply(
-            &mut s,
-            Command::RegisterProxy {
-                id: format!("p{i}"),
-                zone: zone.to_string(),
-                admin_address: String::new(),
-            },
-        );
+        next(&mut s, register(&format!("p{i}"), zone));
     }
-    apply(
+    next(
         &mut s,
-        Command::Apply {
-            resources: vec![
-                service("blue"),
-                service("green"),
-                route("r", "green", policy, on_timeout),
-            ],
-            now_ms: 0,
-            defaults: CutoverSettings::default(),
-            limits: None,
-        },
+        apply(vec![
+            service("blue"),
+            service("green"),
+            route("r", "green", policy, on_timeout),
+        ]),
     );
     s
 }
 
-fn green() -> BackendKey {
+pub(super) fn green() -> BackendKey {
     BackendKey::new("default", "green", 80)
 }
 
-fn ready_evidence(generation: u64) -> Vec<(BackendKey, BackendEvidence)> {
+pub(super) fn evidence(
+    backend: BackendKey,
+    generation: u64,
+    healthy: u32,
+) -> Vec<(BackendKey, BackendEvidence)> {
     vec![(
-        green(),
+        backend,
         BackendEvidence {
             endpoints_generation: generation,
-            healthy: 1,
+            healthy,
             total: 1,
         },
     )]
 }
 
-fn r() -> ObjectName {
+/// Green healthy at its current endpoint generation in `s`.
+pub(super) fn green_ready(s: &ReplicatedState) -> Vec<(BackendKey, BackendEvidence)> {
+    evidence(green(), s.endpoint_generation(&green()).unwrap(), 1)
+}
+
+pub(super) fn r() -> ObjectName {
     ObjectName::new("default", "r")
+}
+
+pub(super) fn registration(s: &ReplicatedState, id: &str) -> u64 {
+    s.proxies[id].registered_index
+}
+
+/// A heartbeat from `id`'s current registration.
+pub(super) fn heartbeat(
+    e: &mut CutoverEngine,
+    s: &ReplicatedState,
+    id: &str,
+    applied: BTreeMap<ObjectName, u64>,
+    now: u64,
+) -> bool {
+    e.heartbeat(s, id, registration(s, id), applied, now)
+}
+
+/// A report from `id`'s current registration.
+pub(super) fn report(
+    e: &mut CutoverEngine,
+    s: &ReplicatedState,
+    id: &str,
+    backends: Vec<(BackendKey, BackendEvidence)>,
+    now: u64,
+) -> bool {
+    e.report(s, id, registration(s, id), backends, now)
 }
 
 /// Engine started at t=0; every proxy heartbeats at t=10 (ending the
 /// grace), the listed ones report green ready.
-fn engine_with_ready(state: &ReplicatedState, ready: &[usize]) -> CutoverEngine {
-    let mut e = CutoverEngine::new(settings(), state, 0);
+pub(super) fn engine_with_ready(state: &ReplicatedState, ready: &[usize]) -> CutoverEngine {
+    let mut e = CutoverEngine::new(settings(), state, 0, TERM);
     for id in state.proxies.keys() {
-        assert!(e.heartbeat(state, id, Default::default(), 10));
+        assert!(heartbeat(&mut e, state, id, Default::default(), 10));
     }
-    let generation = state.last_index;
     for i in ready {
-        assert!(e.report(state, &format!("p{i}"), ready_evidence(generation), 10));
+        assert!(report(
+            &mut e,
+            state,
+            &format!("p{i}"),
+            green_ready(state),
+            10
+        ));
     }
     e
 }
 
-fn commits(e: &CutoverEngine, s: &ReplicatedState, now: u64) -> bool {
+pub(super) fn commits(e: &CutoverEngine, s: &ReplicatedState, now: u64) -> bool {
     e.decide(s, now)
         .iter()
         .any(|d| matches!(d, Decision::Commit { forced: false, .. }))
 }
 
 /// Decisions about routes only (leases expire in long tests too).
-fn route_decisions(e: &CutoverEngine, s: &ReplicatedState, now: u64) -> Vec<Decision> {
+pub(super) fn route_decisions(e: &CutoverEngine, s: &ReplicatedState, now: u64) -> Vec<Decision> {
     e.decide(s, now)
         .into_iter()
         .filter(|d| !matches!(d, Decision::ExpireProxy { .. }))
@@ -166,7 +218,7 @@ fn per_zone_needs_every_zone_on_its_own() {
 #[test]
 fn no_live_proxy_is_never_all_ready() {
     let s = world(&[], "all", "keep-old");
-    let e = CutoverEngine::new(settings(), &s, 0);
+    let e = CutoverEngine::new(settings(), &s, 0, TERM);
     assert!(!commits(&e, &s, 5_000));
     assert!(
         e.verdict(&s, &r(), 5_000)
@@ -179,46 +231,22 @@ fn no_live_proxy_is_never_all_ready() {
 #[test]
 fn stale_or_unhealthy_evidence_does_not_count() {
     let s = world(&["a"], "all", "keep-old");
-    let mut e = CutoverEngine::new(settings(), &s, 0);
-    let generation = s.last_index;
-    e.report(
-        &s,
-        "p0",
-        vec![(
-            green(),
-            BackendEvidence {
-                endpoints_generation: generation - 1,
-                healthy: 1,
-                total: 1,
-            },
-        )],
-        10,
-    );
+    let mut e = CutoverEngine::new(settings(), &s, 0, TERM);
+    let generation = s.endpoint_generation(&green()).unwrap();
+    report(&mut e, &s, "p0", evidence(green(), generation - 1, 1), 10);
     assert!(!commits(&e, &s, 20), "evidence about an older endpoint set");
-    e.report(
-        &s,
-        "p0",
-        vec![(
-            green(),
-            BackendEvidence {
-                endpoints_generation: generation,
-                healthy: 0,
-                total: 1,
-            },
-        )],
-        10,
-    );
+    report(&mut e, &s, "p0", evidence(green(), generation, 0), 10);
     assert!(!commits(&e, &s, 20), "no healthy endpoint");
-    e.report(&s, "p0", ready_evidence(generation), 10);
+    report(&mut e, &s, "p0", evidence(green(), generation, 1), 10);
     assert!(commits(&e, &s, 20));
 }
 
 #[test]
 fn evidence_from_unregistered_proxies_is_refused() {
     let s = world(&["a"], "1", "keep-old");
-    let mut e = CutoverEngine::new(settings(), &s, 0);
-    assert!(!e.report(&s, "intruder", ready_evidence(s.last_index), 10));
-    assert!(!e.heartbeat(&s, "intruder", Default::default(), 10));
+    let mut e = CutoverEngine::new(settings(), &s, 0, TERM);
+    assert!(!e.report(&s, "intruder", 1, green_ready(&s), 10));
+    assert!(!e.heartbeat(&s, "intruder", 1, Default::default(), 10));
     assert!(!commits(&e, &s, 20));
 }
 
@@ -228,11 +256,15 @@ fn a_silent_proxy_expires_and_stops_blocking_all() {
     let mut e = engine_with_ready(&s, &[0]);
     assert!(!commits(&e, &s, 20));
     // p0 keeps reporting, p1 goes silent.
-    e.report(&s, "p0", ready_evidence(s.last_index), 900);
+    report(&mut e, &s, "p0", green_ready(&s), 900);
     let later = 10 + TTL;
     let decisions = e.decide(&s, later);
     assert!(
-        decisions.contains(&Decision::ExpireProxy { id: "p1".into() }),
+        decisions.contains(&Decision::ExpireProxy {
+            id: "p1".into(),
+            registration: registration(&s, "p1"),
+            term: TERM
+        }),
         "{decisions:?}"
     );
     assert!(
@@ -246,23 +278,23 @@ fn a_silent_proxy_expires_and_stops_blocking_all() {
 #[test]
 fn a_new_leader_waits_out_its_grace_unless_everyone_is_back() {
     let s = world(&["a", "a"], "1", "keep-old");
-    let mut e = CutoverEngine::new(settings(), &s, 1_000);
+    let mut e = CutoverEngine::new(settings(), &s, 1_000, TERM);
     // p0 reconnects and reports; p1 has not reconnected yet.
-    e.report(&s, "p0", ready_evidence(s.last_index), 1_010);
+    report(&mut e, &s, "p0", green_ready(&s), 1_010);
     assert!(
         !commits(&e, &s, 1_020),
         "policy met, but p1 had no TTL to reconnect"
     );
     assert!(commits(&e, &s, 1_000 + TTL), "grace over");
     // If every registered proxy is back, no need to wait.
-    e.heartbeat(&s, "p1", Default::default(), 1_030);
+    heartbeat(&mut e, &s, "p1", Default::default(), 1_030);
     assert!(commits(&e, &s, 1_040));
 }
 
 #[test]
 fn a_new_leader_never_expires_live_proxies_at_once() {
     let s = world(&["a"], "all", "keep-old");
-    let e = CutoverEngine::new(settings(), &s, 50_000);
+    let e = CutoverEngine::new(settings(), &s, 50_000, TERM);
     assert!(
         e.decide(&s, 50_000 + TTL - 1)
             .iter()
@@ -274,7 +306,7 @@ fn a_new_leader_never_expires_live_proxies_at_once() {
 fn timeout_keeps_old_or_forces() {
     let s = world(&["a"], "all", "keep-old");
     let mut e = engine_with_ready(&s, &[]);
-    e.heartbeat(&s, "p0", Default::default(), 9_500);
+    heartbeat(&mut e, &s, "p0", Default::default(), 9_500);
     assert!(route_decisions(&e, &s, 9_999).is_empty());
     match &route_decisions(&e, &s, 10_000)[..] {
         [Decision::Abandon { reason, .. }] => {
@@ -284,7 +316,8 @@ fn timeout_keeps_old_or_forces() {
         other => panic!("{other:?}"),
     }
     let s = world(&["a"], "all", "force");
-    let e = engine_with_ready(&s, &[]);
+    let mut e = engine_with_ready(&s, &[]);
+    heartbeat(&mut e, &s, "p0", Default::default(), 9_500);
     assert!(matches!(
         &route_decisions(&e, &s, 10_000)[..],
         [Decision::Commit { forced: true, .. }]
@@ -294,39 +327,31 @@ fn timeout_keeps_old_or_forces() {
 #[test]
 fn decisions_name_the_newest_generation_after_a_supersede() {
     let mut s = world(&["a"], "all", "keep-old");
-    let index = s.last_index + 1;
-    s.apply(
-        index,
-        &Command::Apply {
-            resources: vec![route("r", "blue", "all", "keep-old")],
-            now_ms: 5,
-            defaults: CutoverSettings::default(),
-            limits: None,
-        },
-    )
-    .0
-    .unwrap();
-    let mut e = CutoverEngine::new(settings(), &s, 0);
-    e.heartbeat(&s, "p0", Default::default(), 10);
+    let index = next(&mut s, apply(vec![route("r", "blue", "all", "keep-old")]));
+    let mut e = CutoverEngine::new(settings(), &s, 0, TERM);
+    heartbeat(&mut e, &s, "p0", Default::default(), 10);
     // Ready for green (the superseded target) does not help.
-    e.report(&s, "p0", ready_evidence(s.last_index), 10);
+    report(&mut e, &s, "p0", green_ready(&s), 10);
     assert!(!commits(&e, &s, 20));
     let blue = BackendKey::new("default", "blue", 80);
-    e.report(
+    let blue_generation = s.endpoint_generation(&blue).unwrap();
+    report(
+        &mut e,
         &s,
         "p0",
-        vec![(
-            blue,
-            BackendEvidence {
-                endpoints_generation: s.last_index,
-                healthy: 2,
-                total: 2,
-            },
-        )],
+        evidence(blue.clone(), blue_generation, 2),
         10,
     );
     match &e.decide(&s, 20)[..] {
-        [Decision::Commit { generation, .. }] => assert_eq!(*generation, 2),
+        [
+            Decision::Commit {
+                generation, basis, ..
+            },
+        ] => {
+            assert_eq!(*generation, index, "the supersede's own log index");
+            assert_eq!(basis.term, TERM);
+            assert_eq!(basis.endpoints, vec![(blue, blue_generation)]);
+        }
         other => panic!("{other:?}"),
     }
 }
@@ -335,33 +360,14 @@ fn decisions_name_the_newest_generation_after_a_supersede() {
 fn a_stuck_route_never_delays_another() {
     let mut s = world(&["a"], "all", "keep-old");
     // A second route whose backend (blue) is ready while green never is.
-    let index = s.last_index + 1;
-    s.apply(
-        index,
-        &Command::Apply {
-            resources: vec![route("other", "blue", "all", "keep-old")],
-            now_ms: 0,
-            defaults: CutoverSettings::default(),
-            limits: None,
-        },
-    )
-    .0
-    .unwrap();
-    let mut e = CutoverEngine::new(settings(), &s, 0);
-    let blue = BackendKey::new("default", "blue", 80);
-    e.report(
-        &s,
-        "p0",
-        vec![(
-            blue,
-            BackendEvidence {
-                endpoints_generation: s.last_index,
-                healthy: 1,
-                total: 1,
-            },
-        )],
-        10,
+    next(
+        &mut s,
+        apply(vec![route("other", "blue", "all", "keep-old")]),
     );
+    let mut e = CutoverEngine::new(settings(), &s, 0, TERM);
+    let blue = BackendKey::new("default", "blue", 80);
+    let generation = s.endpoint_generation(&blue).unwrap();
+    report(&mut e, &s, "p0", evidence(blue, generation, 1), 10);
     let decisions = e.decide(&s, 20);
     assert_eq!(decisions.len(), 1, "{decisions:?}");
     assert!(matches!(&decisions[0], Decision::Commit { route, .. } if route.name == "other"));
@@ -370,28 +376,30 @@ fn a_stuck_route_never_delays_another() {
 #[test]
 fn applied_summary_and_ready() {
     let mut s = world(&["a", "b"], "all", "keep-old");
-    let index = s.last_index + 1;
-    s.apply(
-        index,
-        &Command::CommitTransition {
+    let g = s.routes[&r()].newest_generation();
+    next(
+        &mut s,
+        Command::CommitTransition {
             route: r(),
-            generation: 1,
-            forced: false,
+            generation: g,
+            forced: true,
+            basis: Some(DecisionBasis {
+                term: TERM,
+                endpoints: vec![],
+            }),
         },
-    )
-    .0
-    .unwrap();
-    let mut e = CutoverEngine::new(settings(), &s, 0);
-    e.heartbeat(&s, "p0", [(r(), 1)].into(), 10);
-    e.heartbeat(&s, "p1", [(r(), 0)].into(), 10);
-    assert_eq!(
-        e.applied_summary(&s, &r(), 20),
-        Some(("1 of 2 proxies at generation 1".into(), false))
     );
-    e.heartbeat(&s, "p1", [(r(), 1)].into(), 10);
+    let mut e = CutoverEngine::new(settings(), &s, 0, TERM);
+    heartbeat(&mut e, &s, "p0", [(r(), g)].into(), 10);
+    heartbeat(&mut e, &s, "p1", [(r(), 0)].into(), 10);
     assert_eq!(
         e.applied_summary(&s, &r(), 20),
-        Some(("2 of 2 proxies at generation 1".into(), true))
+        Some((format!("1 of 2 proxies at generation {g}"), false))
+    );
+    heartbeat(&mut e, &s, "p1", [(r(), g)].into(), 10);
+    assert_eq!(
+        e.applied_summary(&s, &r(), 20),
+        Some((format!("2 of 2 proxies at generation {g}"), true))
     );
 }
 
@@ -401,17 +409,17 @@ fn evidence_must_be_current() {
     let mut e = engine_with_ready(&s, &[0]);
     assert!(commits(&e, &s, 20));
     // Heartbeats keep the lease, but the report is older than a TTL.
-    e.heartbeat(&s, "p0", Default::default(), 900);
+    heartbeat(&mut e, &s, "p0", Default::default(), 900);
     assert!(
         !commits(&e, &s, 10 + TTL),
         "a report older than one lease TTL"
     );
     // A newer report that no longer lists green withdraws it.
-    e.report(&s, "p0", vec![], 950);
+    report(&mut e, &s, "p0", vec![], 950);
     assert!(
         !commits(&e, &s, 960),
         "green was dropped from the proxy's latest report"
     );
-    e.report(&s, "p0", ready_evidence(s.last_index), 970);
+    report(&mut e, &s, "p0", green_ready(&s), 970);
     assert!(commits(&e, &s, 980));
 }

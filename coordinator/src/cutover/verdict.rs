@@ -15,23 +15,28 @@ pub struct Verdict {
 }
 
 /// Evaluates `policy` for a transition that needs `needed` backends (each
-/// at an endpoint generation), over the `live` proxies (id to zone) and the
-/// current evidence of each (`evidence(proxy)`). A proxy is ready when it has evidence showing
-/// every needed backend healthy at (or past) its generation. With no live
-/// proxy the policy is never met.
+/// at an endpoint generation, `None` when it does not exist), over the
+/// `live` proxies (id to zone) and the current evidence of each
+/// (`evidence(proxy)`). A proxy is ready when it has evidence showing every
+/// needed backend healthy at (or past) its generation; a backend that does
+/// not exist is ready nowhere, and `problems` say why in the summary. With
+/// no live proxy the policy is never met.
 pub fn evaluate<'a>(
     policy: &ReadinessPolicy,
     live: &BTreeMap<String, String>,
-    needed: &BTreeMap<BackendKey, u64>,
+    needed: &BTreeMap<BackendKey, Option<u64>>,
+    problems: &[String],
     evidence: impl Fn(&str) -> Option<&'a BTreeMap<BackendKey, BackendEvidence>>,
 ) -> Verdict {
     let ready: BTreeSet<&String> = live
         .keys()
         .filter(|proxy| {
             needed.iter().all(|(backend, generation)| {
-                evidence(proxy.as_str())
-                    .and_then(|e| e.get(backend))
-                    .is_some_and(|e| e.ready_at(*generation))
+                generation.is_some_and(|generation| {
+                    evidence(proxy.as_str())
+                        .and_then(|e| e.get(backend))
+                        .is_some_and(|e| e.ready_at(generation))
+                })
             })
         })
         .collect();
@@ -59,8 +64,10 @@ pub fn evaluate<'a>(
         .iter()
         .map(|(zone, (r, t))| format!("{zone} {r}/{t}"))
         .collect();
-    let summary = if live.is_empty() {
-        format!("0 live proxies; policy {policy} needs at least one")
+    let mut summary = if live.is_empty() {
+        format!(
+            "0 live proxies; policy {policy} needs at least one (the cutover timeout starts once one is live)"
+        )
     } else {
         format!(
             "{} of {} proxies ready ({}); policy {policy}",
@@ -69,5 +76,9 @@ pub fn evaluate<'a>(
             per_zone.join(", ")
         )
     };
+    for problem in problems {
+        summary.push_str("; ");
+        summary.push_str(problem);
+    }
     Verdict { met, summary }
 }

@@ -309,6 +309,35 @@ impl Node {
         }))
     }
 
+    /// Proposes `command` on this node only, and only while it leads; never
+    /// forwards and never retries. For the leader's own decisions: a
+    /// decision rests on this leader's soft state, so if the node is no
+    /// longer leader it is dropped (the next leader decides afresh), and if
+    /// the entry is truncated after a step-down openraft's "forward to the
+    /// leader" ends it here. The state machine's fence would refuse it in
+    /// another term anyway; not sending it keeps the log clean.
+    pub async fn propose_here(&self, command: Command) -> Result<CommandResponse, ProposeError> {
+        let id = self.inner.id;
+        let timeout = self.inner.settings.propose_timeout;
+        match write_locally(&self.inner.raft, command, timeout).await {
+            Ok(response) => Ok(response),
+            Err(ForwardError::NotLeader { leader }) => Err(ProposeError::NotLeader {
+                node_id: id,
+                leader,
+            }),
+            Err(ForwardError::Timeout { reason }) => Err(ProposeError::Timeout {
+                node_id: id,
+                what: format!("decision ({reason})"),
+                waited: timeout,
+                leader: self.leader(),
+            }),
+            Err(ForwardError::Fatal { reason }) => Err(ProposeError::Fatal {
+                node_id: id,
+                reason,
+            }),
+        }
+    }
+
     /// Waits until a leader with a known address exists, or `deadline`.
     /// With `changed` set, first waits for the metrics to change at all
     /// (the last leader just refused, so the current view is stale).

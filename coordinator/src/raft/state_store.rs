@@ -26,7 +26,7 @@ use super::db::{
 use super::types::{
     Entry, LogId, Snapshot, SnapshotMeta, StorageError, StoredMembership, TypeConfig,
 };
-use crate::state::{CommandResponse, Outcome, ReplicatedState};
+use crate::state::{CommandResponse, LogPosition, Outcome, ReplicatedState};
 
 /// What the state machine holds in memory (and mirrors in sled).
 #[derive(Debug, Clone, Default)]
@@ -260,14 +260,21 @@ impl RaftStateMachine<TypeConfig> for StateStore {
         let mut responses = Vec::with_capacity(entries.size_hint().0);
         for entry in entries {
             self.applied.last_applied = Some(entry.log_id);
+            // The term travels with the index: the state machine's fence on
+            // leader decisions compares it with the deciding term.
+            let at = LogPosition::new(entry.log_id.index, entry.log_id.leader_id.get_term());
             let response = match entry.payload {
                 // Blank entries (a new leader's first) and membership changes
-                // are Raft's own; the state machine has nothing to decide.
-                EntryPayload::Blank => CommandResponse(Ok(Outcome::default())),
-                EntryPayload::Normal(command) => {
-                    self.applied.state.apply(entry.log_id.index, &command)
+                // are Raft's own; the state machine has nothing to decide,
+                // but records the position (a new leader waits for its
+                // blank entry before judging anything).
+                EntryPayload::Blank => {
+                    self.applied.state.note_entry(at);
+                    CommandResponse(Ok(Outcome::default()))
                 }
+                EntryPayload::Normal(command) => self.applied.state.apply(at, &command),
                 EntryPayload::Membership(membership) => {
+                    self.applied.state.note_entry(at);
                     self.applied.last_membership =
                         StoredMembership::new(Some(entry.log_id), membership);
                     CommandResponse(Ok(Outcome::default()))

@@ -130,10 +130,12 @@ impl AdminService for Admin {
                     }
                 }
                 // Status also moves with time (leases, timeouts): re-check
-                // at least every 250ms.
-                let _ =
-                    tokio::time::timeout(std::time::Duration::from_millis(250), changes.changed())
-                        .await;
+                // at least every 250ms — and stop as soon as the client is
+                // gone, not only on the next failed send.
+                tokio::select! {
+                    _ = tokio::time::timeout(std::time::Duration::from_millis(250), changes.changed()) => {}
+                    () = tx.closed() => return,
+                }
             }
         });
         Ok(Response::new(Box::pin(stream)))

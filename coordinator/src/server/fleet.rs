@@ -86,14 +86,15 @@ impl FleetService for Fleet {
                 admin_address: proxy.admin_address,
             })
             .await?;
-        response
+        let outcome = response
             .0
             .map_err(|e| Status::invalid_argument(e.to_string()))?;
-        tracing::info!(proxy = %id, "proxy registered");
+        tracing::info!(proxy = %id, registration = outcome.index, "proxy registered");
         let config = &self.coordinator.config;
         Ok(Response::new(pb::RegisterReply {
             lease_ttl_ms: config.lease_ttl.as_millis() as u64,
             heartbeat_interval_ms: config.heartbeat_interval.as_millis() as u64,
+            registration: outcome.index,
         }))
     }
 
@@ -113,7 +114,8 @@ impl FleetService for Fleet {
             .map(|a| (ObjectName::new(a.namespace, a.name), a.generation))
             .collect();
         let state = self.coordinator.node.state().borrow().clone();
-        let known = self.on_leader(|e| e.heartbeat(&state, &r.proxy_id, applied, now_ms()))?;
+        let known = self
+            .on_leader(|e| e.heartbeat(&state, &r.proxy_id, r.registration, applied, now_ms()))?;
         self.coordinator.changed();
         Ok(Response::new(pb::HeartbeatReply {
             known,
@@ -131,12 +133,14 @@ impl FleetService for Fleet {
             Needed::Proxy(&request.get_ref().proxy_id),
             "Deregister",
         )?;
-        let id = request.into_inner().proxy_id;
+        let r = request.into_inner();
+        let id = r.proxy_id;
         let response = self
             .coordinator
             .propose(Command::RemoveProxy {
                 id: id.clone(),
                 reason: "deregistered on shutdown".into(),
+                registration: (r.registration != 0).then_some(r.registration),
             })
             .await?;
         response
@@ -199,8 +203,11 @@ impl FleetService for Fleet {
                 {
                     return;
                 }
-                if state_rx.changed().await.is_err() {
-                    return;
+                // End with the client, not only on the next failed send: a
+                // gone proxy must not keep a snapshot and a task here.
+                tokio::select! {
+                    changed = state_rx.changed() => if changed.is_err() { return },
+                    () = tx.closed() => return,
                 }
             }
         });
@@ -237,7 +244,8 @@ impl FleetService for Fleet {
             ));
         }
         let state = self.coordinator.node.state().borrow().clone();
-        let known = self.on_leader(|e| e.report(&state, &r.proxy_id, backends, now_ms()))?;
+        let known =
+            self.on_leader(|e| e.report(&state, &r.proxy_id, r.registration, backends, now_ms()))?;
         self.coordinator.metrics.evidence_reports.inc();
         self.coordinator.changed();
         Ok(Response::new(pb::ReadinessReply { known }))

@@ -2,13 +2,17 @@
 //! and propose whatever it decides (commit, abandon, expire a proxy).
 //!
 //! Woken by evidence and state changes, and at least every tick for leases
-//! and deadlines. Losing leadership drops the engine; gaining it builds a
-//! fresh one (every lease renewed, no evidence) — see `crate::cutover`.
+//! and deadlines. Losing leadership (or the quorum) drops the engine;
+//! gaining it — or leading again in a later term — builds a fresh one
+//! (every lease renewed, no evidence) — see `crate::cutover`. Decisions are
+//! proposed on this node only, never forwarded: a decision is this
+//! leader's, and the state machine would refuse it in another term anyway.
 //! Each round also refreshes the gauges of [`super::metrics`].
 
 use super::{Coordinator, now_ms};
 use crate::cutover::{CutoverEngine, Decision};
-use crate::state::{Command, ReplicatedState};
+use crate::raft::ProposeError;
+use crate::state::ReplicatedState;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,7 +22,8 @@ use switchyard_proto::model::ObjectName;
 const TICK: Duration = Duration::from_millis(50);
 
 /// Commits waiting for every live proxy to serve them, for the
-/// apply-to-Ready histogram: route to (generation, created_ms).
+/// apply-to-Ready histogram: route to (generation, when this leader first
+/// saw it pending, by its own clock).
 type AwaitingReady = BTreeMap<ObjectName, (u64, u64)>;
 
 /// Runs until aborted.
@@ -35,7 +40,7 @@ pub(crate) async fn run(coordinator: Arc<Coordinator>) {
         let decisions = decide(&coordinator, &state, &mut awaiting_ready);
         refresh_gauges(&coordinator, &state);
         for decision in decisions {
-            propose(&coordinator, &state, decision, &mut awaiting_ready).await;
+            propose(&coordinator, decision, &mut awaiting_ready).await;
         }
     }
 }
@@ -47,6 +52,7 @@ fn decide(
     awaiting: &mut AwaitingReady,
 ) -> Vec<Decision> {
     let now = now_ms();
+    let term = coordinator.node.metrics().borrow().current_term;
     let mut guard = coordinator.engine.lock().unwrap_or_else(|e| e.into_inner());
     // A leader that lost its quorum stops deciding, as if it were not
     // leading: it could commit nothing anyway, and its leases go stale while
@@ -62,15 +68,22 @@ fn decide(
         awaiting.clear();
         return Vec::new();
     }
+    if guard.as_ref().is_some_and(|e| e.term() != term) {
+        // Leading again, in a later term: nothing of the earlier term's
+        // soft state may carry over.
+        *guard = None;
+        awaiting.clear();
+    }
     let engine = guard.get_or_insert_with(|| {
         tracing::info!(
+            term,
             proxies = state.proxies.len(),
             "became leader: cutover engine started, every proxy lease renewed"
         );
-        CutoverEngine::new(coordinator.engine_settings(), state, now)
+        CutoverEngine::new(coordinator.engine_settings(), state, now, term)
     });
     engine.sync(state, now);
-    awaiting.retain(|route, (generation, created_ms)| {
+    awaiting.retain(|route, (generation, seen_ms)| {
         let still_active = state
             .routes
             .get(route)
@@ -78,7 +91,7 @@ fn decide(
             .is_some_and(|a| a.generation == *generation);
         match engine.applied_summary(state, route, now) {
             Some((_, true)) if still_active => {
-                let seconds = now.saturating_sub(*created_ms) as f64 / 1000.0;
+                let seconds = now.saturating_sub(*seen_ms) as f64 / 1000.0;
                 coordinator.metrics.apply_to_ready.observe(seconds);
                 false
             }
@@ -100,7 +113,19 @@ fn decide(
             })
             .set(count);
     }
-    engine.decide(state, now)
+    let decisions = engine.decide(state, now);
+    // Remember when each route about to be committed was first seen, for
+    // the apply-to-commit and apply-to-Ready histograms.
+    for decision in &decisions {
+        if let Decision::Commit {
+            route, generation, ..
+        } = decision
+            && let Some(seen) = engine.first_seen_ms(route, *generation)
+        {
+            awaiting.insert(route.clone(), (*generation, seen));
+        }
+    }
+    decisions
 }
 
 fn refresh_gauges(coordinator: &Coordinator, state: &ReplicatedState) {
@@ -121,79 +146,74 @@ fn refresh_gauges(coordinator: &Coordinator, state: &ReplicatedState) {
     m.pending_transitions.set(pending as i64);
 }
 
-async fn propose(
-    coordinator: &Coordinator,
-    state: &ReplicatedState,
-    decision: Decision,
-    awaiting: &mut AwaitingReady,
-) {
-    let command = match &decision {
+async fn propose(coordinator: &Coordinator, decision: Decision, awaiting: &mut AwaitingReady) {
+    match &decision {
         Decision::Commit {
             route,
             generation,
             forced,
             summary,
+            ..
         } => {
             tracing::info!(route = %route, generation, forced, evidence = %summary, "committing cutover");
-            Command::CommitTransition {
-                route: route.clone(),
-                generation: *generation,
-                forced: *forced,
-            }
         }
         Decision::Abandon {
             route,
             generation,
             reason,
+            ..
         } => {
             tracing::warn!(route = %route, generation, reason = %reason, "abandoning cutover, old backend keeps serving");
-            Command::AbandonTransition {
-                route: route.clone(),
-                generation: *generation,
-                reason: reason.clone(),
-            }
         }
-        Decision::ExpireProxy { id } => {
+        Decision::ExpireProxy { id, .. } => {
             tracing::warn!(proxy = %id, "proxy lease expired: it no longer counts toward readiness");
-            Command::RemoveProxy {
-                id: id.clone(),
-                reason: "lease expired".into(),
+        }
+    }
+    let result = coordinator.propose_decision(decision.command()).await;
+    let response = match result {
+        Ok(response) => response,
+        Err(ProposeError::NotLeader { .. }) => {
+            // Deposed between deciding and proposing: the decision was this
+            // leader's and goes with it.
+            tracing::info!("no longer leader: decision dropped, the next leader decides afresh");
+            if let Decision::Commit { route, .. } = &decision {
+                awaiting.remove(route);
             }
+            return;
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "could not propose decision; will decide again");
+            return;
         }
     };
-    match coordinator.propose(command).await {
-        Ok(response) => {
-            if let Err(e) = response.0 {
-                // A decision raced with a newer apply (superseded): harmless.
-                tracing::debug!(error = %e, "decision no longer applies");
-                return;
-            }
-            let m = &coordinator.metrics;
-            match decision {
-                Decision::Commit {
-                    route, generation, ..
-                } => {
-                    m.commits.inc();
-                    let created = state
-                        .routes
-                        .get(&route)
-                        .and_then(|r| r.pending.as_ref())
-                        .map(|p| p.created_ms);
-                    if let Some(created_ms) = created {
-                        m.apply_to_commit
-                            .observe(now_ms().saturating_sub(created_ms) as f64 / 1000.0);
-                        awaiting.insert(route, (generation, created_ms));
-                    }
-                }
-                Decision::Abandon { .. } => {
-                    m.abandons.inc();
-                }
-                Decision::ExpireProxy { id } => {
-                    m.expired_proxies.inc();
-                    coordinator.with_engine(|e| e.forget(&id));
-                }
+    if let Err(e) = response.0 {
+        // A decision raced with a newer apply (superseded, endpoints moved
+        // on) or outlived its term: harmless, the engine decides again.
+        tracing::debug!(error = %e, "decision no longer applies");
+        if let Decision::Commit { route, .. } = &decision {
+            awaiting.remove(route);
+        }
+        return;
+    }
+    let m = &coordinator.metrics;
+    match decision {
+        Decision::Commit {
+            route, generation, ..
+        } => {
+            m.commits.inc();
+            if let Some((g, seen_ms)) = awaiting.get(&route)
+                && *g == generation
+            {
+                m.apply_to_commit
+                    .observe(now_ms().saturating_sub(*seen_ms) as f64 / 1000.0);
             }
         }
-        Err(e) => tracing::warn!(error = %e, "could not propose decision; will retry"),
+        Decision::Abandon { .. } => {
+            m.abandons.inc();
+        }
+        Decision::ExpireProxy { id, .. } => {
+            m.expired_proxies.inc();
+            coordinator.with_engine(|e| e.forget(&id));
+        }
     }
 }

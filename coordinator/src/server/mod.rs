@@ -18,8 +18,8 @@ use crate::raft::{Node, NodeConfig, ProposeError};
 use crate::state::{Command, CommandError, CommandResponse, StoreLimits};
 use metrics::CoordinatorMetrics;
 use std::future::Future;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
 use switchyard_proto::model::{ClusterStatus, CutoverSettings, Resource, ResourceKey};
 use switchyard_proto::pb::admin_service_server::AdminServiceServer;
 use switchyard_proto::pb::fleet_service_server::FleetServiceServer;
@@ -92,12 +92,13 @@ pub struct Coordinator {
     metrics: CoordinatorMetrics,
 }
 
-/// Milliseconds since the Unix epoch (the leader's clock; commands carry it
-/// so that apply stays deterministic).
+/// This process's monotonic clock in milliseconds (since the first call):
+/// the only clock the cutover engine is given. It never jumps when the wall
+/// clock is set or skewed, and it never leaves this machine — no command
+/// or reply carries it (design invariant 10).
 pub(crate) fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
+    static START: OnceLock<Instant> = OnceLock::new();
+    START.get_or_init(Instant::now).elapsed().as_millis() as u64
 }
 
 impl Coordinator {
@@ -119,12 +120,22 @@ impl Coordinator {
         response
     }
 
-    /// `Command::Apply` for `resources`, stamped with this coordinator's
-    /// clock, cutover defaults and store limits.
+    /// Proposes one of the leader's own decisions on this node only (never
+    /// forwarded; see [`Node::propose_here`]).
+    pub(crate) async fn propose_decision(
+        &self,
+        command: Command,
+    ) -> Result<CommandResponse, ProposeError> {
+        let response = self.node.propose_here(command).await;
+        self.changed();
+        response
+    }
+
+    /// `Command::Apply` for `resources`, with this coordinator's cutover
+    /// defaults and store limits.
     pub(crate) fn apply_command(&self, resources: Vec<Resource>) -> Command {
         Command::Apply {
             resources,
-            now_ms: now_ms(),
             defaults: self.config.defaults,
             limits: Some(self.config.limits.store()),
         }
@@ -189,8 +200,8 @@ impl std::fmt::Debug for Coordinator {
 /// status the `AdminService` offers, without JSON or a socket. Additive;
 /// the services do not use it.
 impl Coordinator {
-    /// Stores `resources` through Raft as one `Command::Apply`, stamped
-    /// with this coordinator's clock, cutover defaults and store limits,
+    /// Stores `resources` through Raft as one `Command::Apply`, with this
+    /// coordinator's cutover defaults and store limits,
     /// exactly as the admin `Apply` RPC does (a follower forwards to the
     /// leader). The caller keeps each call within
     /// [`Limits::max_objects_per_apply`].

@@ -3,48 +3,60 @@
 //! Every command is checked completely before anything changes, so a
 //! rejected command leaves the state exactly as it was. Applies are checked
 //! against the store-wide limits they carry; deletes never are, so an
-//! operator can always shrink the store. In debug builds the
-//! state's invariants are re-checked after every apply.
+//! operator can always shrink the store. The leader's decisions are checked
+//! against their fence (`super::fence`). In debug builds the state's
+//! invariants are re-checked after every apply.
 
 use super::*;
 use std::collections::BTreeSet;
 use switchyard_proto::model::{
-    CutoverSettings, HttpRoute, RouteGeneration, Transition, validate_resource,
+    CutoverSettings, HttpRoute, Kind, RouteGeneration, Transition, validate_resource,
 };
 
 /// Longest proxy id or zone accepted (a Kubernetes pod name fits).
 const MAX_PROXY_FIELD: usize = 253;
 
 impl ReplicatedState {
-    /// Applies the log entry at `index`. Total: never panics; a rejected
-    /// command changes nothing but `last_index`, which always advances (the
-    /// entry was applied; its answer was "no").
-    pub fn apply(&mut self, index: u64, command: &Command) -> CommandResponse {
-        self.last_index = index;
+    /// Applies the log entry at `at`. Total: never panics; a rejected
+    /// command changes nothing but the applied position, which always
+    /// advances (the entry was applied; its answer was "no").
+    pub fn apply(&mut self, at: LogPosition, command: &Command) -> CommandResponse {
+        self.note_entry(at);
+        let index = at.index;
         let result = match command {
             Command::Apply {
                 resources,
-                now_ms,
                 defaults,
                 limits,
-            } => self.apply_resources(index, resources, *now_ms, defaults, limits.as_ref()),
-            Command::Delete { keys } => self.delete_resources(keys),
+            } => self.apply_resources(index, resources, defaults, limits.as_ref()),
+            Command::Delete { keys } => self.delete_resources(index, keys),
             Command::RegisterProxy {
                 id,
                 zone,
                 admin_address,
             } => self.register_proxy(index, id, zone, admin_address),
-            Command::RemoveProxy { id, reason } => Ok(self.remove_proxy(id, reason)),
+            Command::RemoveProxy {
+                id,
+                reason,
+                registration,
+            } => Ok(self.remove_proxy(id, reason, *registration)),
+            Command::ExpireProxy {
+                id,
+                registration,
+                basis,
+            } => self.expire_proxy(at, id, *registration, basis),
             Command::CommitTransition {
                 route,
                 generation,
                 forced,
-            } => self.commit_transition(route, *generation, *forced),
+                basis,
+            } => self.commit_transition(at, route, *generation, *forced, basis.as_ref()),
             Command::AbandonTransition {
                 route,
                 generation,
                 reason,
-            } => self.abandon_transition(route, *generation, reason),
+                basis,
+            } => self.abandon_transition(at, route, *generation, reason, basis.as_ref()),
         };
         let result = result.map(|mut outcome| {
             outcome.index = index;
@@ -59,11 +71,19 @@ impl ReplicatedState {
         CommandResponse(result)
     }
 
+    /// Records that the entry at `at` was applied. Raft's own entries (a
+    /// new leader's blank entry, membership changes) carry no command but
+    /// move the position too, so a leader can tell when it has applied
+    /// everything committed before its term.
+    pub fn note_entry(&mut self, at: LogPosition) {
+        self.last_index = at.index;
+        self.last_term = at.term;
+    }
+
     fn apply_resources(
         &mut self,
         index: u64,
         resources: &[Resource],
-        now_ms: u64,
         defaults: &CutoverSettings,
         limits: Option<&StoreLimits>,
     ) -> Result<Outcome, CommandError> {
@@ -88,7 +108,7 @@ impl ReplicatedState {
         for resource in resources {
             match resource {
                 Resource::HttpRoute(route) => {
-                    self.apply_route(index, route, now_ms, defaults, &mut outcome)
+                    self.apply_route(index, route, defaults, &mut outcome)
                 }
                 other => self.store_resource(index, other, &mut outcome),
             }
@@ -113,15 +133,32 @@ impl ReplicatedState {
             None => "created",
         };
         set_revision(&mut stored, index);
-        self.resources.insert(key.clone(), stored);
+        if let Some(previous) = self.resources.insert(key.clone(), stored) {
+            self.bump_endpoints(&previous, index);
+        }
+        self.bump_endpoints(resource, index);
         outcome.changes.push(format!("{key} {verb}"));
+    }
+
+    /// A Service or EndpointSlice changed at `index` (created, replaced or
+    /// deleted): its Service's endpoint generation moves to `index`.
+    fn bump_endpoints(&mut self, resource: &Resource, index: u64) {
+        let service = match resource {
+            Resource::Service(s) => Some(s.meta.object_name()),
+            Resource::EndpointSlice(slice) => slice
+                .service_name()
+                .map(|name| ObjectName::new(slice.meta.namespace.clone(), name)),
+            _ => None,
+        };
+        if let Some(service) = service {
+            self.endpoint_generations.bump(service, index);
+        }
     }
 
     fn apply_route(
         &mut self,
         index: u64,
         route: &HttpRoute,
-        now_ms: u64,
         defaults: &CutoverSettings,
         outcome: &mut Outcome,
     ) {
@@ -172,14 +209,22 @@ impl ReplicatedState {
         // be reached but keeps this function total.
         let settings = CutoverSettings::from_annotations(&spec.meta.annotations, *defaults)
             .unwrap_or(*defaults);
-        let generation = record.newest_generation() + 1;
+        // The entry's own index: unique for ever, so a generation never
+        // names two specs (not after a withdraw, an abandon, or a delete
+        // and re-create of the route).
+        let generation = index;
+        // Test-only fault: the old `newest + 1` numbering.
+        #[cfg(feature = "fault-injection")]
+        let generation = if super::faults::get().reuse_generations {
+            record.newest_generation() + 1
+        } else {
+            generation
+        };
         spec.meta.revision = index;
         let superseded = record.pending.take();
         record.pending = Some(Transition {
             target: RouteGeneration { generation, spec },
             settings,
-            created_ms: now_ms,
-            deadline_ms: now_ms.saturating_add(settings.timeout_ms),
         });
         record.last_failure = None;
         let mut line = format!(
@@ -196,16 +241,26 @@ impl ReplicatedState {
         outcome.routes.push((name, generation));
     }
 
-    fn delete_resources(&mut self, keys: &[ResourceKey]) -> Result<Outcome, CommandError> {
+    fn delete_resources(
+        &mut self,
+        index: u64,
+        keys: &[ResourceKey],
+    ) -> Result<Outcome, CommandError> {
         if keys.is_empty() {
             return Err(CommandError::Empty);
         }
         let mut outcome = Outcome::default();
         for key in keys {
-            let removed = if key.kind == switchyard_proto::model::Kind::HTTPRoute {
+            let removed = if key.kind == Kind::HTTPRoute {
                 self.routes.remove(&key.name).is_some()
             } else {
-                self.resources.remove(key).is_some()
+                match self.resources.remove(key) {
+                    Some(gone) => {
+                        self.bump_endpoints(&gone, index);
+                        true
+                    }
+                    None => false,
+                }
             };
             let verb = if removed { "deleted" } else { "not found" };
             outcome.changes.push(format!("{key} {verb}"));
@@ -251,16 +306,51 @@ impl ReplicatedState {
         })
     }
 
-    fn remove_proxy(&mut self, id: &str, reason: &str) -> Outcome {
-        let verb = match self.proxies.remove(id) {
-            Some(_) => "removed",
-            None => "was not registered",
+    fn remove_proxy(&mut self, id: &str, reason: &str, registration: Option<u64>) -> Outcome {
+        let current = self.proxies.get(id).map(|p| p.registered_index);
+        let line = match (current, registration) {
+            (None, _) => format!("proxy {id} was not registered: {reason}"),
+            // A newer run under the same id registered since: its
+            // predecessor's goodbye must not remove it.
+            (Some(now), Some(leaving)) if now != leaving => format!(
+                "proxy {id}: registration {leaving} left ({reason}); registration {now} stays"
+            ),
+            (Some(_), _) => {
+                self.proxies.remove(id);
+                format!("proxy {id} removed: {reason}")
+            }
         };
         Outcome {
-            changes: vec![format!("proxy {id} {verb}: {reason}")],
+            changes: vec![line],
             routes: vec![],
             index: 0,
         }
+    }
+
+    fn expire_proxy(
+        &mut self,
+        at: LogPosition,
+        id: &str,
+        registration: u64,
+        basis: &DecisionBasis,
+    ) -> Result<Outcome, CommandError> {
+        fence::check_term(basis, at)?;
+        let current = self.proxies.get(id).map(|p| p.registered_index);
+        if current != Some(registration) {
+            return Err(CommandError::StaleRegistration {
+                id: id.to_string(),
+                registration,
+                current: current.map_or("not registered".into(), |r| format!("registration {r}")),
+            });
+        }
+        self.proxies.remove(id);
+        Ok(Outcome {
+            changes: vec![format!(
+                "proxy {id} (registration {registration}) expired: lease ran out"
+            )],
+            routes: vec![],
+            index: 0,
+        })
     }
 
     fn pending_mut(
@@ -289,10 +379,19 @@ impl ReplicatedState {
 
     fn commit_transition(
         &mut self,
+        at: LogPosition,
         route: &ObjectName,
         generation: u64,
         forced: bool,
+        basis: Option<&DecisionBasis>,
     ) -> Result<Outcome, CommandError> {
+        self.pending_mut(route, generation)?;
+        if let Some(basis) = basis {
+            fence::check_term(basis, at)?;
+            if !forced {
+                self.check_evidence_basis(route, generation, basis)?;
+            }
+        }
         let record = self.pending_mut(route, generation)?;
         if let Some(pending) = record.pending.take() {
             record.active = Some(pending.target);
@@ -309,10 +408,16 @@ impl ReplicatedState {
 
     fn abandon_transition(
         &mut self,
+        at: LogPosition,
         route: &ObjectName,
         generation: u64,
         reason: &str,
+        basis: Option<&DecisionBasis>,
     ) -> Result<Outcome, CommandError> {
+        self.pending_mut(route, generation)?;
+        if let Some(basis) = basis {
+            fence::check_term(basis, at)?;
+        }
         let record = self.pending_mut(route, generation)?;
         record.pending = None;
         record.last_failure = Some(format!("generation {generation} abandoned: {reason}"));
@@ -327,8 +432,9 @@ impl ReplicatedState {
     }
 
     /// The state's invariants: route records keyed by their own name, a
-    /// pending generation always newer than the active one, stored resources
-    /// keyed by their own key and never HTTPRoutes.
+    /// pending generation always newer than the active one and never newer
+    /// than the log, stored resources keyed by their own key and never
+    /// HTTPRoutes.
     pub fn check_invariants(&self) -> Result<(), String> {
         for (name, record) in &self.routes {
             if &record.name != name {
@@ -341,6 +447,13 @@ impl ReplicatedState {
                 return Err(format!(
                     "route {name}: pending generation {} is not newer than active {active}",
                     p.target.generation
+                ));
+            }
+            if record.newest_generation() > self.last_index {
+                return Err(format!(
+                    "route {name}: generation {} is newer than the log ({})",
+                    record.newest_generation(),
+                    self.last_index
                 ));
             }
         }

@@ -1,15 +1,33 @@
 //! The commands of the Raft log: every change to replicated state is one of
 //! these, applied by [`super::ReplicatedState::apply`].
 //!
-//! Commands carry every input the state machine needs (including the
-//! leader's clock reading), so applying the same log gives the same state on
-//! every coordinator.
+//! Commands carry every input the state machine needs, so applying the same
+//! log gives the same state on every coordinator. No command carries a
+//! clock reading: time is the leader's own business (see
+//! `crate::cutover`), and a timestamp from one machine compared on another
+//! is how a skewed clock flips traffic early.
 
 use super::limits::{StoreLimit, StoreLimits};
 use serde::{Deserialize, Serialize};
 use switchyard_proto::model::{
-    CutoverSettings, ObjectName, Resource, ResourceKey, ValidationError,
+    BackendKey, CutoverSettings, ObjectName, Resource, ResourceKey, ValidationError,
 };
+
+/// What a leader's decision rests on. The state machine carries the
+/// decision out only while all of it still holds (see `super::fence`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct DecisionBasis {
+    /// Term of the leader that decided. The decision counts only in an
+    /// entry appended in this term: re-proposed or forwarded after a leader
+    /// change it is refused, because the evidence it rests on was that
+    /// leader's soft state.
+    pub term: u64,
+    /// For a commit on evidence: every backend the new spec needs, with the
+    /// endpoint generation the evidence covered. Refused when the endpoints
+    /// moved on between the decision and its entry.
+    #[serde(default)]
+    pub endpoints: Vec<(BackendKey, u64)>,
+}
 
 /// One entry of the replicated log.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -19,8 +37,6 @@ pub enum Command {
     Apply {
         /// The resources, as the client sent them.
         resources: Vec<Resource>,
-        /// Leader's clock when it proposed this, ms since the Unix epoch.
-        now_ms: u64,
         /// Coordinator-wide cutover defaults in force at proposal time.
         defaults: CutoverSettings,
         /// The proposing coordinator's store-wide limits (see
@@ -45,12 +61,26 @@ pub enum Command {
         /// Its admin address.
         admin_address: String,
     },
-    /// A proxy leaves: it shut down gracefully, or its lease expired.
+    /// A proxy leaves: it shut down gracefully (or, in entries written
+    /// before [`Command::ExpireProxy`] existed, its lease expired).
     RemoveProxy {
         /// Proxy id.
         id: String,
         /// Why, for logs and status.
         reason: String,
+        /// The registration that leaves; a newer registration under the same
+        /// id (a fast restart) is left alone. `None` in older entries.
+        #[serde(default)]
+        registration: Option<u64>,
+    },
+    /// The leader expired a proxy's lease (a decision, so fenced).
+    ExpireProxy {
+        /// Proxy id.
+        id: String,
+        /// The registration whose lease expired; a newer one is left alone.
+        registration: u64,
+        /// What the decision rests on.
+        basis: DecisionBasis,
     },
     /// The leader found the policy met: the pending generation becomes
     /// active.
@@ -61,6 +91,10 @@ pub enum Command {
         generation: u64,
         /// True when committed by the `force` on-timeout action.
         forced: bool,
+        /// What the decision rests on. `None` only in entries written
+        /// before decisions were fenced; those are applied as they were.
+        #[serde(default)]
+        basis: Option<DecisionBasis>,
     },
     /// The leader gave up on a transition (timeout with `keep-old`).
     AbandonTransition {
@@ -70,6 +104,9 @@ pub enum Command {
         generation: u64,
         /// Why, shown in status.
         reason: String,
+        /// What the decision rests on (`None` in older entries).
+        #[serde(default)]
+        basis: Option<DecisionBasis>,
     },
 }
 
@@ -128,6 +165,37 @@ pub enum CommandError {
         /// The generation the command named.
         generation: u64,
         /// What is pending instead.
+        current: String,
+    },
+    /// A decision that reached the log in another term than the one its
+    /// leader decided in (re-proposed or forwarded after a leader change).
+    #[error(
+        "decision of the term-{decided_term} leader reached the log in term {entry_term}: not carried out"
+    )]
+    StaleDecision {
+        /// Term the decision was made in.
+        decided_term: u64,
+        /// Term of the entry carrying it.
+        entry_term: u64,
+    },
+    /// A commit whose evidence covers endpoints that changed since.
+    #[error("route {route}: generation {generation} not committed: {detail}")]
+    EvidenceOutdated {
+        /// The route.
+        route: String,
+        /// The generation the commit named.
+        generation: u64,
+        /// Which backend moved on, and how.
+        detail: String,
+    },
+    /// An expiry for a registration that is no longer the proxy's.
+    #[error("proxy {id}: registration {registration} is not current ({current})")]
+    StaleRegistration {
+        /// Proxy id.
+        id: String,
+        /// The registration the command named.
+        registration: u64,
+        /// What is registered instead.
         current: String,
     },
 }

@@ -46,7 +46,6 @@ fn slice(name: &str, addresses: &[usize]) -> Resource {
 fn apply(resources: Vec<Resource>, limits: Option<StoreLimits>) -> Command {
     Command::Apply {
         resources,
-        now_ms: 1_000,
         defaults: CutoverSettings::default(),
         limits,
     }
@@ -63,8 +62,12 @@ fn limits(max_routes: usize, max_endpoints: usize) -> Option<StoreLimits> {
 /// was (but for `last_index`); returns the refusal.
 fn refused(s: &mut ReplicatedState, index: u64, command: &Command) -> CommandError {
     let mut before = s.clone();
-    let err = s.apply(index, command).0.expect_err("refused");
+    let err = s
+        .apply(super::tests::at(index), command)
+        .0
+        .expect_err("refused");
     before.last_index = index;
+    before.last_term = 1;
     assert_eq!(*s, before, "a refused apply changed the state");
     err
 }
@@ -73,9 +76,12 @@ fn refused(s: &mut ReplicatedState, index: u64, command: &Command) -> CommandErr
 fn an_apply_past_max_routes_is_refused_whole_with_the_counts() {
     let mut s = ReplicatedState::default();
     let lim = limits(2, 100);
-    s.apply(1, &apply(vec![route("a", "blue"), route("b", "blue")], lim))
-        .0
-        .expect("at the limit is fine");
+    s.apply(
+        super::tests::at(1),
+        &apply(vec![route("a", "blue"), route("b", "blue")], lim),
+    )
+    .0
+    .expect("at the limit is fine");
     // One new route plus an object that alone would be fine: all refused.
     let err = refused(
         &mut s,
@@ -96,7 +102,7 @@ fn an_apply_past_max_routes_is_refused_whole_with_the_counts() {
         "apply refused: 3 HTTPRoutes would exceed --max-routes 2 (2 stored now)"
     );
     // Changing a stored route does not add one.
-    s.apply(3, &apply(vec![route("a", "green")], lim))
+    s.apply(super::tests::at(3), &apply(vec![route("a", "green")], lim))
         .0
         .expect("an update is not growth");
 }
@@ -105,14 +111,17 @@ fn an_apply_past_max_routes_is_refused_whole_with_the_counts() {
 fn endpoints_are_addresses_and_a_replaced_slice_counts_only_its_difference() {
     let mut s = ReplicatedState::default();
     let lim = limits(100, 4);
-    s.apply(1, &apply(vec![slice("s1", &[1, 2])], lim))
+    s.apply(super::tests::at(1), &apply(vec![slice("s1", &[1, 2])], lim))
         .0
         .expect("3 addresses");
     assert_eq!(s.endpoint_count(), 3);
     // Replacing s1 with 4 addresses: 3 - 3 + 4 = 4, at the limit.
-    s.apply(2, &apply(vec![slice("s1", &[1, 1, 1, 1])], lim))
-        .0
-        .expect("replacement within the limit");
+    s.apply(
+        super::tests::at(2),
+        &apply(vec![slice("s1", &[1, 1, 1, 1])], lim),
+    )
+    .0
+    .expect("replacement within the limit");
     assert_eq!(s.endpoint_count(), 4);
     let err = refused(&mut s, 3, &apply(vec![slice("s2", &[1])], lim));
     assert_eq!(
@@ -121,7 +130,7 @@ fn endpoints_are_addresses_and_a_replaced_slice_counts_only_its_difference() {
     );
     // Shrinking s1 while adding s2 stays within it.
     s.apply(
-        4,
+        super::tests::at(4),
         &apply(vec![slice("s1", &[1, 1]), slice("s2", &[2])], lim),
     )
     .0
@@ -135,7 +144,7 @@ fn over_a_limit_deletes_and_non_growing_applies_still_work() {
     // limit is lower than what is stored.
     let mut s = ReplicatedState::default();
     let routes = vec![route("a", "blue"), route("b", "blue"), route("c", "blue")];
-    s.apply(1, &apply(routes, None))
+    s.apply(super::tests::at(1), &apply(routes, None))
         .0
         .expect("no limits: accepted");
     let lim = limits(1, 100);
@@ -149,13 +158,15 @@ fn over_a_limit_deletes_and_non_growing_applies_still_work() {
             max: 1,
         }
     ));
-    s.apply(3, &apply(vec![route("a", "green")], lim))
+    s.apply(super::tests::at(3), &apply(vec![route("a", "green")], lim))
         .0
         .expect("an update keeps the count where it is");
     let delete = Command::Delete {
         keys: vec![Resource::key(&route("b", "blue"))],
     };
-    s.apply(4, &delete).0.expect("deletes are never limited");
+    s.apply(super::tests::at(4), &delete)
+        .0
+        .expect("deletes are never limited");
     assert_eq!(s.routes.len(), 2);
 }
 
@@ -172,20 +183,20 @@ fn every_replica_decides_the_same_from_the_entry_alone() {
     let mut leader = ReplicatedState::default();
     let mut follower = ReplicatedState::default();
     for (i, command) in history.iter().enumerate() {
-        leader.apply(i as u64 + 1, command);
-        follower.apply(i as u64 + 1, command);
+        leader.apply(super::tests::at(i as u64 + 1), command);
+        follower.apply(super::tests::at(i as u64 + 1), command);
     }
     let over = apply(vec![route("b", "blue"), slice("s2", &[1])], limits(1, 10));
     let wire = serde_json::to_vec(&over).expect("encode");
     let decoded: Command = serde_json::from_slice(&wire).expect("decode");
     assert_eq!(decoded, over);
-    let on_leader = leader.apply(3, &over);
-    let on_follower = follower.apply(3, &decoded);
+    let on_leader = leader.apply(super::tests::at(3), &over);
+    let on_follower = follower.apply(super::tests::at(3), &decoded);
     assert_eq!(on_leader, on_follower);
     assert!(on_leader.0.is_err());
     assert_eq!(leader, follower);
     // And again: the same entry, the same answer.
-    assert_eq!(leader.clone().apply(3, &over), on_leader);
+    assert_eq!(leader.clone().apply(super::tests::at(3), &over), on_leader);
 }
 
 #[test]
@@ -200,5 +211,7 @@ fn an_entry_written_before_limits_existed_decodes_without_them() {
     assert!(matches!(&decoded, Command::Apply { limits: None, .. }));
     let mut s = ReplicatedState::default();
     // With limits of 0 it would be refused; as written then, it is not.
-    s.apply(1, &decoded).0.expect("accepted as it was then");
+    s.apply(super::tests::at(1), &decoded)
+        .0
+        .expect("accepted as it was then");
 }

@@ -2,23 +2,55 @@
 //! applied the Raft log, and the one total function that changes it.
 //!
 //! Owns: stored resources, route records (active generation plus pending
-//! transition), the registered proxies, and the index of the last applied
-//! entry. Does not own: leases, readiness evidence, clocks or IO — those are
-//! the leader's soft state (see the cutover engine). `apply` is pure and
-//! deterministic: the same log yields the same state on every coordinator.
+//! transition), the registered proxies, every Service's endpoint
+//! generation, and the log position of the last applied entry. Does not
+//! own: leases, readiness evidence, clocks or IO — those are the leader's
+//! soft state (see the cutover engine). `apply` is pure and deterministic:
+//! the same log yields the same state on every coordinator.
+//!
+//! The leader's decisions (commit, abandon, expire) are *fenced* here: each
+//! carries the term of the leader that made it and what its evidence rested
+//! on, and `apply` carries it out only if the entry was appended in that
+//! same term and the evidence still describes the current endpoints
+//! (design invariant 9). The entry's log position is known at apply time,
+//! so the check is as deterministic as the rest.
 
 mod apply;
 pub mod command;
+#[cfg(feature = "fault-injection")]
+pub mod faults;
+mod fence;
 pub mod limits;
-mod pairs;
 mod view;
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use switchyard_proto::model::{ObjectName, Resource, ResourceKey, RouteRecord};
+use switchyard_proto::model::pairs;
+use switchyard_proto::model::{
+    EndpointGenerations, ObjectName, Resource, ResourceKey, RouteRecord,
+};
 
-pub use command::{Command, CommandError, CommandResponse, InvalidResource, Outcome};
+pub use command::{
+    Command, CommandError, CommandResponse, DecisionBasis, InvalidResource, Outcome,
+};
 pub use limits::{StoreLimit, StoreLimits};
+
+/// Where an entry sits in the Raft log: its index and the term of the
+/// leader that appended it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default, Serialize, Deserialize)]
+pub struct LogPosition {
+    /// Log index (1 for the first entry).
+    pub index: u64,
+    /// Term of the leader that appended the entry.
+    pub term: u64,
+}
+
+impl LogPosition {
+    /// The entry at `index`, appended in `term`.
+    pub fn new(index: u64, term: u64) -> Self {
+        LogPosition { index, term }
+    }
+}
 
 /// A registered proxy, as replicated.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -29,15 +61,23 @@ pub struct ProxyRecord {
     pub zone: String,
     /// Its admin address.
     pub admin_address: String,
-    /// Log index of its (latest) registration.
+    /// Log index of its (latest) registration. Evidence, heartbeats and
+    /// expiries name it, so nothing from an earlier run under the same id
+    /// counts for this one.
     pub registered_index: u64,
 }
 
 /// Everything the Raft log builds.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub struct ReplicatedState {
-    /// Index of the last log entry applied (0 before any).
+    /// Index of the last log entry applied (0 before any). Raft's own
+    /// entries (a new leader's blank entry, membership changes) count too.
     pub last_index: u64,
+    /// Term of that entry. A new leader judges nothing until this equals
+    /// its own term: only then has it applied everything committed before
+    /// its term (its blank entry comes after all of it).
+    #[serde(default)]
+    pub last_term: u64,
     /// Stored resources other than HTTPRoutes, by key.
     #[serde(with = "pairs")]
     pub resources: BTreeMap<ResourceKey, Resource>,
@@ -46,8 +86,13 @@ pub struct ReplicatedState {
     pub routes: BTreeMap<ObjectName, RouteRecord>,
     /// Registered proxies, by id.
     pub proxies: BTreeMap<String, ProxyRecord>,
+    /// Per-Service endpoint generations; they only grow.
+    #[serde(default)]
+    pub endpoint_generations: EndpointGenerations,
 }
 
+#[cfg(test)]
+mod fence_tests;
 #[cfg(test)]
 mod limits_tests;
 #[cfg(test)]

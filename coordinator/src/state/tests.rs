@@ -18,7 +18,7 @@ pub(super) fn route(name: &str, backend: &str) -> Resource {
     })
 }
 
-fn service(name: &str) -> Resource {
+pub(super) fn service(name: &str) -> Resource {
     Resource::Service(Service {
         meta: ObjectMeta::named("default", name),
         ports: vec![ServicePort {
@@ -29,42 +29,65 @@ fn service(name: &str) -> Resource {
     })
 }
 
-fn apply(resources: Vec<Resource>) -> Command {
+pub(super) fn apply(resources: Vec<Resource>) -> Command {
     Command::Apply {
         resources,
-        now_ms: 1_000,
         defaults: CutoverSettings::default(),
         limits: None,
     }
 }
 
-fn ok(r: CommandResponse) -> Outcome {
+/// Entry `index`, appended in term 1 (the term the tests' decisions name).
+pub(super) fn at(index: u64) -> LogPosition {
+    LogPosition::new(index, 1)
+}
+
+/// A commit forced by the term-1 leader (no evidence to check: the
+/// routes of these tests have no Service).
+pub(super) fn force(route: &str, generation: u64) -> Command {
+    Command::CommitTransition {
+        route: name(route),
+        generation,
+        forced: true,
+        basis: Some(DecisionBasis {
+            term: 1,
+            endpoints: vec![],
+        }),
+    }
+}
+
+/// A commit of `generation` as the term-1 leader decides it, on evidence
+/// about `endpoints`.
+pub(super) fn commit(route: &str, generation: u64, endpoints: Vec<(BackendKey, u64)>) -> Command {
+    Command::CommitTransition {
+        route: name(route),
+        generation,
+        forced: false,
+        basis: Some(DecisionBasis { term: 1, endpoints }),
+    }
+}
+
+pub(super) fn ok(r: CommandResponse) -> Outcome {
     r.0.expect("command accepted")
 }
 
-fn name(n: &str) -> ObjectName {
+pub(super) fn name(n: &str) -> ObjectName {
     ObjectName::new("default", n)
 }
 
 #[test]
 fn a_new_route_is_pending_until_committed() {
     let mut s = ReplicatedState::default();
-    let out = ok(s.apply(1, &apply(vec![route("r", "blue")])));
+    let out = ok(s.apply(at(1), &apply(vec![route("r", "blue")])));
     assert_eq!(out.routes, vec![(name("r"), 1)]);
     let rec = &s.routes[&name("r")];
     assert!(rec.active.is_none());
     let pending = rec.pending.as_ref().unwrap();
     assert_eq!(pending.target.generation, 1);
-    assert_eq!(pending.deadline_ms, 1_000 + 60_000);
+    assert_eq!(pending.settings.timeout_ms, 60_000);
 
-    ok(s.apply(
-        2,
-        &Command::CommitTransition {
-            route: name("r"),
-            generation: 1,
-            forced: false,
-        },
-    ));
+    // The route's backend has no Service: the evidence covered nothing.
+    ok(s.apply(at(2), &force("r", 1)));
     let rec = &s.routes[&name("r")];
     assert_eq!(rec.active.as_ref().unwrap().generation, 1);
     assert!(rec.pending.is_none());
@@ -73,8 +96,8 @@ fn a_new_route_is_pending_until_committed() {
 #[test]
 fn a_newer_apply_supersedes_the_pending_one() {
     let mut s = ReplicatedState::default();
-    ok(s.apply(1, &apply(vec![route("r", "blue")])));
-    let out = ok(s.apply(2, &apply(vec![route("r", "green")])));
+    ok(s.apply(at(1), &apply(vec![route("r", "blue")])));
+    let out = ok(s.apply(at(2), &apply(vec![route("r", "green")])));
     assert!(
         out.changes[0].contains("supersedes pending generation 1"),
         "{out:?}"
@@ -90,17 +113,7 @@ fn a_newer_apply_supersedes_the_pending_one() {
     );
     // Committing the superseded generation is refused and changes nothing.
     let before = s.clone();
-    let err = s
-        .apply(
-            3,
-            &Command::CommitTransition {
-                route: name("r"),
-                generation: 1,
-                forced: false,
-            },
-        )
-        .0
-        .unwrap_err();
+    let err = s.apply(at(3), &force("r", 1)).0.unwrap_err();
     assert!(matches!(
         err,
         CommandError::NotPending { generation: 1, .. }
@@ -111,49 +124,40 @@ fn a_newer_apply_supersedes_the_pending_one() {
 #[test]
 fn reapplying_the_same_spec_is_idempotent_and_reverting_withdraws() {
     let mut s = ReplicatedState::default();
-    ok(s.apply(1, &apply(vec![route("r", "blue")])));
-    ok(s.apply(
-        2,
-        &Command::CommitTransition {
-            route: name("r"),
-            generation: 1,
-            forced: false,
-        },
-    ));
-    let out = ok(s.apply(3, &apply(vec![route("r", "blue")])));
+    ok(s.apply(at(1), &apply(vec![route("r", "blue")])));
+    ok(s.apply(at(2), &force("r", 1)));
+    let out = ok(s.apply(at(3), &apply(vec![route("r", "blue")])));
     assert!(out.changes[0].contains("unchanged"), "{out:?}");
     assert!(s.routes[&name("r")].pending.is_none());
 
-    ok(s.apply(4, &apply(vec![route("r", "green")])));
-    let out = ok(s.apply(5, &apply(vec![route("r", "blue")])));
+    ok(s.apply(at(4), &apply(vec![route("r", "green")])));
+    let out = ok(s.apply(at(5), &apply(vec![route("r", "blue")])));
     assert!(out.changes[0].contains("withdrawn"), "{out:?}");
     let rec = &s.routes[&name("r")];
     assert!(rec.pending.is_none());
     assert_eq!(rec.active.as_ref().unwrap().generation, 1);
-    // The next change gets a generation above every one handed out.
-    let out = ok(s.apply(6, &apply(vec![route("r", "green")])));
-    assert_eq!(out.routes, vec![(name("r"), 2)]);
+    // The same spec again is a new generation: the withdrawn one (4) is
+    // never handed out twice.
+    let out = ok(s.apply(at(6), &apply(vec![route("r", "green")])));
+    assert_eq!(out.routes, vec![(name("r"), 6)]);
 }
 
 #[test]
 fn abandoning_keeps_the_active_generation_and_says_why() {
     let mut s = ReplicatedState::default();
-    ok(s.apply(1, &apply(vec![route("r", "blue")])));
+    ok(s.apply(at(1), &apply(vec![route("r", "blue")])));
+    ok(s.apply(at(2), &force("r", 1)));
+    ok(s.apply(at(3), &apply(vec![route("r", "green")])));
     ok(s.apply(
-        2,
-        &Command::CommitTransition {
-            route: name("r"),
-            generation: 1,
-            forced: false,
-        },
-    ));
-    ok(s.apply(3, &apply(vec![route("r", "green")])));
-    ok(s.apply(
-        4,
+        at(4),
         &Command::AbandonTransition {
             route: name("r"),
-            generation: 2,
+            generation: 3,
             reason: "timed out after 60s: 1 of 3 proxies ready".into(),
+            basis: Some(DecisionBasis {
+                term: 1,
+                endpoints: vec![],
+            }),
         },
     ));
     let rec = &s.routes[&name("r")];
@@ -170,7 +174,7 @@ fn abandoning_keeps_the_active_generation_and_says_why() {
 #[test]
 fn rejected_applies_change_nothing_but_the_index() {
     let mut s = ReplicatedState::default();
-    ok(s.apply(1, &apply(vec![service("blue"), route("r", "blue")])));
+    ok(s.apply(at(1), &apply(vec![service("blue"), route("r", "blue")])));
     let before = s.clone();
 
     let mut bad = route("bad", "x");
@@ -179,7 +183,7 @@ fn rejected_applies_change_nothing_but_the_index() {
     }
     // The valid service in the same apply must not be stored either.
     let err = s
-        .apply(2, &apply(vec![service("green"), bad]))
+        .apply(at(2), &apply(vec![service("green"), bad]))
         .0
         .unwrap_err();
     match err {
@@ -190,34 +194,35 @@ fn rejected_applies_change_nothing_but_the_index() {
         other => panic!("unexpected {other:?}"),
     }
     let err = s
-        .apply(3, &apply(vec![service("green"), service("green")]))
+        .apply(at(3), &apply(vec![service("green"), service("green")]))
         .0
         .unwrap_err();
     assert!(matches!(err, CommandError::Duplicate { .. }));
     assert!(matches!(
-        s.apply(4, &apply(vec![])).0,
+        s.apply(at(4), &apply(vec![])).0,
         Err(CommandError::Empty)
     ));
     assert_eq!(s.last_index, 4);
     let mut after = s.clone();
     after.last_index = before.last_index;
+    after.last_term = before.last_term;
     assert_eq!(after, before);
 }
 
 #[test]
 fn resources_are_stamped_with_their_revision_and_deleted_by_key() {
     let mut s = ReplicatedState::default();
-    ok(s.apply(7, &apply(vec![service("blue")])));
+    ok(s.apply(at(7), &apply(vec![service("blue")])));
     let key = service("blue").key();
     assert_eq!(s.resources[&key].meta().revision, 7);
     // Unchanged content keeps its revision (endpoint generations stay put).
-    let out = ok(s.apply(8, &apply(vec![service("blue")])));
+    let out = ok(s.apply(at(8), &apply(vec![service("blue")])));
     assert!(out.changes[0].ends_with("unchanged"));
     assert_eq!(s.resources[&key].meta().revision, 7);
 
-    ok(s.apply(9, &apply(vec![route("r", "blue")])));
+    ok(s.apply(at(9), &apply(vec![route("r", "blue")])));
     let out = ok(s.apply(
-        10,
+        at(10),
         &Command::Delete {
             keys: vec![key.clone(), route("r", "blue").key(), service("nope").key()],
         },
@@ -237,7 +242,7 @@ fn resources_are_stamped_with_their_revision_and_deleted_by_key() {
 fn proxies_register_and_leave() {
     let mut s = ReplicatedState::default();
     ok(s.apply(
-        1,
+        at(1),
         &Command::RegisterProxy {
             id: "p1".into(),
             zone: "a".into(),
@@ -247,7 +252,7 @@ fn proxies_register_and_leave() {
     assert_eq!(s.proxies["p1"].zone, "a");
     let err = s
         .apply(
-            2,
+            at(2),
             &Command::RegisterProxy {
                 id: "has space".into(),
                 zone: "a".into(),
@@ -258,10 +263,11 @@ fn proxies_register_and_leave() {
         .unwrap_err();
     assert!(matches!(err, CommandError::InvalidProxy(_)));
     ok(s.apply(
-        3,
+        at(3),
         &Command::RemoveProxy {
             id: "p1".into(),
-            reason: "lease expired".into(),
+            reason: "deregistered on shutdown".into(),
+            registration: Some(1),
         },
     ));
     assert!(s.proxies.is_empty());
@@ -270,7 +276,7 @@ fn proxies_register_and_leave() {
 #[test]
 fn the_snapshot_carries_every_kind() {
     let mut s = ReplicatedState::default();
-    ok(s.apply(1, &apply(vec![service("blue"), route("r", "blue")])));
+    ok(s.apply(at(1), &apply(vec![service("blue"), route("r", "blue")])));
     let snap = s.config_snapshot();
     assert_eq!(snap.version, 1);
     assert_eq!(snap.services.len(), 1);
@@ -286,9 +292,9 @@ fn the_state_round_trips_through_json() {
     // Snapshots and the sled state machine store the state as JSON; struct
     // map keys must survive that.
     let mut s = ReplicatedState::default();
-    ok(s.apply(1, &apply(vec![service("blue"), route("r", "blue")])));
+    ok(s.apply(at(1), &apply(vec![service("blue"), route("r", "blue")])));
     ok(s.apply(
-        2,
+        at(2),
         &Command::RegisterProxy {
             id: "p".into(),
             zone: "z".into(),

@@ -1,17 +1,94 @@
-//! Read-only views of the replicated state: the configuration snapshot
-//! proxies receive and the per-route status rows. Evidence and applied
-//! counts are the leader's soft state and are filled in by the cutover
-//! engine, not here.
+//! Read-only views of the replicated state: what a route spec needs
+//! evidence for, the configuration snapshot proxies receive and the
+//! per-route status rows. Evidence and applied counts are the leader's soft
+//! state and are filled in by the cutover engine, not here.
 
 use super::ReplicatedState;
-use switchyard_proto::model::{ConfigSnapshot, ProxyStatus, Resource, RouteStatus};
+use std::collections::BTreeMap;
+use switchyard_proto::model::{
+    BackendKey, ConfigSnapshot, HttpRoute, Kind, ProxyStatus, Resource, ResourceKey, RouteStatus,
+};
 
 impl ReplicatedState {
+    /// The backend's current endpoint generation, or `None` when its
+    /// Service or that Service's port does not exist.
+    pub fn endpoint_generation(&self, backend: &BackendKey) -> Option<u64> {
+        let key = ResourceKey {
+            kind: Kind::Service,
+            name: backend.service.clone(),
+        };
+        match self.resources.get(&key) {
+            Some(Resource::Service(service))
+                if service.ports.iter().any(|p| p.port == backend.port) =>
+            {
+                // Test-only fault: the old rule, newest revision of what
+                // remains.
+                #[cfg(feature = "fault-injection")]
+                if super::faults::get().endpoint_generation_from_revisions {
+                    return Some(self.revision_generation(service));
+                }
+                Some(self.endpoint_generations.of(&backend.service))
+            }
+            _ => None,
+        }
+    }
+
+    /// The old endpoint generation: the newest revision among the Service
+    /// and its remaining slices (test-only fault).
+    #[cfg(feature = "fault-injection")]
+    fn revision_generation(&self, service: &switchyard_proto::model::Service) -> u64 {
+        self.resources
+            .values()
+            .filter_map(|r| match r {
+                Resource::EndpointSlice(s)
+                    if s.meta.namespace == service.meta.namespace
+                        && s.service_name() == Some(service.meta.name.as_str()) =>
+                {
+                    Some(s.meta.revision)
+                }
+                _ => None,
+            })
+            .fold(service.meta.revision, u64::max)
+    }
+
+    /// Why `backend` cannot be warmed, if it cannot: `Service ns/x not
+    /// found` or `Service ns/x has no port 80`.
+    pub fn backend_problem(&self, backend: &BackendKey) -> Option<String> {
+        if self.endpoint_generation(backend).is_some() {
+            return None;
+        }
+        let key = ResourceKey {
+            kind: Kind::Service,
+            name: backend.service.clone(),
+        };
+        Some(if self.resources.contains_key(&key) {
+            format!("Service {} has no port {}", backend.service, backend.port)
+        } else {
+            format!("Service {} not found", backend.service)
+        })
+    }
+
+    /// Every backend a route spec sends traffic to, with the endpoint
+    /// generation evidence must cover — `None` for a backend whose Service
+    /// or port does not exist. Such a backend is still required: a route
+    /// that arrives before its Service (normal with a live cluster watch)
+    /// must not commit to a backend that answers 500.
+    pub fn required_backends(&self, spec: &HttpRoute) -> BTreeMap<BackendKey, Option<u64>> {
+        spec.traffic_backends()
+            .into_iter()
+            .map(|key| {
+                let generation = self.endpoint_generation(&key);
+                (key, generation)
+            })
+            .collect()
+    }
+
     /// Everything a proxy needs, as of `last_index`.
     pub fn config_snapshot(&self) -> ConfigSnapshot {
         let mut snapshot = ConfigSnapshot {
             version: self.last_index,
             routes: self.routes.values().cloned().collect(),
+            endpoint_generations: self.endpoint_generations.clone(),
             ..Default::default()
         };
         for resource in self.resources.values() {

@@ -12,6 +12,7 @@
 pub mod backend;
 pub mod gateway;
 pub mod meta;
+pub mod pairs;
 pub mod policy;
 pub mod resource;
 pub mod route;

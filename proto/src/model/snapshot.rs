@@ -4,30 +4,37 @@
 use super::backend::{BackendKey, EndpointSlice, ReferenceGrant, Service};
 use super::gateway::{Gateway, GatewayClass, Namespace};
 use super::meta::ObjectName;
+use super::pairs;
 use super::policy::CutoverSettings;
 use super::route::HttpRoute;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 /// One generation of a route's spec.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RouteGeneration {
-    /// Per-route generation, starting at 1, strictly increasing.
+    /// The Raft log index of the apply that created this spec. Log indexes
+    /// only grow, so a generation names exactly one spec of its route
+    /// forever: across withdraws, abandons, delete and re-create, restarts
+    /// and snapshots (design invariant 8).
     pub generation: u64,
     /// The spec of that generation.
     pub spec: HttpRoute,
 }
 
 /// A route change waiting for readiness evidence.
+///
+/// It holds no timestamp: its timeout is a duration
+/// (`settings.timeout_ms`) that the leader times on its own monotonic clock
+/// from when it first sees the transition, so no decision ever compares
+/// two machines' clocks (design invariant 10). Entries written before
+/// that carried `created_ms`/`deadline_ms`; serde ignores them.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Transition {
     /// The generation and spec to cut over to.
     pub target: RouteGeneration,
     /// Policy, timeout and on-timeout action in force for it.
     pub settings: CutoverSettings,
-    /// When it was created (leader clock, ms since the Unix epoch).
-    pub created_ms: u64,
-    /// When it times out (ms since the Unix epoch).
-    pub deadline_ms: u64,
 }
 
 /// What the replicated state holds for one route.
@@ -79,28 +86,51 @@ pub struct ConfigSnapshot {
     /// Routes with their active and pending generations.
     #[serde(default)]
     pub routes: Vec<RouteRecord>,
+    /// Endpoint generation of every Service known to the store (see
+    /// [`EndpointGenerations`]).
+    #[serde(default)]
+    pub endpoint_generations: EndpointGenerations,
+}
+
+/// Per-Service endpoint generations: the log index of the last change to a
+/// Service or to any of its EndpointSlices (created, changed or deleted).
+///
+/// A generation only grows, also when a slice is deleted or a Service is
+/// deleted and re-created, so readiness evidence about an older endpoint
+/// set never passes for the current one. The replicated state maintains
+/// it; the snapshot carries the same map to proxies, so both sides speak of
+/// the same numbers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(transparent)]
+pub struct EndpointGenerations(#[serde(with = "pairs")] pub BTreeMap<ObjectName, u64>);
+
+impl EndpointGenerations {
+    /// The Service's generation (0 when it never changed through the log:
+    /// a fixed configuration read from a file).
+    pub fn of(&self, service: &ObjectName) -> u64 {
+        self.0.get(service).copied().unwrap_or(0)
+    }
+
+    /// Records a change to `service` at log `index`; never lowers it.
+    pub fn bump(&mut self, service: ObjectName, index: u64) {
+        let generation = self.0.entry(service).or_default();
+        *generation = (*generation).max(index);
+    }
 }
 
 impl ConfigSnapshot {
-    /// The endpoint generation of a backend: the newest `meta.revision`
-    /// among its Service and that Service's EndpointSlices. `None` when the
-    /// Service or the port does not exist (such a backend can never be
+    /// The endpoint generation of a backend, from
+    /// [`ConfigSnapshot::endpoint_generations`]. `None` when the Service or
+    /// the port does not exist (such a backend is never warm and never
     /// ready; the router answers 500 for it).
     pub fn endpoint_generation(&self, backend: &BackendKey) -> Option<u64> {
         let service = self.services.iter().find(|s| {
             s.meta.namespace == backend.service.namespace && s.meta.name == backend.service.name
         })?;
-        if !service.ports.iter().any(|p| p.port == backend.port) {
-            return None;
-        }
-        let slices = self.endpoint_slices.iter().filter(|e| {
-            e.meta.namespace == backend.service.namespace
-                && e.service_name() == Some(backend.service.name.as_str())
-        });
-        Some(
-            slices
-                .map(|e| e.meta.revision)
-                .fold(service.meta.revision, u64::max),
-        )
+        service
+            .ports
+            .iter()
+            .any(|p| p.port == backend.port)
+            .then(|| self.endpoint_generations.of(&backend.service))
     }
 }

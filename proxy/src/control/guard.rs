@@ -5,7 +5,10 @@
 //! warm yet waits — the previous generation keeps serving — up to a local
 //! limit, after which it is applied anyway (counted and logged by the
 //! caller). Invariant 4: the generation a route is served at never goes
-//! back.
+//! back — not even across a delete: the guard remembers the last generation
+//! of a route that left the configuration, so a stale snapshot (or a
+//! lagging coordinator) cannot bring an older spec back. A re-created route
+//! always has a newer generation (generations are log indexes).
 //!
 //! Pure: the caller passes the snapshot, what is warm, and the time.
 
@@ -64,6 +67,9 @@ pub struct GuardFaults {
 #[derive(Debug, Clone, Default)]
 pub struct ApplyGuard {
     served: BTreeMap<ObjectName, Served>,
+    /// Routes that left the configuration: the last generation served.
+    /// Only a newer generation may serve them again.
+    gone: BTreeMap<ObjectName, u64>,
     wait_limit_ms: u64,
     #[cfg(feature = "fault-injection")]
     faults: GuardFaults,
@@ -75,6 +81,7 @@ impl ApplyGuard {
     pub fn new(wait_limit_ms: u64) -> Self {
         ApplyGuard {
             served: BTreeMap::new(),
+            gone: BTreeMap::new(),
             wait_limit_ms,
             #[cfg(feature = "fault-injection")]
             faults: GuardFaults::default(),
@@ -97,7 +104,15 @@ impl ApplyGuard {
     ) -> GuardReport {
         let mut report = GuardReport::default();
         let names: BTreeSet<&ObjectName> = snapshot.routes.iter().map(|r| &r.name).collect();
-        self.served.retain(|name, _| names.contains(name));
+        let gone = &mut self.gone;
+        self.served.retain(|name, served| {
+            let keep = names.contains(name);
+            if !keep && let Some(current) = &served.current {
+                let floor = gone.entry(name.clone()).or_default();
+                *floor = (*floor).max(current.generation);
+            }
+            keep
+        });
         for record in &snapshot.routes {
             let Some(active) = &record.active else {
                 continue;
@@ -107,7 +122,10 @@ impl ApplyGuard {
                 waiting_since_ms: None,
             });
             let held = served.current.as_ref().map_or(0, |g| g.generation);
-            let stale = active.generation <= held;
+            // A route back after leaving: the same generation is the same
+            // spec (it left only in an older snapshot), an older one never.
+            let floor = self.gone.get(&record.name).copied().unwrap_or(0);
+            let stale = active.generation <= held || active.generation < floor;
             // Test-only fault: accept older generations.
             #[cfg(feature = "fault-injection")]
             let stale = if self.faults.allows_regression {
@@ -142,6 +160,7 @@ impl ApplyGuard {
                     .push((record.name.clone(), active.generation));
                 served.current = Some(active.clone());
                 served.waiting_since_ms = None;
+                self.gone.remove(&record.name);
             } else {
                 served.waiting_since_ms = Some((active.generation, since));
                 report
@@ -213,8 +232,6 @@ mod tests {
                 pending: pending.map(|p| Transition {
                     target: generation(p),
                     settings: CutoverSettings::default(),
-                    created_ms: 0,
-                    deadline_ms: 0,
                 }),
                 last_failure: None,
             }],
@@ -293,5 +310,22 @@ mod tests {
         g.decide(&snapshot(Some((1, "blue")), None), &warm_only(&["blue"]), 0);
         g.decide(&ConfigSnapshot::default(), &warm_only(&[]), 1);
         assert!(g.routes().is_empty());
+    }
+
+    #[test]
+    fn a_deleted_route_never_comes_back_older() {
+        let mut g = ApplyGuard::new(0);
+        g.decide(&snapshot(Some((5, "blue")), None), &warm_only(&["blue"]), 0);
+        g.decide(&ConfigSnapshot::default(), &warm_only(&[]), 1);
+        // A stale snapshot from before the delete changes nothing...
+        let report = g.decide(&snapshot(Some((3, "red")), None), &warm_only(&["red"]), 2);
+        assert!(report.applied.is_empty() && g.routes().is_empty());
+        // ...while the route created again (a newer generation) is served.
+        g.decide(
+            &snapshot(Some((9, "green")), None),
+            &warm_only(&["green"]),
+            3,
+        );
+        assert_eq!(g.generations()[&ObjectName::new("ns", "r")], 9);
     }
 }

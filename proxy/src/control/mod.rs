@@ -21,9 +21,10 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use std::collections::BTreeSet;
 use std::future::Future;
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 use switchyard_proto::model::{BackendKey, ConfigSnapshot, ObjectName};
 use switchyard_proto::pb;
 use tokio::sync::{Notify, watch};
@@ -88,10 +89,12 @@ impl ControlMetrics {
     }
 }
 
+/// This process's monotonic clock in milliseconds: the apply guard's wait
+/// limit is a duration on this machine, so a wall-clock step (NTP, an
+/// operator, a skewed VM) never lengthens or cuts it.
 fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
+    static START: OnceLock<Instant> = OnceLock::new();
+    START.get_or_init(Instant::now).elapsed().as_millis() as u64
 }
 
 /// State shared by the client's tasks.
@@ -108,6 +111,9 @@ struct Shared {
     report_now: Notify,
     /// Newest configuration version this proxy's watch stream has shown.
     held_version: AtomicU64,
+    /// This run's current registration (`RegisterReply.registration`), 0
+    /// before the first. Heartbeats, reports and the goodbye name it.
+    registration: AtomicU64,
     /// Set when heartbeats show the watch stream lagging behind the
     /// leader: the watcher reconnects, to the leader.
     watch_lagging: Notify,
@@ -135,6 +141,7 @@ pub async fn run(
         reported: Mutex::new(BTreeSet::new()),
         report_now: Notify::new(),
         held_version: AtomicU64::new(0),
+        registration: AtomicU64::new(0),
         watch_lagging: Notify::new(),
     });
     let (snapshots_tx, snapshots_rx) = watch::channel(None);
@@ -210,6 +217,14 @@ async fn stream_from(
                 held = *held,
                 "ignoring a configuration no newer than ours"
             );
+            continue;
+        }
+        if update.snapshot_json.is_empty() {
+            // Only the version moved (a registration, say): what we hold
+            // is current. Noting it keeps the lag check honest.
+            *held = update.version;
+            shared.held_version.store(*held, Ordering::Relaxed);
+            shared.metrics.config_version.set(update.version as i64);
             continue;
         }
         let snapshot: ConfigSnapshot = serde_json::from_slice(&update.snapshot_json)
@@ -293,6 +308,11 @@ async fn apply_loop(
             *shared.applied.lock().unwrap_or_else(|e| e.into_inner()) = applied_pb(&guard);
             shared.report_now.notify_one();
         }
+        if report.waiting.is_empty() {
+            // Every route of this configuration is served at its committed
+            // generation: `/ready` may say so.
+            dataplane.mark_synced();
+        }
     }
 }
 
@@ -356,8 +376,12 @@ async fn register(shared: &Shared) -> Option<pb::RegisterReply> {
     let mut client = shared.coordinators.client(&address, false).ok()?;
     match client.register(request).await {
         Ok(reply) => {
-            tracing::info!(coordinator = %address, "registered with the coordinators");
-            Some(reply.into_inner())
+            let reply = reply.into_inner();
+            shared
+                .registration
+                .store(reply.registration, Ordering::Relaxed);
+            tracing::info!(coordinator = %address, registration = reply.registration, "registered with the coordinators");
+            Some(reply)
         }
         Err(status) => {
             shared.metrics.coordinator_errors.inc();
@@ -379,7 +403,8 @@ async fn heartbeat(shared: &Shared, lag_rounds: &mut u32) -> bool {
     let request = pb::HeartbeatRequest {
         proxy_id: shared.config.proxy_id.clone(),
         applied,
-        config_version: 0,
+        config_version: shared.held_version.load(Ordering::Relaxed),
+        registration: shared.registration.load(Ordering::Relaxed),
     };
     let Some(address) = shared.coordinators.leader_or_first() else {
         return true;
@@ -446,6 +471,7 @@ async fn report(shared: &Shared) -> bool {
     let request = pb::ReadinessReport {
         proxy_id: shared.config.proxy_id.clone(),
         backends,
+        registration: shared.registration.load(Ordering::Relaxed),
     };
     let Some(address) = shared.coordinators.leader_or_first() else {
         return true;
@@ -473,6 +499,7 @@ async fn deregister(shared: &Shared) {
     };
     let request = pb::DeregisterRequest {
         proxy_id: shared.config.proxy_id.clone(),
+        registration: shared.registration.load(Ordering::Relaxed),
     };
     match client.deregister(request).await {
         Ok(_) => tracing::info!("deregistered from the coordinators"),

@@ -18,8 +18,9 @@ pub const DEFAULT_HEALTH_PATH: &str = "/";
 /// What the snapshot says about one backend.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EndpointSet {
-    /// Highest `meta.revision` of the Service and its EndpointSlices: the
-    /// generation readiness reports refer to.
+    /// The Service's endpoint generation in the snapshot
+    /// (`ConfigSnapshot::endpoint_generations`): the generation readiness
+    /// reports refer to, the same number the coordinators judge by.
     pub generation: u64,
     /// Endpoints eligible for traffic by their conditions, sorted, without
     /// duplicates.
@@ -49,12 +50,7 @@ pub fn resolve(snapshot: &ConfigSnapshot, backend: &BackendKey) -> EndpointSet {
                 && s.service_name() == Some(service.meta.name.as_str())
         })
         .collect();
-    let generation = slices
-        .iter()
-        .map(|s| s.meta.revision)
-        .chain(std::iter::once(service.meta.revision))
-        .max()
-        .unwrap_or(0);
+    let generation = snapshot.endpoint_generations.of(&backend.service);
     let Some(port) = service.ports.iter().find(|p| p.port == backend.port) else {
         return EndpointSet {
             generation,
@@ -192,6 +188,9 @@ mod tests {
             .meta
             .labels
             .insert(SERVICE_NAME_LABEL.into(), "not-svc".into());
+        snapshot
+            .endpoint_generations
+            .bump(switchyard_proto::model::ObjectName::new("ns", "svc"), 7);
         let set = resolve(&snapshot, &BackendKey::new("ns", "svc", 80));
         assert_eq!(set.generation, 7);
         assert_eq!(

@@ -7,14 +7,20 @@
 //! Convergence after the faults stop is checked by the heal phase, not
 //! here.
 
+pub mod decision_in_its_term;
+pub mod generation_names_one_spec;
 pub mod monotonic_generations;
 pub mod no_commit_without_evidence;
 pub mod no_unready_serving;
+pub mod one_clock_per_decision;
 pub mod per_route_isolation;
 
+pub use decision_in_its_term::DecisionInItsTerm;
+pub use generation_names_one_spec::GenerationNamesOneSpec;
 pub use monotonic_generations::MonotonicGenerations;
 pub use no_commit_without_evidence::NoCommitWithoutEvidence;
 pub use no_unready_serving::NoUnreadyServing;
+pub use one_clock_per_decision::OneClockPerDecision;
 pub use per_route_isolation::PerRouteIsolation;
 
 /// One broken invariant.
@@ -40,6 +46,12 @@ pub struct Checkers {
     pub monotonic: MonotonicGenerations,
     /// Invariant 6.
     pub isolation: PerRouteIsolation,
+    /// Invariant 8.
+    pub one_spec: GenerationNamesOneSpec,
+    /// Invariant 9.
+    pub decision_term: DecisionInItsTerm,
+    /// Invariant 10.
+    pub one_clock: OneClockPerDecision,
 }
 
 impl Checkers {

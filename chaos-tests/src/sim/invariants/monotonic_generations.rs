@@ -1,26 +1,31 @@
 //! Invariant 4 — monotonic generations.
 //!
 //! Proxy side: within one proxy incarnation, the generation a route is
-//! served at never goes back, and a served route never stops being served
-//! (the simulation never deletes routes). A restart starts from nothing —
-//! that is the design's own model of a restarted proxy.
+//! served at never goes back — not even across a delete and re-create of
+//! the route (a proxy that missed the delete must see the new route as
+//! newer) — and a served route stops being served only when the snapshot
+//! it just took no longer holds it. A restart starts from nothing — that
+//! is the design's own model of a restarted proxy.
 //!
 //! Coordinator side: every coordinator that applies log index `i` reaches
 //! exactly the state the first one reached at `i` (so all apply the same
 //! sequence of commits), and along the log no route's active generation
-//! ever decreases.
+//! ever decreases while the route exists.
 
 use super::{Check, Violation};
 use std::collections::BTreeMap;
 use switchyard_coordinator::state::ReplicatedState;
-use switchyard_proto::model::ObjectName;
+use switchyard_proto::model::{ConfigSnapshot, ObjectName};
 
 const NAME: &str = "invariant 4: monotonic generations";
 
 /// What was served and what each log index produced.
 #[derive(Debug, Default)]
 pub struct MonotonicGenerations {
+    /// Per proxy: the highest generation each route was ever served at.
     served: BTreeMap<usize, BTreeMap<ObjectName, u64>>,
+    /// Per proxy: what its previous guard run left it serving.
+    last: BTreeMap<usize, BTreeMap<ObjectName, u64>>,
     /// State after index `i + 1`, as first computed.
     history: Vec<ReplicatedState>,
     /// Applies compared against the history.
@@ -31,28 +36,41 @@ impl MonotonicGenerations {
     /// Proxy `n` restarted.
     pub fn proxy_restarted(&mut self, n: usize) {
         self.served.remove(&n);
+        self.last.remove(&n);
     }
 
-    /// Proxy `n` now serves `generations`.
+    /// Proxy `n` now serves `generations`, after taking `snapshot`.
     pub fn on_guard(
         &mut self,
         n: usize,
         id: &str,
+        snapshot: &ConfigSnapshot,
         generations: BTreeMap<ObjectName, u64>,
     ) -> Check {
-        let held = self.served.entry(n).or_default();
-        for (route, before) in held.iter() {
-            let now = generations.get(route).copied();
-            if now.is_none_or(|g| g < *before) {
-                return Err(Violation {
-                    invariant: NAME,
-                    detail: format!(
-                        "proxy {id}: {route} went back from generation {before} to {now:?}"
-                    ),
-                });
+        let fail = |detail: String| Violation {
+            invariant: NAME,
+            detail: format!("proxy {id}: {detail}"),
+        };
+        let before = self.last.remove(&n).unwrap_or_default();
+        for route in before.keys() {
+            let in_snapshot = snapshot.routes.iter().any(|r| &r.name == route);
+            if in_snapshot && !generations.contains_key(route) {
+                return Err(fail(format!(
+                    "{route} stopped being served though the snapshot still holds it"
+                )));
             }
         }
-        *held = generations;
+        let highest = self.served.entry(n).or_default();
+        for (route, g) in &generations {
+            let top = highest.entry(route.clone()).or_insert(*g);
+            if g < top {
+                return Err(fail(format!(
+                    "{route} went back from generation {top} to {g}"
+                )));
+            }
+            *top = *g;
+        }
+        self.last.insert(n, generations);
         Ok(())
     }
 
@@ -86,7 +104,8 @@ impl MonotonicGenerations {
         if let Some(previous) = self.history.last() {
             for (route, was) in summary(previous) {
                 let is = summary_of(state, &route);
-                if is.0 < was.0 {
+                // A deleted route has no generation to go back from.
+                if state.routes.contains_key(&route) && is.0 < was.0 {
                     return Err(fail(format!(
                         "{route} active generation went back from {} to {}",
                         was.0, is.0

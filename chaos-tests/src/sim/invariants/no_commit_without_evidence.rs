@@ -2,13 +2,17 @@
 //!
 //! Every commit the leader decides that is not `forced` must have its
 //! readiness policy met at that moment by proxies that (a) are live
-//! registered members by the reference lease model and (b) really had
-//! every backend the new spec sends traffic to warm, at the backend's
-//! current endpoint generation or newer, recently enough to be current
-//! evidence (within one lease TTL plus the longest message delay). Both
-//! come from the simulation's own records, never from the engine's
-//! bookkeeping. A forced commit must come after the deadline of a
-//! transition whose on-timeout action is `force`.
+//! registered members by the reference lease model and (b) really had —
+//! in the very run of the proxy that registration belongs to — every
+//! backend the new spec sends traffic to warm, at the backend's
+//! *reference* endpoint generation or newer (the world's own record of the
+//! last change to its Service or slice, so a generation that went down
+//! after a slice deletion cannot pass), recently enough to be current
+//! evidence (within one lease TTL plus the longest message delay). A
+//! backend whose Service is not in the store can be ready nowhere. All of
+//! it comes from the simulation's own records, never from the engine's
+//! bookkeeping. A forced commit must be of a transition whose on-timeout
+//! action is `force` (when it may time out is invariant 10's business).
 
 use super::{Check, Violation};
 use crate::sim::lease_model::LeaseModel;
@@ -18,7 +22,7 @@ use crate::sim::world::World;
 use std::collections::{BTreeMap, BTreeSet};
 use switchyard_coordinator::cutover::Decision;
 use switchyard_coordinator::state::ReplicatedState;
-use switchyard_proto::model::{BackendKey, ConfigSnapshot, OnTimeout, ReadinessPolicy};
+use switchyard_proto::model::{BackendKey, OnTimeout, ReadinessPolicy};
 
 const NAME: &str = "invariant 1: no commit without evidence";
 
@@ -26,18 +30,20 @@ const NAME: &str = "invariant 1: no commit without evidence";
 pub struct DecideContext<'a> {
     /// The leader's replicated state.
     pub state: &'a ReplicatedState,
-    /// Its configuration snapshot (endpoint generations).
-    pub snapshot: &'a ConfigSnapshot,
-    /// Reference leases of this leader.
+    /// Reference leases of this leader (its clock).
     pub leases: &'a LeaseModel,
-    /// Ground truth.
+    /// Ground truth (simulation time).
     pub truth: &'a Truth,
     /// The proxies (for what they have warm right now, in messages).
     pub proxies: &'a [SimProxy],
-    /// The backends.
+    /// Which run of which proxy each registration was for.
+    pub registrations: &'a BTreeMap<u64, (usize, u32)>,
+    /// The backends and their reference endpoint generations.
     pub world: &'a World,
-    /// Now.
-    pub now_ms: u64,
+    /// Now, by the leader's clock.
+    pub leader_now_ms: u64,
+    /// Now, in simulation time.
+    pub sim_now_ms: u64,
     /// Lease TTL.
     pub ttl_ms: u64,
     /// How old a fact may be and still be current.
@@ -62,6 +68,7 @@ impl NoCommitWithoutEvidence {
                 generation,
                 forced,
                 summary,
+                ..
             } = decision
             else {
                 continue;
@@ -79,33 +86,48 @@ impl NoCommitWithoutEvidence {
                 .ok_or_else(|| fail("that generation is not pending".into()))?;
             if *forced {
                 self.forced += 1;
-                if cx.now_ms < pending.deadline_ms
-                    || pending.settings.on_timeout != OnTimeout::Force
-                {
+                if pending.settings.on_timeout != OnTimeout::Force {
                     return Err(fail(format!(
-                        "forced at {} before its deadline {} or without on-timeout force ({:?})",
-                        cx.now_ms, pending.deadline_ms, pending.settings.on_timeout
+                        "forced without on-timeout force ({:?})",
+                        pending.settings.on_timeout
                     )));
                 }
                 continue;
             }
             self.commits += 1;
-            let needed: BTreeMap<BackendKey, u64> = pending
+            let needed: BTreeMap<BackendKey, Option<u64>> = pending
                 .target
                 .spec
                 .traffic_backends()
                 .into_iter()
-                .filter_map(|b| cx.snapshot.endpoint_generation(&b).map(|g| (b, g)))
+                .map(|b| {
+                    let g = cx.world.reference_generation(&b);
+                    (b, g)
+                })
                 .collect();
-            let live = cx.leases.live(cx.state, cx.now_ms, cx.ttl_ms);
-            let since = cx.now_ms.saturating_sub(cx.window_ms);
+            if let Some((missing, _)) = needed.iter().find(|(_, g)| g.is_none()) {
+                return Err(fail(format!(
+                    "it needs {missing}, whose Service is not in the store; engine said: {summary}"
+                )));
+            }
+            let live = cx.leases.live(cx.state, cx.leader_now_ms, cx.ttl_ms);
+            let since = cx.sim_now_ms.saturating_sub(cx.window_ms);
+            // The run of the proxy each live registration belongs to.
+            let run = |id: &String| {
+                cx.state
+                    .proxies
+                    .get(id)
+                    .and_then(|p| cx.registrations.get(&p.registered_index))
+                    .copied()
+            };
             let ready: BTreeSet<&String> = live
                 .keys()
                 .filter(|id| {
-                    let n = proxy_number(id);
-                    needed
-                        .iter()
-                        .all(|(b, g)| cx.truth.warm_since(n, b, *g, since))
+                    run(id).is_some_and(|(n, incarnation)| {
+                        needed.iter().all(|(b, g)| {
+                            g.is_some_and(|g| cx.truth.warm_since(n, incarnation, b, g, since))
+                        })
+                    })
                 })
                 .collect();
             if !policy_met(&pending.settings.policy, &live, &ready) {
@@ -113,20 +135,20 @@ impl NoCommitWithoutEvidence {
                     .keys()
                     .flat_map(|id| {
                         needed.iter().map(move |(b, g)| {
-                            let n = proxy_number(id);
-                            let last = cx.truth.last_warm(n, b, *g);
+                            let (n, incarnation) = run(id).unwrap_or((proxy_number(id), u32::MAX));
+                            let last = cx.truth.last_warm(n, incarnation, b, g.unwrap_or(0));
                             let now = cx
                                 .proxies
                                 .get(n)
-                                .map(|p| (p.up, p.readiness(b, cx.world, cx.now_ms)));
-                            format!("{id}:{b}@{g} last warm {last:?}, now (up, readiness) {now:?}")
+                                .map(|p| (p.up, p.incarnation, p.readiness(b, cx.world, cx.sim_now_ms)));
+                            format!("{id} (run {incarnation}):{b}@{g:?} last warm {last:?}, now (up, run, readiness) {now:?}")
                         })
                     })
                     .collect();
                 return Err(fail(format!(
                     "policy {} not met by ground truth at t={} (window since {since}): live {:?}, really ready {:?}; facts [{}]; engine said: {summary}",
                     pending.settings.policy,
-                    cx.now_ms,
+                    cx.sim_now_ms,
                     live,
                     ready,
                     facts.join(", ")

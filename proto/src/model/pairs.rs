@@ -1,5 +1,6 @@
 //! Serde for maps whose keys are structs: as a list of `[key, value]`
-//! pairs, because JSON object keys must be strings.
+//! pairs, because JSON object keys must be strings. Used as
+//! `#[serde(with = "pairs")]` by the replicated state and the snapshot.
 
 use serde::de::{Deserialize, Deserializer};
 use serde::ser::{Serialize, Serializer};

@@ -1,0 +1,81 @@
+//! The fence on the leader's decisions: a commit, abandon or expiry is
+//! carried out only in the term of the leader that made it, and a commit on
+//! evidence only while the endpoints it rests on are still the current
+//! ones.
+//!
+//! Why in the state machine and not (only) in the leader: openraft answers a
+//! proposal whose entry was truncated after a step-down with "forward to
+//! the leader"; a decision re-proposed that way lands in the *new* leader's
+//! term, possibly inside its grace period or after endpoints changed. The
+//! entry's log position is known at apply time on every replica, so the
+//! fence is as deterministic as the rest of `apply`, and no path that
+//! carries a decision into the log — forwarded, retried or replayed — can
+//! get around it.
+
+use super::command::{CommandError, DecisionBasis};
+use super::{LogPosition, ReplicatedState};
+use switchyard_proto::model::ObjectName;
+
+/// Refuses a decision that reached the log in another term than its own.
+pub(super) fn check_term(basis: &DecisionBasis, at: LogPosition) -> Result<(), CommandError> {
+    // Test-only fault: carry decisions out in any term.
+    #[cfg(feature = "fault-injection")]
+    if super::faults::get().ignore_decision_term {
+        return Ok(());
+    }
+    if basis.term != at.term {
+        return Err(CommandError::StaleDecision {
+            decided_term: basis.term,
+            entry_term: at.term,
+        });
+    }
+    Ok(())
+}
+
+impl ReplicatedState {
+    /// Refuses a commit on evidence when the backends its pending spec needs
+    /// now are not exactly those the evidence covered, at the same endpoint
+    /// generations: a Service appeared or vanished, or endpoints moved on
+    /// between the decision and this entry. The caller has checked that
+    /// `generation` is pending.
+    pub(super) fn check_evidence_basis(
+        &self,
+        route: &ObjectName,
+        generation: u64,
+        basis: &DecisionBasis,
+    ) -> Result<(), CommandError> {
+        let outdated = |detail: String| CommandError::EvidenceOutdated {
+            route: route.to_string(),
+            generation,
+            detail,
+        };
+        let Some(pending) = self.routes.get(route).and_then(|r| r.pending.as_ref()) else {
+            return Ok(());
+        };
+        let needed = self.required_backends(&pending.target.spec);
+        if needed.len() != basis.endpoints.len() {
+            return Err(outdated(format!(
+                "it needs {} backends now, the evidence covered {}",
+                needed.len(),
+                basis.endpoints.len()
+            )));
+        }
+        for (backend, covered) in &basis.endpoints {
+            match needed.get(backend) {
+                Some(Some(now)) if now == covered => {}
+                Some(Some(now)) => {
+                    return Err(outdated(format!(
+                        "{backend} is at endpoint generation {now}, the evidence covered {covered}"
+                    )));
+                }
+                Some(None) => {
+                    return Err(outdated(format!("{backend} no longer exists")));
+                }
+                None => {
+                    return Err(outdated(format!("{backend} is no longer needed")));
+                }
+            }
+        }
+        Ok(())
+    }
+}
