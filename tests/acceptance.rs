@@ -47,6 +47,12 @@ async fn twenty_cutovers_drop_nothing() -> anyhow::Result<()> {
         "the prober barely ran: {}",
         report.probe.sent
     );
+    assert!(
+        report.warnings.is_empty(),
+        "a clean run logged {} WARN/ERROR lines:\n{}",
+        report.warnings.len(),
+        report.warnings.join("\n")
+    );
     Ok(())
 }
 

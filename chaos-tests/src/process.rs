@@ -223,6 +223,22 @@ impl Process {
     }
 
     /// Everything it printed so far.
+    /// The log so far, line by line, each prefixed with `[name]`.
+    pub fn log_lines(&self) -> Vec<String> {
+        self.log.lock().map(|l| l.clone()).unwrap_or_default()
+    }
+
+    /// Every WARN or ERROR line the process has logged (tracing's text
+    /// format; colour codes are ignored), with the process's name. A clean
+    /// run has none.
+    pub fn warnings(&self) -> Vec<String> {
+        self.log_lines()
+            .into_iter()
+            .filter(|line| is_warning(line))
+            .collect()
+    }
+
+    /// The whole log, one line per line.
     pub fn log_text(&self) -> String {
         self.log.lock().map(|l| l.join("\n")).unwrap_or_default()
     }
@@ -253,4 +269,51 @@ pub fn http_get(address: &str, path: &str) -> anyhow::Result<String> {
         .split_once("\r\n\r\n")
         .map(|(_, body)| body.to_string())
         .unwrap_or_default())
+}
+
+/// Whether a tracing text line is at WARN or ERROR level: the level is the
+/// second field (after the timestamp), possibly wrapped in ANSI colour.
+pub fn is_warning(line: &str) -> bool {
+    let plain = strip_ansi(line);
+    plain
+        .split_whitespace()
+        .take(3)
+        .any(|word| word == "WARN" || word == "ERROR")
+}
+
+/// `text` without ANSI escape sequences (`ESC [ ... letter`).
+pub fn strip_ansi(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            for c in chars.by_ref() {
+                if c.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn warnings_are_found_with_or_without_colour() {
+        assert!(is_warning(
+            "[proxy-a] 2026-12-03T10:00:00.1Z  WARN switchyard_proxy::control: x"
+        ));
+        assert!(is_warning(
+            "[c-1] \u{1b}[2m2026-12-03T10:00:00Z\u{1b}[0m \u{1b}[31mERROR\u{1b}[0m y"
+        ));
+        assert!(!is_warning(
+            "[c-1] 2026-12-03T10:00:00Z  INFO switchyard: a WARN inside a message"
+        ));
+        assert!(!is_warning("[c-1] LISTENING grpc=127.0.0.1:1"));
+    }
 }

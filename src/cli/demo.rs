@@ -29,6 +29,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
     options.backend_swaps = args.backend_swaps;
     options.concurrency = args.concurrency.max(1);
     options.kill_leader_every = args.kill_leader_every;
+    let options_clean = args.kill_leader_every.is_none();
     options.progress = true;
     eprintln!(
         "starting 3 coordinators, 3 proxies (zones a, b, c) and backends on 127.0.0.1, mutual TLS from a throwaway CA; {} cutovers under continuous traffic",
@@ -40,6 +41,16 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         eprintln!(
             "error: {} of {} requests failed",
             report.probe.failed, report.probe.sent
+        );
+        return Ok(ExitCode::from(1));
+    }
+    // Killing the leader on purpose makes proxies and followers warn; a
+    // run without faults must be silent.
+    if options_clean && !report.warnings.is_empty() {
+        eprintln!(
+            "error: a clean run logged {} WARN/ERROR lines:\n{}",
+            report.warnings.len(),
+            report.warnings.join("\n")
         );
         return Ok(ExitCode::from(1));
     }

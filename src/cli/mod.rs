@@ -11,6 +11,7 @@ mod proxy;
 pub mod tls;
 
 use clap::{Parser, Subcommand, ValueEnum};
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
 /// switchyard — Gateway API routes cut over between backends without
@@ -62,16 +63,36 @@ pub enum Command {
     Certs(tls::CertsArgs),
 }
 
-/// Sets up the `tracing` subscriber (RUST_LOG, default `info`).
+/// Sets up the `tracing` subscriber: `RUST_LOG` (default `info`), colour
+/// only when stderr is a terminal (a log file gets plain text).
+///
+/// openraft's own logs are off unless `RUST_LOG` names `openraft`: at INFO
+/// they dump whole Raft states, and it reports routine events (a peer not
+/// up yet at start-up, a vote that raced another) as WARN and ERROR.
+/// switchyard logs what an operator needs of Raft itself (leadership,
+/// quorum, peers it cannot reach, storage failures); `RUST_LOG=info,
+/// openraft=warn` brings openraft's back when debugging.
 pub fn init_tracing(format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let directives = log_directives(std::env::var("RUST_LOG").ok().as_deref());
+    let filter = tracing_subscriber::EnvFilter::try_new(&directives)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(log_directives(None)));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr);
     match format {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().init(),
+    }
+}
+
+/// The filter directives for `RUST_LOG`'s value (see [`init_tracing`]).
+fn log_directives(rust_log: Option<&str>) -> String {
+    let base = rust_log.map(str::trim).filter(|s| !s.is_empty()).unwrap_or("info");
+    if base.contains("openraft") {
+        base.to_string()
+    } else {
+        format!("{base},openraft=off")
     }
 }
 
@@ -103,5 +124,21 @@ pub(crate) async fn shutdown_signal() {
     tokio::select! {
         _ = term.recv() => tracing::info!("SIGTERM received, shutting down"),
         _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT received, shutting down"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::log_directives;
+
+    #[test]
+    fn openraft_is_quiet_unless_asked_for() {
+        assert_eq!(log_directives(None), "info,openraft=off");
+        assert_eq!(log_directives(Some(" ")), "info,openraft=off");
+        assert_eq!(log_directives(Some("debug")), "debug,openraft=off");
+        assert_eq!(
+            log_directives(Some("info,openraft=warn")),
+            "info,openraft=warn"
+        );
     }
 }

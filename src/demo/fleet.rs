@@ -408,6 +408,17 @@ impl Fleet {
         }
     }
 
+    /// Every WARN or ERROR line any process of the fleet has logged so far
+    /// (a clean run logs none).
+    pub fn warnings(&self) -> Vec<String> {
+        self.coordinators
+            .iter()
+            .chain(&self.proxies)
+            .chain(self.backends.values())
+            .flat_map(Process::warnings)
+            .collect()
+    }
+
     /// Every process's log, for a failure report.
     pub fn logs(&self) -> String {
         self.coordinators

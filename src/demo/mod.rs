@@ -75,6 +75,9 @@ pub struct DemoReport {
     pub probe: ProbeReport,
     /// Each cutover.
     pub cutovers: Vec<Cutover>,
+    /// Every WARN or ERROR line the fleet's processes logged. A clean run
+    /// (no faults asked for) has none; each one is a bug.
+    pub warnings: Vec<String>,
 }
 
 /// Runs the demo. Errors mean the sequence could not be carried out (a
@@ -87,7 +90,9 @@ pub async fn run(options: DemoOptions) -> anyhow::Result<DemoReport> {
     if result.is_err() {
         eprintln!("{}", fleet.logs());
     }
-    result
+    let mut report = result?;
+    report.warnings = fleet.warnings();
+    Ok(report)
 }
 
 async fn sequence(fleet: &mut Fleet, options: &DemoOptions) -> anyhow::Result<DemoReport> {
@@ -207,7 +212,11 @@ async fn sequence(fleet: &mut Fleet, options: &DemoOptions) -> anyhow::Result<De
     }
     bar.finish_and_clear();
     let probe = prober.stop().await;
-    Ok(DemoReport { probe, cutovers })
+    Ok(DemoReport {
+        probe,
+        cutovers,
+        warnings: Vec::new(),
+    })
 }
 
 /// A fleet serving route `demo/app` from backend `v1` (already Ready), and

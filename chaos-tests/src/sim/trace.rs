@@ -6,7 +6,7 @@ use std::collections::VecDeque;
 use std::fmt;
 
 /// How many events a failure shows.
-pub const TRACE_LEN: usize = 3000;
+pub const TRACE_LEN: usize = 40;
 
 /// A ring of the most recent events.
 #[derive(Debug, Default)]

@@ -343,8 +343,10 @@ fn set_reported(shared: &Shared, guard: &ApplyGuard, warming: BTreeSet<BackendKe
 async fn membership(shared: Arc<Shared>) {
     let mut readiness = shared.dataplane.readiness_changes();
     let mut lag_rounds = 0u32;
+    // Since when this proxy has been trying to (re)register.
+    let mut unregistered_since = tokio::time::Instant::now();
     'register: loop {
-        let Some(reply) = register(&shared).await else {
+        let Some(reply) = register(&shared, unregistered_since).await else {
             tokio::time::sleep(shared.config.reconnect_backoff).await;
             continue 'register;
         };
@@ -353,6 +355,7 @@ async fn membership(shared: Arc<Shared>) {
             // Evidence first: a new leader learns readiness as soon as it
             // hears from us, then the heartbeat renews the lease.
             if !report(&shared).await || !heartbeat(&shared, &mut lag_rounds).await {
+                unregistered_since = tokio::time::Instant::now();
                 continue 'register;
             }
             tokio::select! {
@@ -364,7 +367,14 @@ async fn membership(shared: Arc<Shared>) {
     }
 }
 
-async fn register(shared: &Shared) -> Option<pb::RegisterReply> {
+/// How long registering may fail for want of a leader before it is worth
+/// a warning: elections (a start-up, a failover) take about a second.
+const REGISTRATION_PATIENCE: Duration = Duration::from_secs(5);
+
+async fn register(
+    shared: &Shared,
+    unregistered_since: tokio::time::Instant,
+) -> Option<pb::RegisterReply> {
     let request = pb::RegisterRequest {
         proxy: Some(pb::ProxyIdentity {
             id: shared.config.proxy_id.clone(),
@@ -386,7 +396,13 @@ async fn register(shared: &Shared) -> Option<pb::RegisterReply> {
         Err(status) => {
             shared.metrics.coordinator_errors.inc();
             shared.coordinators.note_error(&address, &status);
-            tracing::warn!(coordinator = %address, error = %status.message(), "registration failed; retrying");
+            let waiting_for_leader = status.code() == tonic::Code::Unavailable
+                && unregistered_since.elapsed() < REGISTRATION_PATIENCE;
+            if waiting_for_leader {
+                tracing::info!(coordinator = %address, error = %status.message(), "registration not possible yet (no leader); retrying");
+            } else {
+                tracing::warn!(coordinator = %address, error = %status.message(), "registration failed; retrying");
+            }
             None
         }
     }
