@@ -88,7 +88,10 @@ pub fn init_tracing(format: LogFormat) {
 
 /// The filter directives for `RUST_LOG`'s value (see [`init_tracing`]).
 fn log_directives(rust_log: Option<&str>) -> String {
-    let base = rust_log.map(str::trim).filter(|s| !s.is_empty()).unwrap_or("info");
+    let base = rust_log
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .unwrap_or("info");
     if base.contains("openraft") {
         base.to_string()
     } else {

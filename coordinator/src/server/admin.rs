@@ -118,7 +118,9 @@ impl AdminService for Admin {
     ) -> Result<Response<Self::WatchStatusStream>, Status> {
         let coordinator = self.coordinator.clone();
         let mut changes = coordinator.status_changes.subscribe();
+        let open = coordinator.metrics.stream_opened("status");
         let stream = async_stream(move |tx| async move {
+            let _open = open;
             let mut last = None;
             loop {
                 let reply = super::status::reply(&coordinator);

@@ -167,7 +167,9 @@ impl FleetService for Fleet {
         tracing::info!(proxy = %proxy, "proxy watching configuration");
         let mut state_rx = self.coordinator.node.state();
         let coordinator_id = self.coordinator.config.node.id;
+        let open = self.coordinator.metrics.stream_opened("watch");
         let stream = async_stream(move |tx| async move {
+            let _open = open;
             let mut last_sent = None;
             let mut last_version = 0;
             loop {

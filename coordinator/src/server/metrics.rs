@@ -25,6 +25,13 @@ pub struct LimitLabel {
     pub limit: String,
 }
 
+/// Label of `open_streams`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StreamLabel {
+    /// `watch` (proxies' configuration) or `status` (`status --watch`).
+    pub stream: String,
+}
+
 /// The `limit` label values, created at registration so every series
 /// reads 0 before its first hit (rates and alerts need a starting point).
 /// `--max-message-bytes` is not among them: tonic refuses an oversized
@@ -48,6 +55,7 @@ pub struct CoordinatorMetrics {
     pub(crate) abandons: Counter,
     pub(crate) expired_proxies: Counter,
     pub(crate) limit_hits: Family<LimitLabel, Counter>,
+    pub(crate) open_streams: Family<StreamLabel, Gauge>,
 }
 
 fn latency_buckets() -> Histogram {
@@ -76,6 +84,7 @@ impl CoordinatorMetrics {
             abandons: Counter::default(),
             expired_proxies: Counter::default(),
             limit_hits: Family::default(),
+            open_streams: Family::default(),
         };
         for limit in LIMITS {
             m.limit_hit_counter(limit);
@@ -143,6 +152,14 @@ impl CoordinatorMetrics {
             "Requests refused for a limit, by limit (counted by the coordinator that took the request)",
             m.limit_hits.clone(),
         );
+        r.register(
+            "open_streams",
+            "Server streams open on this coordinator, by stream (each holds a task until its client goes)",
+            m.open_streams.clone(),
+        );
+        for stream in ["watch", "status"] {
+            m.open_stream(stream);
+        }
         m
     }
 }
@@ -151,6 +168,27 @@ impl CoordinatorMetrics {
     /// Whether this coordinator knows a leader (for `/ready`).
     pub fn leader_known(&self) -> bool {
         self.leader.get() != 0
+    }
+
+    /// The gauge of open `stream`s (`watch` or `status`).
+    fn open_stream(&self, stream: &str) -> Gauge {
+        self.open_streams
+            .get_or_create(&StreamLabel {
+                stream: stream.to_owned(),
+            })
+            .clone()
+    }
+
+    /// Counts a `stream` open for as long as the returned guard lives.
+    pub(crate) fn stream_opened(&self, stream: &str) -> OpenStream {
+        let gauge = self.open_stream(stream);
+        gauge.inc();
+        OpenStream(gauge)
+    }
+
+    /// Open streams of kind `stream` now.
+    pub fn open_streams(&self, stream: &str) -> i64 {
+        self.open_stream(stream).get()
     }
 
     /// Counts one request refused for `limit` (one of `LIMITS`).
@@ -164,5 +202,14 @@ impl CoordinatorMetrics {
                 limit: limit.to_owned(),
             })
             .clone()
+    }
+}
+
+/// One open server stream, counted in `open_streams` until dropped.
+pub(crate) struct OpenStream(Gauge);
+
+impl Drop for OpenStream {
+    fn drop(&mut self) {
+        self.0.dec();
     }
 }
