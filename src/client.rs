@@ -34,6 +34,18 @@ pub enum WaitError {
         /// What status says.
         why: String,
     },
+    /// A newer apply replaced the spec before it was served.
+    #[error(
+        "HTTPRoute {route} generation {generation} was superseded by generation {by} before it was served"
+    )]
+    Superseded {
+        /// The route.
+        route: ObjectName,
+        /// The generation waited for.
+        generation: u64,
+        /// The newer one.
+        by: u64,
+    },
     /// The route was deleted while waiting.
     #[error(
         "HTTPRoute {route} no longer exists (deleted while waiting; coordinator {answered_by} at applied index {applied_index} says so)"
@@ -54,6 +66,46 @@ pub enum WaitError {
         /// The last progress line.
         progress: String,
     },
+}
+
+/// Where `row` stands for `generation` of `route`: `None` once that very
+/// generation is active and Ready, what it waits for while it is pending or
+/// being applied, or why it never will be (abandoned, withdrawn, or
+/// superseded by a newer generation — generations are never reused, so a
+/// newer number is a different spec).
+fn route_progress(
+    route: &ObjectName,
+    generation: u64,
+    row: &switchyard_proto::model::RouteStatus,
+) -> Result<Option<String>, WaitError> {
+    let active = row.active_generation.unwrap_or(0);
+    let newest = active.max(row.pending_generation.unwrap_or(0));
+    if newest > generation {
+        return Err(WaitError::Superseded {
+            route: route.clone(),
+            generation,
+            by: newest,
+        });
+    }
+    if active < generation && row.pending_generation != Some(generation) {
+        return Err(WaitError::Failed {
+            route: route.clone(),
+            generation,
+            why: row
+                .last_failure
+                .clone()
+                .unwrap_or_else(|| "withdrawn: an apply restored the active spec".into()),
+        });
+    }
+    if active == generation && row.ready {
+        return Ok(None);
+    }
+    Ok(Some(
+        row.evidence
+            .clone()
+            .or_else(|| row.applied.clone())
+            .unwrap_or_else(|| "waiting for the leader".into()),
+    ))
 }
 
 /// Why a call failed.
@@ -272,23 +324,7 @@ impl AdminClient {
                         answered_by: status.answered_by,
                         applied_index: status.applied_index,
                     })?;
-                let active = row.active_generation.unwrap_or(0);
-                if row.pending_generation.is_none() && active < *generation {
-                    return Err(WaitError::Failed {
-                        route: name.clone(),
-                        generation: *generation,
-                        why: row
-                            .last_failure
-                            .clone()
-                            .unwrap_or_else(|| "superseded".into()),
-                    });
-                }
-                if !(row.ready && active >= *generation) {
-                    let detail = row
-                        .evidence
-                        .clone()
-                        .or_else(|| row.applied.clone())
-                        .unwrap_or_else(|| "waiting for the leader".into());
+                if let Some(detail) = route_progress(name, *generation, row)? {
                     waiting.push(format!("{name}: {detail}"));
                 }
             }
@@ -308,5 +344,57 @@ impl AdminClient {
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use switchyard_proto::model::RouteStatus;
+
+    fn row(active: Option<u64>, pending: Option<u64>, ready: bool) -> RouteStatus {
+        RouteStatus {
+            namespace: "ns".into(),
+            name: "r".into(),
+            active_generation: active,
+            pending_generation: pending,
+            ready,
+            evidence: pending.map(|_| "1 of 3 proxies ready".into()),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn wait_is_for_its_own_generation_only() {
+        let r = ObjectName::new("ns", "r");
+        assert_eq!(
+            route_progress(&r, 7, &row(Some(7), None, true)).unwrap(),
+            None
+        );
+        assert!(
+            route_progress(&r, 7, &row(Some(3), Some(7), false))
+                .unwrap()
+                .is_some()
+        );
+        assert!(
+            route_progress(&r, 7, &row(Some(7), None, false))
+                .unwrap()
+                .is_some()
+        );
+        // A newer generation active or pending is another spec: before, a
+        // wait for 7 returned success once 9 was Ready.
+        assert!(matches!(
+            route_progress(&r, 7, &row(Some(9), None, true)),
+            Err(WaitError::Superseded { by: 9, .. })
+        ));
+        assert!(matches!(
+            route_progress(&r, 7, &row(Some(3), Some(9), false)),
+            Err(WaitError::Superseded { by: 9, .. })
+        ));
+        // Withdrawn or abandoned: the active spec stayed older.
+        assert!(matches!(
+            route_progress(&r, 7, &row(Some(3), None, true)),
+            Err(WaitError::Failed { .. })
+        ));
     }
 }

@@ -38,6 +38,11 @@ pub struct FleetOptions {
     /// Mutual TLS with a throwaway CA (else every process gets
     /// `--insecure`).
     pub tls: bool,
+    /// Extra environment per coordinator (index i is coordinator i+1; a
+    /// missing entry means none), e.g. libfaketime's for clock tests.
+    pub coordinator_env: Vec<Vec<(String, String)>>,
+    /// Extra environment for every proxy.
+    pub proxy_env: Vec<(String, String)>,
 }
 
 impl FleetOptions {
@@ -77,6 +82,8 @@ impl FleetOptions {
             .to_vec(),
             partitionable: false,
             tls: true,
+            coordinator_env: Vec::new(),
+            proxy_env: Vec::new(),
         }
     }
 }
@@ -198,11 +205,10 @@ impl Fleet {
             ];
             args.extend(options.coordinator_flags.iter().cloned());
             args.extend(fleet.tls_flags(&Identity::Coordinator(i as u64 + 1))?);
-            let process = Process::start(spec(
-                format!("coordinator-{}", i + 1),
-                &options.binary,
-                args,
-            ))?;
+            let mut spec = spec(format!("coordinator-{}", i + 1), &options.binary, args);
+            spec.env
+                .extend(options.coordinator_env.get(i).cloned().unwrap_or_default());
+            let process = Process::start(spec)?;
             fleet.coordinators.push(process);
         }
         for (id, zone) in fleet.options.proxies.clone() {
@@ -229,7 +235,9 @@ impl Fleet {
         ];
         args.extend(self.options.proxy_flags.iter().cloned());
         args.extend(self.tls_flags(&Identity::Proxy(id.into()))?);
-        Process::start(spec(id.to_string(), &self.options.binary, args))
+        let mut spec = spec(id.to_string(), &self.options.binary, args);
+        spec.env.extend(self.options.proxy_env.iter().cloned());
+        Process::start(spec)
     }
 
     /// The TLS flags for a process running as `identity` (issuing its
