@@ -14,7 +14,7 @@ use switchyard_coordinator::raft::fingerprint::{PEERS_HEADER, fingerprint, peers
 use switchyard_coordinator::raft::{
     CLUSTER_HEADER, Node, NodeConfig, NodeError, ProposeError, RaftSettings, StoreError,
 };
-use switchyard_coordinator::state::{Command, ReplicatedState};
+use switchyard_coordinator::state::{Command, CommandError, DecisionBasis, ReplicatedState};
 use switchyard_proto::pb::RaftPayload;
 use switchyard_proto::pb::raft_service_client::RaftServiceClient;
 use tokio::net::TcpListener;
@@ -202,6 +202,43 @@ async fn three_coordinators_elect_forward_fail_over_restart_and_grow() -> anyhow
         state.proxies.keys()
     );
     ensure!(state.proxies["proxy-7"].zone == "zone-1");
+
+    // --- a leader's decisions are never forwarded, and count only in the
+    // term that made them (the term comes from openraft's log id)
+    phase("fenced decisions");
+    let refused = nodes[&follower].node.propose_here(register(99)).await;
+    ensure!(
+        matches!(refused, Err(ProposeError::NotLeader { .. })),
+        "a follower proposed a decision: {refused:?}"
+    );
+    let leader_node = &nodes[&leader].node;
+    propose_ok(leader_node, register(99)).await?;
+    let registration = leader_node.state().borrow().proxies["proxy-99"].registered_index;
+    let term = leader_node.metrics().borrow().current_term;
+    let expire = |term| Command::ExpireProxy {
+        id: "proxy-99".into(),
+        registration,
+        basis: DecisionBasis {
+            term,
+            endpoints: vec![],
+        },
+    };
+    let stale = leader_node.propose_here(expire(term - 1)).await?;
+    ensure!(
+        matches!(stale.0, Err(CommandError::StaleDecision { .. })),
+        "a decision of term {} was carried out in term {term}: {:?}",
+        term - 1,
+        stale.0
+    );
+    let fresh = leader_node.propose_here(expire(term)).await?;
+    ensure!(fresh.0.is_ok(), "{:?}", fresh.0);
+    ensure!(
+        !leader_node
+            .state()
+            .borrow()
+            .proxies
+            .contains_key("proxy-99")
+    );
 
     // --- the leader stops; the other two elect a new one and keep going
     phase("leader stops");
