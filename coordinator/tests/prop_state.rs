@@ -661,10 +661,15 @@ enum Step {
 fn store_limits() -> BoxedStrategy<Option<StoreLimits>> {
     prop_oneof![
         1 => Just(None),
-        2 => (0usize..4, 0usize..6).prop_map(|(max_routes, max_endpoints)| Some(StoreLimits {
-            max_routes,
-            max_endpoints,
-        })),
+        2 => (0usize..4, 0usize..6, prop::option::of(0usize..3000), prop::option::of(0usize..20_000))
+            .prop_map(|(max_routes, max_endpoints, max_object_bytes, max_config_bytes)| {
+                Some(StoreLimits {
+                    max_routes,
+                    max_endpoints,
+                    max_object_bytes,
+                    max_config_bytes,
+                })
+            }),
     ]
     .boxed()
 }

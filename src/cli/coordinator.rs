@@ -90,6 +90,14 @@ pub struct CoordinatorArgs {
     /// memory. 100000 is ten endpoints per route at the --max-routes default.
     #[arg(long, default_value_t = 100_000)]
     pub max_endpoints: usize,
+    /// Largest object an apply may carry, as JSON bytes (an HTTPRoute with 2 MB of annotations,
+    /// say). Larger ones are refused with the object's name.
+    ///
+    /// One object must never be able to make the configuration undeliverable: proxies receive it
+    /// as one gRPC message, and an apply that would take it past 90% of --max-message-bytes is
+    /// refused too. Kubernetes itself keeps objects under about 1.5 MiB.
+    #[arg(long, default_value_t = 1024 * 1024)]
+    pub max_object_bytes: usize,
     /// Live Kubernetes clusters as the configuration source (`--kubernetes`).
     #[command(flatten)]
     pub kube: super::kube::KubeArgs,
@@ -147,6 +155,7 @@ impl CoordinatorArgs {
         for (flag, value) in [
             ("--max-routes", self.max_routes),
             ("--max-endpoints", self.max_endpoints),
+            ("--max-object-bytes", self.max_object_bytes),
         ] {
             if value == 0 {
                 bail!("{flag} must be at least 1");
@@ -187,6 +196,7 @@ impl CoordinatorArgs {
                 max_objects_per_apply: self.max_objects_per_apply,
                 max_routes: self.max_routes,
                 max_endpoints: self.max_endpoints,
+                max_object_bytes: self.max_object_bytes,
             },
         })
     }

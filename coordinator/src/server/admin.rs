@@ -40,7 +40,9 @@ fn command_status(response: CommandResponse) -> Result<Outcome, Status> {
         CommandError::NotPending { .. } => Status::failed_precondition(e.to_string()),
         // Not a malformed request: the same apply succeeds once something
         // is deleted or the limit raised.
-        CommandError::OverLimit { .. } => Status::resource_exhausted(e.to_string()),
+        CommandError::OverLimit { .. } | CommandError::ObjectTooLarge { .. } => {
+            Status::resource_exhausted(e.to_string())
+        }
         _ => Status::invalid_argument(e.to_string()),
     })
 }

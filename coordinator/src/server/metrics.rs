@@ -21,7 +21,8 @@ pub struct ZoneLabel {
 /// Label of `limit_hits`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct LimitLabel {
-    /// Which limit: `objects_per_apply`, `routes` or `endpoints`.
+    /// Which limit: `objects_per_apply`, `routes`, `endpoints`,
+    /// `object_bytes` or `config_bytes`.
     pub limit: String,
 }
 
@@ -36,7 +37,13 @@ pub struct StreamLabel {
 /// reads 0 before its first hit (rates and alerts need a starting point).
 /// `--max-message-bytes` is not among them: tonic refuses an oversized
 /// message while decoding it, before any handler of ours runs.
-const LIMITS: [&str; 3] = ["objects_per_apply", "routes", "endpoints"];
+const LIMITS: [&str; 5] = [
+    "objects_per_apply",
+    "routes",
+    "endpoints",
+    "object_bytes",
+    "config_bytes",
+];
 
 /// Every coordinator metric.
 #[derive(Clone)]

@@ -39,6 +39,8 @@ pub struct Limits {
     pub max_routes: usize,
     /// Most endpoint addresses stored at once, over all EndpointSlices.
     pub max_endpoints: usize,
+    /// Largest object in an apply, as JSON bytes.
+    pub max_object_bytes: usize,
 }
 
 impl Default for Limits {
@@ -48,16 +50,21 @@ impl Default for Limits {
             max_objects_per_apply: 1_000,
             max_routes: 10_000,
             max_endpoints: 100_000,
+            max_object_bytes: 1024 * 1024,
         }
     }
 }
 
 impl Limits {
-    /// The store-wide part, as `Command::Apply` carries it.
+    /// The store-wide part, as `Command::Apply` carries it. The
+    /// configuration must fit one message with room to spare (protobuf
+    /// framing, the version fields, Raft's own entries in between).
     pub fn store(&self) -> StoreLimits {
         StoreLimits {
             max_routes: self.max_routes,
             max_endpoints: self.max_endpoints,
+            max_object_bytes: Some(self.max_object_bytes),
+            max_config_bytes: Some(self.max_message_bytes / 10 * 9),
         }
     }
 }
@@ -113,8 +120,14 @@ impl Coordinator {
     /// answer), so each refused request counts once.
     pub(crate) async fn propose(&self, command: Command) -> Result<CommandResponse, ProposeError> {
         let response = self.node.propose(command).await;
-        if let Ok(CommandResponse(Err(CommandError::OverLimit { limit, .. }))) = &response {
-            self.metrics.limit_hit(limit.label());
+        match &response {
+            Ok(CommandResponse(Err(CommandError::OverLimit { limit, .. }))) => {
+                self.metrics.limit_hit(limit.label())
+            }
+            Ok(CommandResponse(Err(CommandError::ObjectTooLarge { .. }))) => {
+                self.metrics.limit_hit("object_bytes")
+            }
+            _ => {}
         }
         self.changed();
         response

@@ -157,6 +157,16 @@ pub enum CommandError {
         /// The limit the command carried.
         max: usize,
     },
+    /// One object larger than the apply's object size limit.
+    #[error("apply refused: {object} is {bytes} bytes as JSON, over --max-object-bytes {max}")]
+    ObjectTooLarge {
+        /// `Kind namespace/name`.
+        object: String,
+        /// Its size.
+        bytes: usize,
+        /// The limit the command carried.
+        max: usize,
+    },
     /// A commit or abandon for a generation that is no longer pending.
     #[error("route {route}: generation {generation} is not pending ({current})")]
     NotPending {

@@ -1,5 +1,15 @@
 //! Store-wide size limits: how many HTTPRoutes and endpoint addresses the
-//! replicated state may hold, and the check an apply must pass.
+//! replicated state may hold, how large one object and the whole
+//! configuration proxies receive may be, and the check an apply must pass.
+//!
+//! Why a configuration size limit: proxies receive the configuration as
+//! one gRPC message; one that does not fit stops configuration for the
+//! whole fleet (every watch fails and no later change arrives). So an
+//! apply that would make it undeliverable is refused, and so is any single
+//! object larger than `--max-object-bytes` (anyone who may write one
+//! HTTPRoute in a watched cluster could otherwise stop the fleet). The
+//! configuration size is recomputed per apply, which costs in proportion
+//! to the store; it goes with the single-message design.
 //!
 //! Owns: [`StoreLimits`] (carried inside `Command::Apply`), the counting of
 //! routes and endpoint addresses, and the refuse-or-accept decision. Does
@@ -28,6 +38,14 @@ pub struct StoreLimits {
     /// Most endpoint addresses stored at once, summed over every stored
     /// EndpointSlice (an endpoint listing two addresses counts twice).
     pub max_endpoints: usize,
+    /// Largest object, as JSON bytes. `None` in entries written before
+    /// size limits existed.
+    #[serde(default)]
+    pub max_object_bytes: Option<usize>,
+    /// Largest configuration proxies can receive, as JSON bytes. `None` in
+    /// entries written before size limits existed.
+    #[serde(default)]
+    pub max_config_bytes: Option<usize>,
 }
 
 /// Which store-wide limit an apply ran into.
@@ -37,6 +55,8 @@ pub enum StoreLimit {
     Routes,
     /// `--max-endpoints`.
     Endpoints,
+    /// `--max-message-bytes`: the configuration proxies receive.
+    ConfigBytes,
 }
 
 impl StoreLimit {
@@ -45,6 +65,7 @@ impl StoreLimit {
         match self {
             StoreLimit::Routes => "HTTPRoutes",
             StoreLimit::Endpoints => "endpoint addresses",
+            StoreLimit::ConfigBytes => "bytes of configuration for proxies",
         }
     }
 
@@ -53,6 +74,7 @@ impl StoreLimit {
         match self {
             StoreLimit::Routes => "--max-routes",
             StoreLimit::Endpoints => "--max-endpoints",
+            StoreLimit::ConfigBytes => "--max-message-bytes",
         }
     }
 
@@ -61,6 +83,7 @@ impl StoreLimit {
         match self {
             StoreLimit::Routes => "routes",
             StoreLimit::Endpoints => "endpoints",
+            StoreLimit::ConfigBytes => "config_bytes",
         }
     }
 }
@@ -127,7 +150,47 @@ impl ReplicatedState {
             endpoints,
             after,
             limits.max_endpoints,
-        )
+        )?;
+        if let Some(max) = limits.max_object_bytes {
+            for resource in resources {
+                let bytes = json_len(resource);
+                if bytes > max {
+                    return Err(CommandError::ObjectTooLarge {
+                        object: resource.key().to_string(),
+                        bytes,
+                        max,
+                    });
+                }
+            }
+        }
+        if let Some(max) = limits.max_config_bytes {
+            let current = self.config_bytes();
+            let mut after = current;
+            for resource in resources {
+                let grown = json_len(resource);
+                let replaced = match resource {
+                    // A route's record keeps its active spec and gains (or
+                    // replaces) the pending one.
+                    Resource::HttpRoute(route) => self
+                        .routes
+                        .get(&route.meta.object_name())
+                        .and_then(|r| r.pending.as_ref())
+                        .map_or(0, |p| json_len(&p.target.spec)),
+                    other => self.resources.get(&other.key()).map_or(0, json_len),
+                };
+                after = (after + grown).saturating_sub(replaced);
+            }
+            check(StoreLimit::ConfigBytes, current, after, max)?;
+        }
+        Ok(())
+    }
+
+    /// The size of the configuration proxies receive, as JSON bytes
+    /// (within a few bytes per object of the snapshot's encoding).
+    pub fn config_bytes(&self) -> usize {
+        self.resources.values().map(json_len).sum::<usize>()
+            + self.routes.values().map(json_len).sum::<usize>()
+            + json_len(&self.endpoint_generations)
     }
 }
 
@@ -141,4 +204,23 @@ fn check(limit: StoreLimit, current: usize, after: usize, max: usize) -> Result<
         });
     }
     Ok(())
+}
+
+/// The length of `value`'s JSON, without building it.
+fn json_len<T: Serialize>(value: &T) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    // Model types always serialize (no non-string map keys, no failing
+    // impls); a failure would only make the estimate smaller.
+    let _ = serde_json::to_writer(&mut count, value);
+    count.0
 }

@@ -55,7 +55,31 @@ fn limits(max_routes: usize, max_endpoints: usize) -> Option<StoreLimits> {
     Some(StoreLimits {
         max_routes,
         max_endpoints,
+        max_object_bytes: None,
+        max_config_bytes: None,
     })
+}
+
+/// Limits on sizes only.
+fn sizes(max_object_bytes: usize, max_config_bytes: usize) -> Option<StoreLimits> {
+    Some(StoreLimits {
+        max_routes: usize::MAX,
+        max_endpoints: usize::MAX,
+        max_object_bytes: Some(max_object_bytes),
+        max_config_bytes: Some(max_config_bytes),
+    })
+}
+
+/// A route whose one annotation is `bytes` long.
+fn annotated_route(name: &str, bytes: usize) -> Resource {
+    let mut r = route(name, "blue");
+    if let Resource::HttpRoute(route) = &mut r {
+        route
+            .meta
+            .annotations
+            .insert("example.com/blob".into(), "x".repeat(bytes));
+    }
+    r
 }
 
 /// Applies `command` at `index`, expecting a refusal that leaves `s` as it
@@ -214,4 +238,54 @@ fn an_entry_written_before_limits_existed_decodes_without_them() {
     s.apply(super::tests::at(1), &decoded)
         .0
         .expect("accepted as it was then");
+}
+
+#[test]
+fn an_object_over_the_object_size_limit_is_refused_by_name() {
+    // Before: two routes with 2.2 MB annotations were each accepted, and
+    // then no proxy ever received a configuration again.
+    let mut s = ReplicatedState::default();
+    let err = refused(
+        &mut s,
+        1,
+        &apply(
+            vec![annotated_route("big", 2_200_000)],
+            sizes(1 << 20, 4 << 20),
+        ),
+    );
+    match err {
+        CommandError::ObjectTooLarge { object, bytes, max } => {
+            assert_eq!(object, "HTTPRoute default/big");
+            assert!(bytes > 2_200_000 && max == 1 << 20);
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn an_apply_that_would_make_the_configuration_undeliverable_is_refused() {
+    let mut s = ReplicatedState::default();
+    let lim = sizes(1 << 20, 2_500_000);
+    for (i, name) in ["a", "b"].iter().enumerate() {
+        s.apply(
+            super::tests::at(i as u64 + 1),
+            &apply(vec![annotated_route(name, 900_000)], lim),
+        )
+        .0
+        .expect("fits");
+    }
+    let err = refused(&mut s, 3, &apply(vec![annotated_route("c", 900_000)], lim));
+    assert!(
+        matches!(err, CommandError::OverLimit { limit: StoreLimit::ConfigBytes, after, .. } if after > 2_500_000),
+        "{err}"
+    );
+    assert!(err.to_string().contains("--max-message-bytes"), "{err}");
+    // Replacing an object by a smaller one, and deleting, always work.
+    s.apply(
+        super::tests::at(4),
+        &apply(vec![annotated_route("a", 10)], lim),
+    )
+    .0
+    .expect("a smaller pending spec fits");
+    assert!(s.config_bytes() < 2_500_000 + 900_000);
 }

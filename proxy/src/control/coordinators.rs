@@ -12,6 +12,11 @@ use tonic::transport::Channel;
 /// Metadata key with which a follower names the leader's address.
 pub const LEADER_HEADER: &str = "x-switchyard-leader";
 
+/// Largest message this proxy accepts from a coordinator (the
+/// configuration): above any `--max-message-bytes` a coordinator is
+/// likely to run with.
+pub const MAX_CONFIG_MESSAGE_BYTES: usize = 256 * 1024 * 1024;
+
 /// One `--coordinators` entry: `[ZONE=]HOST:PORT`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CoordinatorAddress {
@@ -108,7 +113,12 @@ impl Coordinators {
                 channel
             }
         };
-        Ok(FleetServiceClient::new(channel))
+        // The coordinators' `--max-message-bytes` bounds the configuration
+        // (they refuse applies that would not fit it); this side accepts
+        // whatever they send.
+        Ok(FleetServiceClient::new(channel)
+            .max_decoding_message_size(MAX_CONFIG_MESSAGE_BYTES)
+            .max_encoding_message_size(MAX_CONFIG_MESSAGE_BYTES))
     }
 
     /// The leader's address if a follower told us, else the first choice.
