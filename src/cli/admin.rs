@@ -224,6 +224,9 @@ fn render(s: &ClusterStatus) -> String {
         .map(|(id, a)| format!("{id}={a}"))
         .collect();
     let _ = writeln!(out, "coordinators: {}", members.join(", "));
+    if let Some(stale) = &s.stale {
+        let _ = writeln!(out, "warning: {stale}");
+    }
     let _ = writeln!(out, "routes:");
     if s.routes.is_empty() {
         let _ = writeln!(out, "  (none)");

@@ -25,7 +25,7 @@ use super::error::{ForwardError, LeaderHint, NodeError, ProposeError};
 use super::fingerprint::{ClusterIdentity, peers_string};
 use super::membership::voters_of;
 use super::network::{ChannelCache, NetworkFactory, RpcTimeouts};
-use super::service::{RaftGrpc, leader_hint, write_locally};
+use super::service::{LeaderContact, RaftGrpc, leader_hint, write_locally};
 use super::types::{Node as PeerNode, NodeId, Raft, RaftMetrics};
 use crate::state::{Command, CommandResponse, ReplicatedState};
 
@@ -48,6 +48,9 @@ pub(super) struct Inner {
     channels: ChannelCache,
     pub(super) settings: RaftSettings,
     liveness: StoreLiveness,
+    /// Set by the first [`Node::shutdown`].
+    stopped: std::sync::atomic::AtomicBool,
+    contact: LeaderContact,
 }
 
 impl Node {
@@ -175,6 +178,8 @@ impl Node {
                 channels,
                 settings,
                 liveness,
+                stopped: std::sync::atomic::AtomicBool::new(false),
+                contact: LeaderContact::default(),
             }),
         })
     }
@@ -197,8 +202,18 @@ impl Node {
             self.inner.raft.clone(),
             self.inner.identity.clone(),
             self.inner.settings.propose_timeout,
+            self.inner.contact.clone(),
         )
         .into_server()
+    }
+
+    /// Time since this node last heard from a leader (`None` if never, or
+    /// while it leads itself).
+    pub fn since_leader_contact(&self) -> Option<Duration> {
+        if self.is_leader() {
+            return None;
+        }
+        self.inner.contact.since()
     }
 
     /// The state machine, updated after every apply.
@@ -424,7 +439,13 @@ impl Node {
     /// process or by another process.
     pub async fn shutdown(&self) {
         let id = self.inner.id;
-        if let Err(e) = self.inner.raft.shutdown().await {
+        // Idempotent: a second call only waits for the store to close.
+        if !self
+            .inner
+            .stopped
+            .swap(true, std::sync::atomic::Ordering::SeqCst)
+            && let Err(e) = self.inner.raft.shutdown().await
+        {
             tracing::warn!(node_id = id, error = %e, "Raft shutdown reported an error");
         }
         // The store is owned by openraft's tasks, which end shortly after

@@ -29,6 +29,28 @@ pub struct RaftGrpc {
     raft: Raft,
     identity: ClusterIdentity,
     propose_timeout: Duration,
+    contact: LeaderContact,
+}
+
+/// When this node last heard from a leader (an AppendEntries, heartbeats
+/// included): a follower that has not for longer than an election timeout
+/// knows its view of the cluster may be stale.
+#[derive(Debug, Clone, Default)]
+pub struct LeaderContact(std::sync::Arc<std::sync::Mutex<Option<std::time::Instant>>>);
+
+impl LeaderContact {
+    /// Notes a message from the leader, now.
+    pub fn heard(&self) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(std::time::Instant::now());
+    }
+
+    /// Time since the last message from a leader, if there was one.
+    pub fn since(&self) -> Option<Duration> {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .map(|at| at.elapsed())
+    }
 }
 
 impl RaftGrpc {
@@ -39,12 +61,14 @@ impl RaftGrpc {
         raft: Raft,
         identity: ClusterIdentity,
         propose_timeout: Duration,
+        contact: LeaderContact,
     ) -> Self {
         RaftGrpc {
             id,
             raft,
             identity,
             propose_timeout,
+            contact,
         }
     }
 
@@ -135,6 +159,7 @@ impl RaftService for RaftGrpc {
         request: Request<RaftPayload>,
     ) -> Result<Response<RaftPayload>, Status> {
         self.identity.check(&request, "AppendEntries", true).await?;
+        self.contact.heard();
         let append = decode(request.get_ref(), "AppendEntries")?;
         encode(&self.raft.append_entries(append).await)
     }

@@ -299,6 +299,20 @@ pub async fn run(
         grpc,
         coordinator: coordinator.clone(),
     });
+    // On the way out, in this order: stop deciding (a stopping leader
+    // records nothing — no lease expiry for proxies it can no longer
+    // hear), stop Raft (the others elect a new leader within an election
+    // timeout instead of waiting for this process to drain its streams),
+    // then stop serving.
+    let stopping = coordinator.clone();
+    let leader_loop_abort = leader_loop.abort_handle();
+    let shutdown = async move {
+        shutdown.await;
+        leader_loop_abort.abort();
+        *stopping.engine.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        stopping.node.shutdown().await;
+        tracing::info!("Raft stopped; draining gRPC streams");
+    };
     let served = tonic::transport::Server::builder()
         .add_service(raft)
         .add_service(fleet)

@@ -28,6 +28,27 @@ pub(crate) fn cluster_status(c: &Coordinator) -> ClusterStatus {
             }
         }
     });
+    let election_timeout = c.config.node.raft.election_timeout_max;
+    let stale = if c.node.is_leader() && !c.leads_with_quorum() {
+        Some(format!(
+            "coordinator {} leads but has not reached a quorum within {election_timeout:?}: proxies, leases and evidence shown may be stale",
+            c.config.node.id
+        ))
+    } else if !c.node.is_leader() {
+        match c.node.since_leader_contact() {
+            Some(since) if since > election_timeout => Some(format!(
+                "coordinator {} has not heard from a leader for {:.1}s: it may be cut off from a quorum, and what it shows may be stale",
+                c.config.node.id,
+                since.as_secs_f64()
+            )),
+            None if metrics.current_leader.is_none() => {
+                Some(format!("coordinator {} knows no leader", c.config.node.id))
+            }
+            _ => None,
+        }
+    } else {
+        None
+    };
     ClusterStatus {
         answered_by: c.config.node.id,
         leader: metrics.current_leader,
@@ -41,6 +62,7 @@ pub(crate) fn cluster_status(c: &Coordinator) -> ClusterStatus {
             .collect(),
         routes,
         proxies,
+        stale,
     }
 }
 

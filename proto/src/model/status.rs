@@ -21,6 +21,11 @@ pub struct ClusterStatus {
     pub routes: Vec<RouteStatus>,
     /// Every registered proxy.
     pub proxies: Vec<ProxyStatus>,
+    /// Why this view may be stale, when it may: a leader that cannot reach
+    /// a quorum, a follower that has not heard from a leader for longer
+    /// than an election timeout.
+    #[serde(default)]
+    pub stale: Option<String>,
 }
 
 /// One route's generations and progress.
