@@ -9,7 +9,7 @@
 use super::backends::{BackendIndex, pick_weighted};
 use super::filters::{FilterSet, Redirect, RequestView, mirror_taken, new_path};
 use super::matching::CompiledMatch;
-use super::{CompileNote, Decision, DirectResponse, ForwardPlan, HeaderEdits};
+use super::{CompileNote, Decision, DirectResponse, ForwardPlan, HeaderEdits, RespondKind};
 use http::{HeaderValue, StatusCode};
 use std::collections::BTreeSet;
 use switchyard_proto::model::{BackendKey, HttpRoute, ObjectName, PathModifier, RouteRule};
@@ -242,6 +242,7 @@ fn redirect_response(
     headers.extend(response.add.iter().cloned());
     Decision::Respond(DirectResponse {
         status: r.status,
+        kind: RespondKind::Redirect,
         headers,
         reason: format!("redirect by {what}"),
     })
@@ -250,6 +251,7 @@ fn redirect_response(
 fn error_500(reason: String) -> Decision {
     Decision::Respond(DirectResponse {
         status: StatusCode::INTERNAL_SERVER_ERROR,
+        kind: RespondKind::InvalidBackend,
         headers: Vec::new(),
         reason,
     })
