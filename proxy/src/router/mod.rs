@@ -21,6 +21,7 @@ mod filters;
 mod hostname;
 mod matching;
 mod precedence;
+mod regexes;
 mod rule;
 mod table;
 #[cfg(test)]
@@ -33,6 +34,8 @@ use std::collections::{BTreeSet, HashMap};
 use std::fmt;
 use switchyard_proto::model::{BackendKey, ConfigSnapshot, HttpRoute, Kind, ObjectName};
 use table::PortTable;
+
+pub use regexes::RegexStats;
 
 /// Which Gateway listener port a local socket serves, from
 /// `--listener [NS/GATEWAY:]PORT=ADDR`.
@@ -72,6 +75,7 @@ pub struct RouteTable {
     ports: HashMap<ListenerKey, PortTable>,
     notes: Vec<CompileNote>,
     backends: BTreeSet<BackendKey>,
+    regex_stats: RegexStats,
 }
 
 /// What to do with one request.
@@ -233,5 +237,12 @@ impl RouteTable {
     /// Problems found while compiling.
     pub fn notes(&self) -> &[CompileNote] {
         &self.notes
+    }
+
+    /// What compiling this table did with its regexes: how many it
+    /// compiled, how many it shared with tables compiled before, and
+    /// their compiled size.
+    pub fn regex_stats(&self) -> RegexStats {
+        self.regex_stats
     }
 }

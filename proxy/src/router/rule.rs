@@ -9,6 +9,7 @@
 use super::backends::{BackendIndex, pick_weighted};
 use super::filters::{FilterSet, Redirect, RequestView, mirror_taken, new_path};
 use super::matching::CompiledMatch;
+use super::regexes::RegexPlan;
 use super::{CompileNote, Decision, DirectResponse, ForwardPlan, HeaderEdits, RespondKind};
 use http::{HeaderValue, StatusCode};
 use std::collections::BTreeSet;
@@ -59,6 +60,7 @@ impl CompiledRule {
         rule_index: usize,
         rule: &RouteRule,
         index: &BackendIndex<'_>,
+        regexes: &RegexPlan,
         notes: &mut Vec<CompileNote>,
     ) -> CompiledRule {
         let name = route.meta.object_name();
@@ -69,7 +71,7 @@ impl CompiledRule {
         } else {
             rule.matches
                 .iter()
-                .map(|m| CompiledMatch::compile(m, &mut problems))
+                .map(|m| CompiledMatch::compile(m, regexes, &mut problems))
                 .collect()
         };
         let filters = FilterSet::compile(&rule.filters, &mut problems);
