@@ -151,29 +151,38 @@ fn parse_host_port(text: &str) -> Option<HostPort<'_>> {
     Some(HostPort { host, port })
 }
 
-fn default_port(scheme: Option<&str>) -> Option<u16> {
+fn default_port(scheme: Option<&str>) -> u16 {
     match scheme {
-        Some("https") => Some(443),
-        _ => Some(80),
+        Some("https") => 443,
+        _ => 80,
     }
 }
 
 /// Whether two authorities name the same host and port (host compared
 /// case-insensitively; an absent port is the scheme's default).
 fn same_entity(a: HostPort<'_>, b: HostPort<'_>, scheme: Option<&str>) -> bool {
-    let port = |p: Option<u16>| p.or_else(|| default_port(scheme));
+    let port = |p: Option<u16>| p.unwrap_or_else(|| default_port(scheme));
     a.host.eq_ignore_ascii_case(b.host) && port(a.port) == port(b.port)
 }
 
 /// Checks the request's host (see the module docs) and leaves exactly one
 /// `Host` header naming it; the header is untouched when it already does.
 pub fn settle_host(parts: &mut request::Parts) -> Result<(), HostError> {
+    if let Some(value) = replacement_host(parts)? {
+        parts.headers.insert(header::HOST, value);
+    }
+    Ok(())
+}
+
+/// The checks of [`settle_host`]; `Some` is the `Host` to write instead of
+/// the one the request has.
+fn replacement_host(parts: &request::Parts) -> Result<Option<HeaderValue>, HostError> {
     let mut hosts = parts.headers.get_all(header::HOST).iter();
-    let first = hosts.next().cloned();
+    let first = hosts.next();
     if hosts.next().is_some() {
         return Err(HostError::Duplicate);
     }
-    let host_field = match &first {
+    let host_field = match first {
         Some(value) => {
             let text = value.to_str().map_err(|_| HostError::Invalid)?;
             if !text.is_empty() {
@@ -188,7 +197,7 @@ pub fn settle_host(parts: &mut request::Parts) -> Result<(), HostError> {
         if host_field.is_none() && parts.version == Version::HTTP_11 {
             return Err(HostError::Missing);
         }
-        return Ok(());
+        return Ok(None);
     };
     let authority_text = authority.as_str();
     if authority_text.contains('@') {
@@ -198,8 +207,8 @@ pub fn settle_host(parts: &mut request::Parts) -> Result<(), HostError> {
     let scheme = parts.uri.scheme_str();
     if parts.version == Version::HTTP_2 {
         if let Some(text) = host_field
-            && !text.is_empty()
             && let Some(field) = parse_host_port(text)
+            && !text.is_empty()
             && !same_entity(field, target, scheme)
         {
             return Err(HostError::AuthorityMismatch);
@@ -212,11 +221,12 @@ pub fn settle_host(parts: &mut request::Parts) -> Result<(), HostError> {
             return Err(HostError::Missing);
         }
     }
-    if host_field != Some(authority_text) {
-        let value = HeaderValue::from_str(authority_text).map_err(|_| HostError::Invalid)?;
-        parts.headers.insert(header::HOST, value);
+    if host_field == Some(authority_text) {
+        return Ok(None);
     }
-    Ok(())
+    HeaderValue::from_str(authority_text)
+        .map(Some)
+        .map_err(|_| HostError::Invalid)
 }
 
 #[cfg(test)]

@@ -126,6 +126,15 @@ fn hex_value(b: u8) -> Option<u8> {
 
 const HEX_UPPER: &[u8; 16] = b"0123456789ABCDEF";
 
+/// The value of an upper-case hex digit.
+fn upper_hex(b: Option<&u8>) -> Option<u8> {
+    match b.copied()? {
+        b @ b'0'..=b'9' => Some(b - b'0'),
+        b @ b'A'..=b'F' => Some(b - b'A' + 10),
+        _ => None,
+    }
+}
+
 /// Whether `path` is already in normal form. One pass, no allocation.
 fn is_normal(path: &[u8], settings: &PathSettings) -> bool {
     let mut prev = 0u8;
@@ -134,13 +143,11 @@ fn is_normal(path: &[u8], settings: &PathSettings) -> bool {
         let b = path[i];
         if b == b'%' {
             // Normal: upper-case hex of a byte that stays encoded.
-            let upper =
-                |b: Option<&u8>| b.is_some_and(|b| b.is_ascii_digit() || (b'A'..=b'F').contains(b));
-            if !upper(path.get(i + 1)) || !upper(path.get(i + 2)) {
+            let (Some(h), Some(l)) = (upper_hex(path.get(i + 1)), upper_hex(path.get(i + 2)))
+            else {
                 return false;
-            }
-            let decoded =
-                hex_value(path[i + 1]).unwrap_or(0) * 16 + hex_value(path[i + 2]).unwrap_or(0);
+            };
+            let decoded = h * 16 + l;
             let slash = matches!(decoded, b'/' | b'\\');
             if is_unreserved(decoded)
                 || (slash && settings.encoded_slashes == EncodedSlashes::Reject)
@@ -161,11 +168,7 @@ fn is_normal(path: &[u8], settings: &PathSettings) -> bool {
         // the end.
         if b == b'.' && prev == b'/' {
             let rest = &path[i + 1..];
-            let dots = match rest {
-                [] | [b'/', ..] => true,
-                [b'.'] | [b'.', b'/', ..] => true,
-                _ => false,
-            };
+            let dots = matches!(rest, [] | [b'/', ..] | [b'.'] | [b'.', b'/', ..]);
             if dots {
                 return false;
             }
