@@ -90,7 +90,7 @@ impl Upload {
     }
 
     /// The proxy now waits for the client's next bytes.
-    pub fn waiting_on_client(&self) {
+    pub(crate) fn waiting_on_client(&self) {
         self.update(|s| {
             let was = s.waiting_on_client;
             s.waiting_on_client = true;
@@ -99,7 +99,7 @@ impl Upload {
     }
 
     /// A frame of the body arrived.
-    pub fn progressed(&self) {
+    pub(crate) fn progressed(&self) {
         self.update(|s| {
             let was = s.waiting_on_client;
             s.waiting_on_client = false;
@@ -109,7 +109,7 @@ impl Upload {
     }
 
     /// The body ended, or the client broke it off.
-    pub fn ended(&self) {
+    pub(crate) fn ended(&self) {
         self.update(|s| {
             let was = s.ended;
             s.ended = true;
@@ -119,7 +119,7 @@ impl Upload {
 
     /// The client paused longer than the body idle timeout; the body ends
     /// with an error.
-    pub fn stalled(&self) {
+    pub(crate) fn stalled(&self) {
         self.update(|s| {
             let was = s.stalled;
             s.stalled = true;
@@ -423,5 +423,70 @@ impl Body for PooledBody {
 
     fn size_hint(&self) -> SizeHint {
         self.inner.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TIMEOUT: Duration = Duration::from_secs(5);
+
+    #[tokio::test(start_paused = true)]
+    async fn a_backend_that_stops_taking_the_body_runs_out_of_time() {
+        let upload = Upload::new();
+        upload.progressed();
+        let send = std::future::pending::<()>();
+        tokio::pin!(send);
+        let started = Instant::now();
+        let out = while_uploading(&mut send, &upload, TIMEOUT).await;
+        assert!(matches!(out, Sending::BackendStalled));
+        assert_eq!(started.elapsed(), TIMEOUT);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn time_spent_waiting_on_the_client_is_not_the_backends() {
+        let upload = Upload::new();
+        upload.waiting_on_client();
+        let feed = Arc::clone(&upload);
+        tokio::spawn(async move {
+            // The client pauses far longer than the request timeout, then
+            // the backend takes the last bytes within it.
+            tokio::time::sleep(TIMEOUT * 12).await;
+            feed.progressed();
+            tokio::time::sleep(TIMEOUT - Duration::from_secs(1)).await;
+            feed.ended();
+        });
+        let send = std::future::pending::<()>();
+        tokio::pin!(send);
+        let started = Instant::now();
+        let out = while_uploading(&mut send, &upload, TIMEOUT).await;
+        assert!(matches!(out, Sending::BodyEnded));
+        assert_eq!(started.elapsed(), TIMEOUT * 13 - Duration::from_secs(1));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_answer_before_the_body_ends_is_taken() {
+        let upload = Upload::new();
+        upload.waiting_on_client();
+        let send = async {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            7
+        };
+        tokio::pin!(send);
+        let out = while_uploading(&mut send, &upload, TIMEOUT).await;
+        assert!(matches!(out, Sending::Done(7)));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_stalled_body_ends_the_wait_as_the_clients() {
+        let upload = Upload::new();
+        upload.waiting_on_client();
+        upload.stalled();
+        let send = std::future::pending::<()>();
+        tokio::pin!(send);
+        let out = while_uploading(&mut send, &upload, TIMEOUT).await;
+        assert!(matches!(out, Sending::BodyEnded));
+        assert!(upload.is_stalled());
     }
 }
