@@ -50,7 +50,7 @@ fn is_end_to_end(name: &str) -> bool {
 
 /// Removes hop-by-hop headers: the fixed list, and the headers the
 /// `Connection` header names unless they are end-to-end headers (see
-/// [`is_end_to_end`]). `Transfer-Encoding` goes because hyper frames each
+/// `is_end_to_end`). `Transfer-Encoding` goes because hyper frames each
 /// hop itself; `Content-Length` stays.
 pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
     // Most messages carry none of these: one pass over the names, no

@@ -1,6 +1,6 @@
 //! What a request must look like before it is routed: one `Host` naming
-//! the host it is for ([`host`](super::host)), and its path in normal form
-//! ([`path`](super::path)), written back into the request so that routing,
+//! the host it is for (the [`host`] module), and its path in normal form
+//! (the [`path`] module), written back into the request so that routing,
 //! rewrites, redirects and the backend all see the same thing. A request
 //! that cannot be made unambiguous is refused ([`BadRequest`], 400).
 //!
