@@ -1,14 +1,40 @@
 //! Errors the data plane answers requests with, each knowing who is to blame
 //! (pingora-style), whether a retry would be safe, and which HTTP status it
 //! becomes. The conversion to a response happens in one place:
-//! [`ProxyError::status`] plus [`ProxyError::reason`], used by the server.
+//! [`ProxyError::status`] plus [`ProxyError::public_reason`] (what any
+//! client may read) or [`ProxyError::reason`] (what operators read: names
+//! backends; logged at debug, sent only when `expose_reasons` is on), used
+//! by the server.
 //!
 //! Not here: routing outcomes (404, 500 for invalid backends, redirects),
 //! which are the router's direct responses, not errors.
 
+use crate::server::host::HostError;
+use crate::server::path::PathError;
 use std::net::SocketAddr;
 use std::time::Duration;
 use switchyard_proto::model::BackendKey;
+
+/// A request refused before routing because it is malformed or ambiguous
+/// (RFC 9112 asks for 400); the client's fault.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum BadRequest {
+    /// The path cannot be normalized safely.
+    #[error("{}", .0.as_str())]
+    Path(PathError),
+    /// Host, `:authority` or the absolute-form target is not acceptable.
+    #[error("{}", .0.as_str())]
+    Host(HostError),
+}
+
+impl BadRequest {
+    fn kind(self) -> &'static str {
+        match self {
+            BadRequest::Path(e) => e.kind(),
+            BadRequest::Host(e) => e.kind(),
+        }
+    }
+}
 
 /// Who caused a failed request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -102,6 +128,18 @@ pub enum ProxyError {
         /// The timeout that passed.
         timeout: Duration,
     },
+    /// The request was refused before routing.
+    #[error("bad request: {0}")]
+    BadRequest(#[from] BadRequest),
+    /// The client paused its request body longer than the body idle
+    /// timeout.
+    #[error("client request body to {backend} paused longer than {idle:?}")]
+    ClientTimeout {
+        /// The backend the body was going to.
+        backend: BackendKey,
+        /// The idle timeout that passed.
+        idle: Duration,
+    },
     /// The client's request body failed while it was being forwarded.
     #[error("client request body failed while forwarding to {backend}: {source}")]
     DownstreamBody {
@@ -122,7 +160,9 @@ impl ProxyError {
             | ProxyError::Connect { .. }
             | ProxyError::Upstream { .. }
             | ProxyError::Timeout { .. } => Blame::Upstream,
-            ProxyError::DownstreamBody { .. } => Blame::Downstream,
+            ProxyError::BadRequest(_)
+            | ProxyError::ClientTimeout { .. }
+            | ProxyError::DownstreamBody { .. } => Blame::Downstream,
         }
     }
 
@@ -135,6 +175,7 @@ impl ProxyError {
                 | ProxyError::BackendUnknown { .. }
                 | ProxyError::NoReadyEndpoint { .. }
                 | ProxyError::Connect { .. }
+                | ProxyError::BadRequest(_)
         )
     }
 
@@ -147,6 +188,8 @@ impl ProxyError {
             ProxyError::Connect { .. } => "connect",
             ProxyError::Upstream { .. } => "upstream",
             ProxyError::Timeout { .. } => "timeout",
+            ProxyError::BadRequest(why) => why.kind(),
+            ProxyError::ClientTimeout { .. } => "client_body_timeout",
             ProxyError::DownstreamBody { .. } => "downstream_body",
         }
     }
@@ -160,12 +203,30 @@ impl ProxyError {
             | ProxyError::NoReadyEndpoint { .. } => S::SERVICE_UNAVAILABLE,
             ProxyError::Connect { .. } | ProxyError::Upstream { .. } => S::BAD_GATEWAY,
             ProxyError::Timeout { .. } => S::GATEWAY_TIMEOUT,
-            ProxyError::DownstreamBody { .. } => S::BAD_REQUEST,
+            ProxyError::BadRequest(_) | ProxyError::DownstreamBody { .. } => S::BAD_REQUEST,
+            ProxyError::ClientTimeout { .. } => S::REQUEST_TIMEOUT,
         }
     }
 
-    /// The `x-switchyard-reason` the client gets: names the backend but not
-    /// endpoint addresses, which are internal.
+    /// The reason any client may read: what kind of failure, never which
+    /// route, Service or endpoint.
+    pub fn public_reason(&self) -> &'static str {
+        match self {
+            ProxyError::NoConfig => "no configuration received yet",
+            ProxyError::BackendUnknown { .. } => "backend unavailable",
+            ProxyError::NoReadyEndpoint { .. } => "backend has no ready endpoint",
+            ProxyError::Connect { .. } => "could not connect to the backend",
+            ProxyError::Upstream { .. } => "backend broke the connection",
+            ProxyError::Timeout { .. } => "backend did not answer in time",
+            ProxyError::BadRequest(BadRequest::Path(e)) => e.public_reason(),
+            ProxyError::BadRequest(BadRequest::Host(e)) => e.public_reason(),
+            ProxyError::ClientTimeout { .. } => "request body paused too long",
+            ProxyError::DownstreamBody { .. } => "request body from client failed",
+        }
+    }
+
+    /// The operators' reason: names the backend but not endpoint
+    /// addresses. Clients see it only with `expose_reasons` on.
     pub fn reason(&self) -> String {
         match self {
             ProxyError::NoConfig => "no configuration received yet".to_owned(),
@@ -184,6 +245,10 @@ impl ProxyError {
             ProxyError::Timeout {
                 backend, timeout, ..
             } => format!("backend {backend} did not answer within {timeout:?}"),
+            ProxyError::BadRequest(why) => format!("bad request: {why}"),
+            ProxyError::ClientTimeout { backend, idle } => {
+                format!("request body to backend {backend} paused longer than {idle:?}")
+            }
             ProxyError::DownstreamBody { .. } => "request body from client failed".to_owned(),
         }
     }

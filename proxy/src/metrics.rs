@@ -5,6 +5,7 @@
 //! count (the server and upstream code do) nor how to expose them (the
 //! [`crate::admin`] endpoint does).
 
+use crate::router::RespondKind;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -48,6 +49,14 @@ pub struct MirrorLabels {
     pub backend: String,
     /// `sent`, `failed` or `skipped`.
     pub result: String,
+}
+
+/// Labels of an answer the router gave itself.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct DirectLabels {
+    /// [`RespondKind::label`]: `no_listener`, `no_route`, `redirect`,
+    /// `invalid_backend`.
+    pub kind: String,
 }
 
 /// Labels of a limit hit.
@@ -124,6 +133,14 @@ pub struct Metrics {
     limit_counters: [Counter; 3],
     /// Request counters with empty route and backend, by status class.
     unrouted: [OnceLock<Counter>; 5],
+    /// Answers the router gave itself, by kind; count through
+    /// [`record_direct`](Self::record_direct).
+    pub direct_responses: Family<DirectLabels, Counter>,
+    /// The `direct_responses` counters, indexed like [`RespondKind::ALL`].
+    direct_counters: [Counter; 4],
+    /// `errors{blame="downstream",kind="client_body_timeout"}`, resolved
+    /// once: a reset after the response started is counted from a body.
+    client_body_timeouts: Counter,
 }
 
 impl Metrics {
@@ -146,7 +163,25 @@ impl Metrics {
             limit_hits: Family::default(),
             limit_counters: Default::default(),
             unrouted: Default::default(),
+            direct_responses: Family::default(),
+            direct_counters: Default::default(),
+            client_body_timeouts: Counter::default(),
         };
+        for (i, kind) in RespondKind::ALL.into_iter().enumerate() {
+            m.direct_counters[i] = m
+                .direct_responses
+                .get_or_create(&DirectLabels {
+                    kind: kind.label().to_owned(),
+                })
+                .clone();
+        }
+        m.client_body_timeouts = m
+            .errors
+            .get_or_create(&ErrorLabels {
+                blame: "downstream".to_owned(),
+                kind: "client_body_timeout".to_owned(),
+            })
+            .clone();
         for (i, limit) in Limit::ALL.into_iter().enumerate() {
             m.limit_counters[i] = m
                 .limit_hits
@@ -193,8 +228,14 @@ impl Metrics {
         );
         r.register(
             "errors",
-            "Requests the proxy failed itself, by who is to blame",
+            "Requests the proxy failed itself, by who is to blame and kind \
+             (kind=client_body_timeout: the client paused its upload; never counted against a backend)",
             m.errors.clone(),
+        );
+        r.register(
+            "direct_responses",
+            "Answers the router gave itself (no listener, no route, redirect, invalid backend)",
+            m.direct_responses.clone(),
         );
         r.register("mirrors", "Mirror copies by outcome", m.mirrors.clone());
         r.register(
@@ -219,6 +260,18 @@ impl Metrics {
             m.limit_hits.clone(),
         );
         m
+    }
+
+    /// Counts one answer the router gave itself.
+    pub fn record_direct(&self, kind: RespondKind) {
+        // `RespondKind::ALL` lists the variants in declaration order.
+        self.direct_counters[kind as usize].inc();
+    }
+
+    /// Counts a client upload that paused past the body idle timeout
+    /// after the response had started (the client gets a reset).
+    pub fn record_client_body_timeout(&self) {
+        self.client_body_timeouts.inc();
     }
 
     /// Counts one hit of `limit`.

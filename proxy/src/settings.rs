@@ -10,8 +10,11 @@ use std::time::Duration;
 pub struct DataPlaneSettings {
     /// Upper bound on TCP connect to one upstream endpoint.
     pub connect_timeout: Duration,
-    /// Upper bound from sending a request upstream to receiving its
-    /// response head; past it the client gets 504.
+    /// Upper bound from the end of the client's request body (or from
+    /// sending the head, for requests without one) to receiving the
+    /// response head; past it the client gets 504. While the body is still
+    /// arriving, the clock runs only while the proxy waits on the backend
+    /// (a backend that stops reading the body), never on the client.
     pub request_timeout: Duration,
     /// Largest request head (start line plus headers) accepted from a
     /// client, in bytes; larger heads get 431. HTTP/1 enforces at least
@@ -53,6 +56,61 @@ pub struct DataPlaneSettings {
     /// Mirror requests in flight at once; copies beyond it are skipped so a
     /// slow mirror can never pile up work.
     pub max_mirrors_in_flight: usize,
+    /// How long the client's request body may pause (no bytes while the
+    /// proxy is waiting for them) before the request is given up as the
+    /// client's fault: 408 if no response has started, else a reset. The
+    /// backend's `request_timeout` only starts once the body has ended.
+    pub request_body_idle_timeout: Duration,
+    /// How request paths are normalized before routing (see
+    /// [`crate::server::path`]).
+    pub paths: PathSettings,
+    /// Proxies in front of this one whose forwarding headers are believed:
+    /// the proxy keeps the last `trusted_hops` entries of an incoming
+    /// `X-Forwarded-For` and `Forwarded` (those trusted proxies wrote them),
+    /// drops the entries before them (the client wrote those), and appends
+    /// the peer address. With `0` (the proxy is the edge) the backend sees
+    /// exactly the peer. `X-Forwarded-Proto` from the client is kept only
+    /// when `trusted_hops > 0`. No CLI flag yet: set it here.
+    pub trusted_hops: usize,
+    /// Send operators' detailed reasons (route, rule, Service names) to
+    /// clients in `x-switchyard-reason` and the body. Off by default:
+    /// clients get a generic reason and the details go to the debug log
+    /// and metrics. For debugging setups where every client is trusted.
+    pub expose_reasons: bool,
+}
+
+/// What the proxy does with an encoded slash (`%2F`) or backslash
+/// (`%5C`) in a request path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum EncodedSlashes {
+    /// Answer 400. A backend that decodes them would read a different path
+    /// than the router matched (`/x/..%2Fadmin` is `/admin` to it).
+    #[default]
+    Reject,
+    /// Keep them encoded (hex upper-cased) and never treat them as
+    /// separators (Envoy's default, `KEEP_UNCHANGED`). Only for backends
+    /// known not to decode them before routing.
+    Keep,
+}
+
+/// Request path normalization; RFC 3986 normalization always happens,
+/// these choose the two points the RFC leaves open.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PathSettings {
+    /// Merge runs of `/` into one (`//admin` is `/admin`), as Envoy
+    /// Gateway does by default and most backends do when they route.
+    pub merge_slashes: bool,
+    /// `%2F` and `%5C`.
+    pub encoded_slashes: EncodedSlashes,
+}
+
+impl Default for PathSettings {
+    fn default() -> Self {
+        PathSettings {
+            merge_slashes: true,
+            encoded_slashes: EncodedSlashes::Reject,
+        }
+    }
 }
 
 impl Default for DataPlaneSettings {
@@ -74,6 +132,10 @@ impl Default for DataPlaneSettings {
             drain_idle_grace: Duration::from_secs(2),
             drain_timeout: Duration::from_secs(30),
             max_mirrors_in_flight: 1024,
+            request_body_idle_timeout: Duration::from_secs(30),
+            paths: PathSettings::default(),
+            trusted_hops: 0,
+            expose_reasons: false,
         }
     }
 }

@@ -8,7 +8,9 @@
 //!   first.
 //!
 //! and the same request with the same random number gets the same
-//! decision (the router has no state of its own).
+//! decision (the router has no state of its own). Generated requests are
+//! checked as built and as the server routes them, after
+//! `inbound::settle` (Host settled, path normalized).
 //!
 //! Why: `route` runs on every request with attacker-chosen method, path,
 //! query, Host and headers. A panic there kills the connection task; a
@@ -688,6 +690,12 @@ proptest! {
         // Refused by `http`: the HTTP parser's job, not the router's.
         let Some(parts) = build(&raw) else { return Ok(()) };
         check(&key, &parts, random)?;
+        // And as the server routes it: Host settled, path normalized (or
+        // refused with 400, which never reaches the router).
+        let mut settled = parts.clone();
+        if switchyard_proxy::server::inbound::settle(&mut settled, &Default::default()).is_ok() {
+            check(&key, &settled, random)?;
+        }
     }
 
     /// Requests that hit the hand-built routes (the host and path prefixes

@@ -5,6 +5,15 @@
 //! regexes, weights, filter shapes. It deliberately does not check
 //! references between objects (a backendRef to a Service that does not
 //! exist is legal Gateway API and answers 500 at request time).
+//!
+//! Regex cost: route regexes are compiled here exactly as the proxy
+//! compiles them ([`compile_route_regex`]), and their compiled heap size is
+//! bounded per match ([`MAX_REGEX_BYTES_PER_MATCH`]) and summed per route
+//! ([`MAX_REGEX_BYTES_PER_ROUTE`]); an apply over either is refused naming
+//! the rule and match. A single Unicode `\w` compiles to about 50 KB, so
+//! `\w{200}` (11 MB) is refused while ordinary patterns take a few KB.
+//! The proxy also holds every served route together to
+//! [`MAX_REGEX_BYTES_PER_PROXY`].
 
 use super::backend::{EndpointSlice, ReferenceGrant, Service};
 use super::gateway::{Gateway, GatewayClass, RouteNamespaces};
@@ -14,11 +23,70 @@ use super::resource::Resource;
 use super::route::{
     BackendRef, Filter, HttpRoute, PathMatch, PathModifier, RouteRule, StringMatchType,
 };
+use regex_automata::meta;
+use regex_automata::nfa::thompson::WhichCaptures;
+use regex_automata::util::syntax;
 use std::collections::BTreeSet;
 use std::fmt;
 
 /// Most backendRefs' weight the Gateway API allows.
 pub const MAX_WEIGHT: u32 = 1_000_000;
+
+/// Compiled heap one regex of a route match may take.
+pub const MAX_REGEX_BYTES_PER_MATCH: usize = 256 * 1024;
+
+/// Compiled heap all regexes of one route may take together.
+pub const MAX_REGEX_BYTES_PER_ROUTE: usize = 1024 * 1024;
+
+/// Compiled heap all distinct regexes of the routes one proxy serves may
+/// take together. The proxy enforces it (oldest routes first; the regex
+/// matches of a route past it never match and are noted).
+pub const MAX_REGEX_BYTES_PER_PROXY: usize = 32 * 1024 * 1024;
+
+/// Cache each compiled regex may grow per searching thread at run time
+/// (the lazy DFA's transition table); not part of the compiled size.
+const REGEX_CACHE_BYTES: usize = 512 * 1024;
+
+/// A route regex, compiled the one way the proxy and validation share:
+/// anchored to the whole input (`^(?:pattern)$`), Rust `regex` syntax,
+/// at most [`MAX_REGEX_BYTES_PER_MATCH`] compiled. The error is one line.
+pub fn compile_route_regex(pattern: &str) -> Result<meta::Regex, String> {
+    // The pattern must stand on its own: `a)|(.*` would otherwise escape
+    // the anchoring group.
+    syntax::parse(pattern).map_err(|e| {
+        // regex's messages draw a caret under the pattern over several
+        // lines; errors here are one line.
+        let text = e.to_string();
+        let last = text.lines().last().unwrap_or_default().trim().to_string();
+        format!("invalid regular expression {pattern:?}: {last}")
+    })?;
+    let config = meta::Config::new()
+        .nfa_size_limit(Some(MAX_REGEX_BYTES_PER_MATCH))
+        .onepass_size_limit(Some(MAX_REGEX_BYTES_PER_MATCH))
+        .hybrid_cache_capacity(REGEX_CACHE_BYTES)
+        .which_captures(WhichCaptures::Implicit);
+    let too_big = || {
+        format!(
+            "regular expression {pattern:?} compiles to more than {} KiB, the most one match may use",
+            MAX_REGEX_BYTES_PER_MATCH / 1024
+        )
+    };
+    let regex = meta::Builder::new()
+        .configure(config)
+        .syntax(syntax::Config::new().utf8(true))
+        .build(&format!("^(?:{pattern})$"))
+        .map_err(|e| {
+            if e.size_limit().is_some() {
+                too_big()
+            } else {
+                format!("invalid regular expression {pattern:?}: {e}")
+            }
+        })?;
+    if regex.memory_usage() > MAX_REGEX_BYTES_PER_MATCH {
+        return Err(too_big());
+    }
+    Ok(regex)
+}
 
 /// A resource that is not well formed: which object, which field, why.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -92,17 +160,28 @@ impl Checker {
         }
     }
 
-    fn regex(&self, field: &str, pattern: &str) -> Result<(), ValidationError> {
-        regex::Regex::new(pattern).map(|_| ()).map_err(|e| {
-            // regex's messages draw a caret under the pattern over
-            // several lines; errors here are one line.
-            let text = e.to_string();
-            let last = text.lines().last().unwrap_or_default().trim().to_string();
-            self.fail(
+    /// Checks one route regex and adds its compiled size to `route_total`.
+    fn regex(
+        &self,
+        field: &str,
+        pattern: &str,
+        route_total: &mut usize,
+    ) -> Result<(), ValidationError> {
+        let regex = compile_route_regex(pattern).map_err(|e| self.fail(field, e))?;
+        let size = regex.memory_usage();
+        *route_total += size;
+        if *route_total > MAX_REGEX_BYTES_PER_ROUTE {
+            return Err(self.fail(
                 field,
-                format!("invalid regular expression {pattern:?}: {last}"),
-            )
-        })
+                format!(
+                    "the route's regular expressions compile to {} KiB with this one ({} KiB), over the {} KiB one route may use",
+                    route_total.div_ceil(1024),
+                    size.div_ceil(1024),
+                    MAX_REGEX_BYTES_PER_ROUTE / 1024
+                ),
+            ));
+        }
+        Ok(())
     }
 
     fn hostname(&self, field: &str, host: &str) -> Result<(), ValidationError> {
@@ -214,13 +293,19 @@ fn validate_route(c: &Checker, o: &HttpRoute) -> Result<(), ValidationError> {
     for (i, h) in o.hostnames.iter().enumerate() {
         c.hostname(&format!("spec.hostnames[{i}]"), h)?;
     }
+    let mut regex_bytes = 0;
     for (i, rule) in o.rules.iter().enumerate() {
-        validate_rule(c, &format!("spec.rules[{i}]"), rule)?;
+        validate_rule(c, &format!("spec.rules[{i}]"), rule, &mut regex_bytes)?;
     }
     Ok(())
 }
 
-fn validate_rule(c: &Checker, f: &str, rule: &RouteRule) -> Result<(), ValidationError> {
+fn validate_rule(
+    c: &Checker,
+    f: &str,
+    rule: &RouteRule,
+    regex_bytes: &mut usize,
+) -> Result<(), ValidationError> {
     for (j, m) in rule.matches.iter().enumerate() {
         let mf = format!("{f}.matches[{j}]");
         match &m.path {
@@ -230,7 +315,9 @@ fn validate_rule(c: &Checker, f: &str, rule: &RouteRule) -> Result<(), Validatio
                     format!("path {p:?} must start with '/'"),
                 ));
             }
-            Some(PathMatch::RegularExpression(p)) => c.regex(&format!("{mf}.path.value"), p)?,
+            Some(PathMatch::RegularExpression(p)) => {
+                c.regex(&format!("{mf}.path.value"), p, regex_bytes)?;
+            }
             _ => {}
         }
         for (k, h) in m.headers.iter().enumerate() {
@@ -241,7 +328,7 @@ fn validate_rule(c: &Checker, f: &str, rule: &RouteRule) -> Result<(), Validatio
                 ));
             }
             if h.match_type == StringMatchType::RegularExpression {
-                c.regex(&format!("{mf}.headers[{k}].value"), &h.value)?;
+                c.regex(&format!("{mf}.headers[{k}].value"), &h.value, regex_bytes)?;
             }
         }
         for (k, q) in m.query_params.iter().enumerate() {
@@ -249,7 +336,11 @@ fn validate_rule(c: &Checker, f: &str, rule: &RouteRule) -> Result<(), Validatio
                 return Err(c.fail(format!("{mf}.queryParams[{k}].name"), "required"));
             }
             if q.match_type == StringMatchType::RegularExpression {
-                c.regex(&format!("{mf}.queryParams[{k}].value"), &q.value)?;
+                c.regex(
+                    &format!("{mf}.queryParams[{k}].value"),
+                    &q.value,
+                    regex_bytes,
+                )?;
             }
         }
         if let Some(method) = &m.method
@@ -527,6 +618,65 @@ mod tests {
         .unwrap_err();
         assert_eq!(err.field, "spec.rules[0].matches[0].path.value");
         assert!(err.message.contains("regular expression"), "{err}");
+    }
+
+    fn regex_match(pattern: &str) -> RouteMatch {
+        RouteMatch {
+            path: Some(PathMatch::RegularExpression(pattern.into())),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_regex_that_escapes_its_anchors_is_rejected() {
+        let err = validate_resource(&route(vec![RouteRule {
+            matches: vec![regex_match("/a)|(.*")],
+            ..Default::default()
+        }]))
+        .unwrap_err();
+        assert!(err.message.contains("invalid regular expression"), "{err}");
+        assert!(compile_route_regex("/a)|(.*").is_err());
+        let ok = compile_route_regex("/v[0-9]+").unwrap();
+        assert!(ok.is_match("/v12") && !ok.is_match("/v12/x") && !ok.is_match("x/v1"));
+    }
+
+    #[test]
+    fn a_costly_regex_is_rejected_naming_rule_and_match() {
+        let err = validate_resource(&route(vec![
+            RouteRule::default(),
+            RouteRule {
+                matches: vec![regex_match("/ok"), regex_match("/rx1/\\w{200}")],
+                ..Default::default()
+            },
+        ]))
+        .unwrap_err();
+        assert_eq!(err.object, "HTTPRoute default/r");
+        assert_eq!(err.field, "spec.rules[1].matches[1].path.value");
+        assert!(err.message.contains("the most one match may use"), "{err}");
+    }
+
+    #[test]
+    fn regexes_are_summed_per_route() {
+        // Each about 50 KB (Unicode `\w`), under the per-match limit; 21
+        // of them pass 1 MiB.
+        let matches: Vec<RouteMatch> = (0..40)
+            .map(|i| regex_match(&format!("/rx{i}/\\w+")))
+            .collect();
+        let err = validate_resource(&route(vec![RouteRule {
+            matches,
+            ..Default::default()
+        }]))
+        .unwrap_err();
+        assert!(err.field.starts_with("spec.rules[0].matches["), "{err}");
+        assert!(err.message.contains("one route may use"), "{err}");
+        // Few of them pass.
+        validate_resource(&route(vec![RouteRule {
+            matches: (0..5)
+                .map(|i| regex_match(&format!("/rx{i}/\\w+")))
+                .collect(),
+            ..Default::default()
+        }]))
+        .unwrap();
     }
 
     #[test]

@@ -5,11 +5,13 @@
 //! without routes still claims its hosts), then each route's attachments
 //! and rules, then per-bucket precedence sorting. Everything costly (regex
 //! compilation, header parsing, backend resolution, sorting) happens here
-//! once, so the request path only walks and compares.
+//! once, so the request path only walks and compares; regexes are resolved
+//! first, through the cache shared with earlier tables (`regexes`).
 
 use super::attach::Gateways;
 use super::backends::BackendIndex;
 use super::precedence::PrecedenceKey;
+use super::regexes::RegexPlan;
 use super::rule::CompiledRule;
 use super::table::{Candidate, PortTable};
 use super::{ListenerKey, RouteTable};
@@ -22,6 +24,7 @@ pub(crate) fn compile(snapshot: &ConfigSnapshot, routes: &[HttpRoute]) -> RouteT
     let mut notes = Vec::new();
     let gateways = Gateways::new(snapshot, &mut notes);
     let index = BackendIndex::new(snapshot);
+    let regexes = RegexPlan::new(routes);
 
     // Each served listener is reachable through its own Gateway's key and
     // through the "every Gateway on this port" key.
@@ -61,7 +64,11 @@ pub(crate) fn compile(snapshot: &ConfigSnapshot, routes: &[HttpRoute]) -> RouteT
             .rules
             .iter()
             .enumerate()
-            .map(|(i, r)| Arc::new(CompiledRule::compile(route, i, r, &index, &mut notes)))
+            .map(|(i, r)| {
+                Arc::new(CompiledRule::compile(
+                    route, i, r, &index, &regexes, &mut notes,
+                ))
+            })
             .collect();
         for rule in &rules {
             rule.collect_backends(&mut backends);
@@ -96,5 +103,6 @@ pub(crate) fn compile(snapshot: &ConfigSnapshot, routes: &[HttpRoute]) -> RouteT
         ports,
         notes,
         backends,
+        regex_stats: regexes.stats,
     }
 }

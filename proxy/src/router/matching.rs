@@ -5,10 +5,20 @@
 //! precedence order reads (path kind and length, condition counts). It does
 //! not order matches against each other (see `precedence`) nor decide
 //! anything about hostnames (see `hostname`).
+//!
+//! Request paths arrive normalized (the server's `path` module); exact and
+//! prefix values are put in the same form when compiled (hex upper-cased,
+//! encoded unreserved characters decoded, dot segments resolved), so
+//! `/%7Euser` in a route and `/~user` in a request are one path. Regexes
+//! see the normalized path too. Regexes come compiled from `regexes`.
 
+use super::regexes::RegexPlan;
+use crate::server::path;
+use crate::settings::{EncodedSlashes, PathSettings};
 use http::{HeaderName, Method};
-use regex::Regex;
+use regex_automata::meta::Regex;
 use std::borrow::Cow;
+use std::sync::Arc;
 use switchyard_proto::model::{PathMatch, RouteMatch, StringMatchType};
 
 /// A compiled path condition.
@@ -26,8 +36,9 @@ pub(crate) enum PathCond {
         declared_len: usize,
     },
     /// Anchored regex over the whole path.
-    Regex(Regex),
-    /// The pattern did not compile: matches nothing (noted at compile time).
+    Regex(Arc<Regex>),
+    /// The pattern did not compile, or is over the proxy's regex budget:
+    /// matches nothing (noted at compile time).
     Never,
 }
 
@@ -57,8 +68,8 @@ pub(crate) enum ValueCond {
     /// Equal bytes.
     Exact(String),
     /// Anchored regex over the whole value.
-    Regex(Regex),
-    /// Bad pattern: never matches.
+    Regex(Arc<Regex>),
+    /// Bad pattern (or over budget): never matches.
     Never,
 }
 
@@ -85,22 +96,36 @@ pub(crate) struct CompiledMatch {
     pub(crate) method: Option<Method>,
 }
 
-/// Compiles a regex that must match the whole input. The error text is for
-/// a compile note.
-pub(crate) fn full_regex(pattern: &str) -> Result<Regex, String> {
-    Regex::new(&format!("^(?:{pattern})$")).map_err(|e| format!("bad regex {pattern:?}: {e}"))
-}
-
-fn value_cond(kind: StringMatchType, value: &str, problems: &mut Vec<String>) -> ValueCond {
+fn value_cond(
+    kind: StringMatchType,
+    value: &str,
+    regexes: &RegexPlan,
+    problems: &mut Vec<String>,
+) -> ValueCond {
     match kind {
         StringMatchType::Exact => ValueCond::Exact(value.to_string()),
-        StringMatchType::RegularExpression => match full_regex(value) {
+        StringMatchType::RegularExpression => match regexes.get(value) {
             Ok(re) => ValueCond::Regex(re),
             Err(e) => {
                 problems.push(e);
                 ValueCond::Never
             }
         },
+    }
+}
+
+/// A route's exact or prefix path value in the form request paths are
+/// normalized to. Slashes are not merged here (a request with merging
+/// off keeps them too) and encoded slashes stay; a value that cannot be
+/// normalized is kept as written (no normalized request can equal it).
+fn normal_value(value: &str) -> String {
+    let settings = PathSettings {
+        merge_slashes: false,
+        encoded_slashes: EncodedSlashes::Keep,
+    };
+    match path::normalize(value, &settings) {
+        Ok(normal) => normal.into_owned(),
+        Err(_) => value.to_string(),
     }
 }
 
@@ -121,15 +146,19 @@ impl CompiledMatch {
     /// Compiles one match. Problems (bad regexes, bad header names) are
     /// pushed to `problems`; the affected condition then never matches, so a
     /// broken match can only take less traffic, never more.
-    pub(crate) fn compile(m: &RouteMatch, problems: &mut Vec<String>) -> CompiledMatch {
+    pub(crate) fn compile(
+        m: &RouteMatch,
+        regexes: &RegexPlan,
+        problems: &mut Vec<String>,
+    ) -> CompiledMatch {
         let path = match &m.path {
             None => CompiledMatch::catch_all().path,
-            Some(PathMatch::Exact(p)) => PathCond::Exact(p.clone()),
+            Some(PathMatch::Exact(p)) => PathCond::Exact(normal_value(p)),
             Some(PathMatch::PathPrefix(p)) => PathCond::Prefix {
-                trimmed: p.trim_end_matches('/').to_string(),
+                trimmed: normal_value(p).trim_end_matches('/').to_string(),
                 declared_len: p.len(),
             },
-            Some(PathMatch::RegularExpression(p)) => match full_regex(p) {
+            Some(PathMatch::RegularExpression(p)) => match regexes.get(p) {
                 Ok(re) => PathCond::Regex(re),
                 Err(e) => {
                     problems.push(e);
@@ -144,7 +173,7 @@ impl CompiledMatch {
         for h in &m.headers {
             match HeaderName::from_bytes(h.name.as_bytes()) {
                 Ok(name) if !headers.iter().any(|(n, _)| *n == name) => {
-                    let cond = value_cond(h.match_type, &h.value, problems);
+                    let cond = value_cond(h.match_type, &h.value, regexes, problems);
                     headers.push((name, cond));
                 }
                 Ok(_) => {}
@@ -157,7 +186,7 @@ impl CompiledMatch {
         let mut query: Vec<(String, ValueCond)> = Vec::new();
         for q in &m.query_params {
             if !query.iter().any(|(n, _)| *n == q.name) {
-                let cond = value_cond(q.match_type, &q.value, problems);
+                let cond = value_cond(q.match_type, &q.value, regexes, problems);
                 query.push((q.name.clone(), cond));
             }
         }
@@ -268,7 +297,7 @@ mod tests {
 
     fn compiled(m: RouteMatch) -> CompiledMatch {
         let mut problems = Vec::new();
-        let c = CompiledMatch::compile(&m, &mut problems);
+        let c = CompiledMatch::compile(&m, &RegexPlan::default(), &mut problems);
         assert!(problems.is_empty(), "{problems:?}");
         c
     }
@@ -296,6 +325,14 @@ mod tests {
     }
 
     #[test]
+    fn path_values_are_compared_in_normal_form() {
+        let m = path(PathMatch::PathPrefix("/%7euser/%61".into()));
+        assert!(m.matches(&req("GET", "/~user/a/x", &[])));
+        let m = path(PathMatch::Exact("/caf%c3%a9".into()));
+        assert!(m.matches(&req("GET", "/caf%C3%A9", &[])));
+    }
+
+    #[test]
     fn exact_is_case_sensitive_and_whole() {
         let m = path(PathMatch::Exact("/one".into()));
         assert!(m.matches(&req("GET", "/one?q=2", &[])));
@@ -314,7 +351,7 @@ mod tests {
             path: Some(PathMatch::RegularExpression("(".into())),
             ..Default::default()
         };
-        let c = CompiledMatch::compile(&bad, &mut problems);
+        let c = CompiledMatch::compile(&bad, &RegexPlan::default(), &mut problems);
         assert_eq!(problems.len(), 1);
         assert!(!c.matches(&req("GET", "/", &[])));
     }

@@ -21,6 +21,7 @@ mod filters;
 mod hostname;
 mod matching;
 mod precedence;
+mod regexes;
 mod rule;
 mod table;
 #[cfg(test)]
@@ -33,6 +34,8 @@ use std::collections::{BTreeSet, HashMap};
 use std::fmt;
 use switchyard_proto::model::{BackendKey, ConfigSnapshot, HttpRoute, Kind, ObjectName};
 use table::PortTable;
+
+pub use regexes::RegexStats;
 
 /// Which Gateway listener port a local socket serves, from
 /// `--listener [NS/GATEWAY:]PORT=ADDR`.
@@ -72,6 +75,7 @@ pub struct RouteTable {
     ports: HashMap<ListenerKey, PortTable>,
     notes: Vec<CompileNote>,
     backends: BTreeSet<BackendKey>,
+    regex_stats: RegexStats,
 }
 
 /// What to do with one request.
@@ -120,15 +124,62 @@ pub struct HeaderEdits {
     pub remove: Vec<HeaderName>,
 }
 
+/// Why the router answered itself; what clients and metrics may see
+/// instead of [`DirectResponse::reason`], which names routes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RespondKind {
+    /// No served listener accepts the request's port or host (404).
+    NoListener,
+    /// A listener took the request but no route matched (404).
+    NoRoute,
+    /// A RequestRedirect filter (3xx).
+    Redirect,
+    /// The matched rule cannot be served: no backendRefs, an invalid one,
+    /// or all weights 0 (500).
+    InvalidBackend,
+}
+
+impl RespondKind {
+    /// Every kind, in declaration order.
+    pub const ALL: [RespondKind; 4] = [
+        RespondKind::NoListener,
+        RespondKind::NoRoute,
+        RespondKind::Redirect,
+        RespondKind::InvalidBackend,
+    ];
+
+    /// Label value for metrics.
+    pub fn label(self) -> &'static str {
+        match self {
+            RespondKind::NoListener => "no_listener",
+            RespondKind::NoRoute => "no_route",
+            RespondKind::Redirect => "redirect",
+            RespondKind::InvalidBackend => "invalid_backend",
+        }
+    }
+
+    /// The reason any client may read.
+    pub fn public_reason(self) -> &'static str {
+        match self {
+            RespondKind::NoListener | RespondKind::NoRoute => "no matching route",
+            RespondKind::Redirect => "redirect",
+            RespondKind::InvalidBackend => "the matching route has no valid backend",
+        }
+    }
+}
+
 /// An answer the proxy gives itself.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DirectResponse {
     /// Status code.
     pub status: StatusCode,
+    /// Why, without names.
+    pub kind: RespondKind,
     /// Headers to send: for redirects, `Location` followed by the `set` and
     /// `add` values of the ResponseHeaderModifier at the redirect's level.
     pub headers: Vec<(HeaderName, HeaderValue)>,
-    /// Why, for the `x-switchyard-reason` header.
+    /// Why, for operators: names the route and rule. Logged at debug; sent
+    /// to clients only with `expose_reasons`.
     pub reason: String,
 }
 
@@ -160,16 +211,19 @@ impl RouteTable {
     ) -> Decision {
         match self.ports.get(listener) {
             Some(table) => table.route(listener.port, req, random),
-            None => table::not_found(match &listener.gateway {
-                Some(g) => format!(
-                    "Gateway {g} has no served HTTP listener on port {}",
-                    listener.port
-                ),
-                None => format!(
-                    "no served Gateway has an HTTP listener on port {}",
-                    listener.port
-                ),
-            }),
+            None => table::not_found(
+                RespondKind::NoListener,
+                match &listener.gateway {
+                    Some(g) => format!(
+                        "Gateway {g} has no served HTTP listener on port {}",
+                        listener.port
+                    ),
+                    None => format!(
+                        "no served Gateway has an HTTP listener on port {}",
+                        listener.port
+                    ),
+                },
+            ),
         }
     }
 
@@ -183,5 +237,12 @@ impl RouteTable {
     /// Problems found while compiling.
     pub fn notes(&self) -> &[CompileNote] {
         &self.notes
+    }
+
+    /// What compiling this table did with its regexes: how many it
+    /// compiled, how many it shared with tables compiled before, and
+    /// their compiled size.
+    pub fn regex_stats(&self) -> RegexStats {
+        self.regex_stats
     }
 }

@@ -67,7 +67,11 @@ mod tests {
 
     fn key(m: RouteMatch, route: &str, created: Option<i64>, rule: usize) -> PrecedenceKey {
         let mut problems = Vec::new();
-        let c = CompiledMatch::compile(&m, &mut problems);
+        let c = CompiledMatch::compile(
+            &m,
+            &crate::router::regexes::RegexPlan::default(),
+            &mut problems,
+        );
         PrecedenceKey::new(&c, &ObjectName::new("ns", route), created, rule, 0)
     }
 

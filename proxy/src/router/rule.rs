@@ -9,7 +9,8 @@
 use super::backends::{BackendIndex, pick_weighted};
 use super::filters::{FilterSet, Redirect, RequestView, mirror_taken, new_path};
 use super::matching::CompiledMatch;
-use super::{CompileNote, Decision, DirectResponse, ForwardPlan, HeaderEdits};
+use super::regexes::RegexPlan;
+use super::{CompileNote, Decision, DirectResponse, ForwardPlan, HeaderEdits, RespondKind};
 use http::{HeaderValue, StatusCode};
 use std::collections::BTreeSet;
 use switchyard_proto::model::{BackendKey, HttpRoute, ObjectName, PathModifier, RouteRule};
@@ -59,6 +60,7 @@ impl CompiledRule {
         rule_index: usize,
         rule: &RouteRule,
         index: &BackendIndex<'_>,
+        regexes: &RegexPlan,
         notes: &mut Vec<CompileNote>,
     ) -> CompiledRule {
         let name = route.meta.object_name();
@@ -69,7 +71,7 @@ impl CompiledRule {
         } else {
             rule.matches
                 .iter()
-                .map(|m| CompiledMatch::compile(m, &mut problems))
+                .map(|m| CompiledMatch::compile(m, regexes, &mut problems))
                 .collect()
         };
         let filters = FilterSet::compile(&rule.filters, &mut problems);
@@ -242,6 +244,7 @@ fn redirect_response(
     headers.extend(response.add.iter().cloned());
     Decision::Respond(DirectResponse {
         status: r.status,
+        kind: RespondKind::Redirect,
         headers,
         reason: format!("redirect by {what}"),
     })
@@ -250,6 +253,7 @@ fn redirect_response(
 fn error_500(reason: String) -> Decision {
     Decision::Respond(DirectResponse {
         status: StatusCode::INTERNAL_SERVER_ERROR,
+        kind: RespondKind::InvalidBackend,
         headers: Vec::new(),
         reason,
     })

@@ -11,7 +11,7 @@ use super::filters::RequestView;
 use super::hostname::{HostPattern, request_host, wildcard_suffixes};
 use super::precedence::PrecedenceKey;
 use super::rule::CompiledRule;
-use super::{Decision, DirectResponse};
+use super::{Decision, DirectResponse, RespondKind};
 use http::StatusCode;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -136,9 +136,10 @@ impl PortTable {
         // Listener choice is strict: the most specific listener hostname
         // takes the request even if none of its routes matches.
         let Some(listener) = self.listeners.matching(&host).next() else {
-            return not_found(format!(
-                "no listener on port {listener_port} accepts host {host:?}"
-            ));
+            return not_found(
+                RespondKind::NoListener,
+                format!("no listener on port {listener_port} accepts host {host:?}"),
+            );
         };
         for bucket in listener.routes.matching(&host) {
             for c in bucket {
@@ -159,17 +160,18 @@ impl PortTable {
                 }
             }
         }
-        not_found(format!(
-            "no route matched host {host:?} path {:?}",
-            req.uri.path()
-        ))
+        not_found(
+            RespondKind::NoRoute,
+            format!("no route matched host {host:?} path {:?}", req.uri.path()),
+        )
     }
 }
 
 /// A 404 with a reason.
-pub(crate) fn not_found(reason: String) -> Decision {
+pub(crate) fn not_found(kind: RespondKind, reason: String) -> Decision {
     Decision::Respond(DirectResponse {
         status: StatusCode::NOT_FOUND,
+        kind,
         headers: Vec::new(),
         reason,
     })

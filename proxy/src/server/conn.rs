@@ -20,6 +20,7 @@
 //! Not here: accepting connections and waiting for all of them
 //! ([`super::serve`]), what a request does ([`super::service`]).
 
+use super::forwarded::Peer;
 use super::service::{self, ConnShared};
 use crate::dataplane::DataPlane;
 use crate::metrics::Limit;
@@ -65,6 +66,7 @@ pub(crate) async fn serve_connection(
     let _alive = alive;
     let _ = stream.set_nodelay(true);
     let shared = Arc::new(ConnShared {
+        peer: stream.peer_addr().ok().map(Peer::new),
         listener,
         draining,
         saw_h2: AtomicBool::new(false),

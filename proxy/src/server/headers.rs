@@ -1,12 +1,12 @@
 //! Header hygiene between the client and upstream connections: hop-by-hop
-//! headers, Host for HTTP/2 requests, cookies split by HTTP/2, and the
-//! `x-switchyard-reason` value.
+//! headers (and which `Connection` options are obeyed), cookies split by
+//! HTTP/2, and the `x-switchyard-reason` value.
 //!
-//! Route filters (set/add/remove) are not here: the router compiles them
-//! into `HeaderEdits`.
+//! Not here: Host (`host`), forwarding headers (`forwarded`), route
+//! filters (set/add/remove), which the router compiles into `HeaderEdits`
+//! and which run after this, so nothing here can strip what a filter set.
 
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
-use http::request;
 
 /// Name of the header that says why the proxy answered itself.
 pub const REASON_HEADER: HeaderName = HeaderName::from_static("x-switchyard-reason");
@@ -23,21 +23,56 @@ const HOP_BY_HOP: [HeaderName; 7] = [
     header::UPGRADE,
 ];
 
-/// Removes hop-by-hop headers, including every header the `Connection`
-/// header names.
+/// Headers a `Connection` option can never remove: the ones framing and
+/// routing depend on, credentials, content metadata, and the forwarding
+/// headers trusted hops wrote. RFC 9110 §7.6.1 forbids listing headers
+/// meant for every recipient as connection options; a sender that does
+/// (`Connection: host`) is refused that option, not obeyed.
+fn is_end_to_end(name: &str) -> bool {
+    matches!(
+        name,
+        "host"
+            | "content-length"
+            | "content-type"
+            | "content-encoding"
+            | "content-range"
+            | "authorization"
+            | "cookie"
+            | "set-cookie"
+            | "location"
+            | "cache-control"
+            | "forwarded"
+            | "x-forwarded-for"
+            | "x-forwarded-proto"
+            | "x-forwarded-host"
+    )
+}
+
+/// Removes hop-by-hop headers: the fixed list, and the headers the
+/// `Connection` header names unless they are end-to-end headers (see
+/// `is_end_to_end`). `Transfer-Encoding` goes because hyper frames each
+/// hop itself; `Content-Length` stays.
 pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
     // Most messages carry none of these: one pass over the names, no
     // removals (each a hash and probe) and no `Connection` parsing.
     if !headers.keys().any(is_hop_by_hop) {
         return;
     }
-    let named: Vec<HeaderName> = headers
-        .get_all(header::CONNECTION)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .filter_map(|token| HeaderName::from_bytes(token.trim().as_bytes()).ok())
-        .collect();
+    // Allocates only when `Connection` names something besides the usual
+    // `keep-alive` / `close`.
+    let mut named: Vec<HeaderName> = Vec::new();
+    for value in headers.get_all(header::CONNECTION) {
+        let Ok(text) = value.to_str() else { continue };
+        for token in text.split(',') {
+            let Ok(name) = HeaderName::from_bytes(token.trim().as_bytes()) else {
+                continue;
+            };
+            if is_hop_by_hop(&name) || name == "close" || is_end_to_end(name.as_str()) {
+                continue;
+            }
+            named.push(name);
+        }
+    }
     for name in named {
         headers.remove(name);
     }
@@ -58,22 +93,6 @@ fn is_hop_by_hop(name: &HeaderName) -> bool {
             | "transfer-encoding"
             | "upgrade"
     )
-}
-
-/// HTTP/2 (and absolute-form HTTP/1) requests carry the host in the URI;
-/// give them a Host header so routing and the upstream HTTP/1 request see
-/// it the same way as for ordinary HTTP/1.1.
-pub fn normalize_host(parts: &mut request::Parts) {
-    if parts.headers.contains_key(header::HOST) {
-        return;
-    }
-    if let Some(value) = parts
-        .uri
-        .authority()
-        .and_then(|a| HeaderValue::from_str(a.as_str()).ok())
-    {
-        parts.headers.insert(header::HOST, value);
-    }
 }
 
 /// HTTP/2 clients may split `cookie` into several fields; HTTP/1.1 allows
@@ -130,6 +149,28 @@ mod tests {
     }
 
     #[test]
+    fn connection_cannot_strip_end_to_end_headers() {
+        let mut h = HeaderMap::new();
+        h.insert(
+            header::CONNECTION,
+            "host, Content-Length, authorization, x-forwarded-for, x-drop"
+                .parse()
+                .unwrap(),
+        );
+        h.insert(header::HOST, "h.example".parse().unwrap());
+        h.insert(header::CONTENT_LENGTH, "3".parse().unwrap());
+        h.insert(header::AUTHORIZATION, "Bearer t".parse().unwrap());
+        h.insert("x-forwarded-for", "10.0.0.1".parse().unwrap());
+        h.insert("x-drop", "1".parse().unwrap());
+        strip_hop_by_hop(&mut h);
+        assert_eq!(h.len(), 4, "{h:?}");
+        assert!(!h.contains_key("x-drop"));
+        assert!(!h.contains_key(header::CONNECTION));
+        assert_eq!(h[header::HOST], "h.example");
+        assert_eq!(h[header::CONTENT_LENGTH], "3");
+    }
+
+    #[test]
     fn hop_by_hop_names_match_the_list() {
         for name in HOP_BY_HOP {
             assert!(is_hop_by_hop(&name), "{name}");
@@ -152,23 +193,6 @@ mod tests {
         h.insert("x-other", "1".parse().unwrap());
         strip_hop_by_hop(&mut h);
         assert_eq!(h.len(), 2);
-    }
-
-    #[test]
-    fn host_from_authority_only_when_missing() {
-        let (mut parts, ()) = http::Request::get("http://example.com:8080/x")
-            .body(())
-            .unwrap()
-            .into_parts();
-        normalize_host(&mut parts);
-        assert_eq!(parts.headers[header::HOST], "example.com:8080");
-        let (mut parts, ()) = http::Request::get("http://a/x")
-            .header(header::HOST, "b")
-            .body(())
-            .unwrap()
-            .into_parts();
-        normalize_host(&mut parts);
-        assert_eq!(parts.headers[header::HOST], "b");
     }
 
     #[test]

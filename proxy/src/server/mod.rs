@@ -16,11 +16,21 @@
 //! [`bind_reuseport`] lets a replacement process bind the same address
 //! while the old one still serves: both accept until the old one drains.
 //!
+//! Request hygiene lives beside it: [`inbound`] (Host settled and path
+//! normalized before routing, [`host`], [`path`]), [`headers`] (hop-by-hop),
+//! `forwarded` (X-Forwarded-For and friends), `upload` (the client's body,
+//! watched for pauses).
+//!
 //! Not here: what a request does (`service`), upstream connections.
 
 mod conn;
+mod forwarded;
 pub mod headers;
+pub mod host;
+pub mod inbound;
+pub mod path;
 pub(crate) mod service;
+mod upload;
 
 use crate::dataplane::DataPlane;
 use crate::metrics::Limit;

@@ -6,39 +6,55 @@
 //! 1. **Drain marking** — once the proxy drains, every HTTP/1 response
 //!    carries `Connection: close`, whoever produced it, so clients move to
 //!    the replacement between requests instead of having a connection cut
-//!    under them. Outermost so that no answer escapes it.
+//!    under them. Outermost so that no answer escapes it. A 408 (the
+//!    client's upload paused) closes too: the rest of its body is unread.
 //! 2. **Accounting** — counts the answer by route, backend and status
 //!    class. Outside everything that can produce an answer, inside drain
 //!    marking (which never changes the status).
-//! 3. **Configuration gate** — before the first [`crate::ServingConfig`],
+//! 3. **Request hygiene** — [`inbound::settle`]: one valid Host (the
+//!    absolute-form target's or HTTP/2 `:authority` when there is one), the
+//!    path normalized; 400 otherwise. Before routing, so that routing,
+//!    rewrites and the backend see one and the same request.
+//! 4. **Configuration gate** — before the first [`crate::ServingConfig`],
 //!    503 with a reason. Before routing because there is nothing to route
 //!    by.
-//! 4. **Routing** — the router's [`Decision`]: a direct answer (404, 500,
-//!    redirects) or a forward plan. Host is normalised first so HTTP/2 and
-//!    HTTP/1 requests route alike.
-//! 5. **Request shaping** — hop-by-hop headers out, the route's header
-//!    edits, URLRewrite host and path, origin-form URI, HTTP/1.1 upstream.
-//!    Before mirroring so mirrors see what the backend sees.
-//! 6. **Mirrors** — fire-and-forget copies; after shaping, before the
+//! 5. **Routing** — the router's [`Decision`]: a direct answer (404, 500,
+//!    redirects) or a forward plan.
+//! 6. **Request shaping** — hop-by-hop headers out, forwarding headers
+//!    (`X-Forwarded-For`, `Forwarded`, `X-Forwarded-Proto`) set, then the
+//!    route's header edits (after, so a filter can override and nothing
+//!    strips what a filter set), URLRewrite host and path, origin-form
+//!    URI, HTTP/1.1 upstream. Before mirroring so mirrors see what the
+//!    backend sees.
+//! 7. **Mirrors** — fire-and-forget copies; after shaping, before the
 //!    upstream call so that they never wait on the main response.
-//! 7. **Upstream** — [`forward`]: endpoint choice, pooling, timeouts, safe
-//!    retries. Innermost: the only layer that does network IO.
-//! 8. **Response shaping** — hop-by-hop headers out, the route's response
+//! 8. **Upstream** — [`forward_timed`]: endpoint choice, pooling, the
+//!    backend timed from the end of the client's body (watched for pauses
+//!    by `upload`), safe retries. Innermost: the only layer that does
+//!    network IO.
+//! 9. **Response shaping** — hop-by-hop headers out, the route's response
 //!    header edits; errors become statuses with `x-switchyard-reason`.
+//!
+//! Reasons: clients get a generic reason (header and body) that names no
+//! route, Service or endpoint; the detailed one goes to the debug log and
+//! the kind to metrics. `expose_reasons` sends the detailed one instead.
 
+use super::forwarded::{self, Peer};
 use super::headers::{self, REASON_HEADER};
+use super::inbound;
+use super::upload::TimedBody;
 use crate::body::{self, ProxyBody};
 use crate::dataplane::{DataPlane, Served};
 use crate::error::ProxyError;
 use crate::metrics::ErrorLabels;
 use crate::router::{Decision, DirectResponse, ForwardPlan, ListenerKey};
 use crate::upstream::Backend;
-use crate::upstream::forward::forward;
+use crate::upstream::forward::{Upload, forward_timed};
 use crate::upstream::mirror::{self, ClientBody};
 use http::header::{self, HeaderValue};
-use http::{Request, Response, Uri, Version, request};
+use http::{Request, Response, StatusCode, Uri, Version, request};
 use http_body_util::BodyExt;
-use hyper::body::Incoming;
+use hyper::body::{Body, Incoming};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use switchyard_proto::model::{BackendKey, ObjectName};
@@ -47,6 +63,9 @@ use tracing::debug;
 /// What the request stack knows about the connection a request came on.
 #[derive(Debug)]
 pub(crate) struct ConnShared {
+    /// The client's address as forwarding headers write it; `None` if the
+    /// socket could not say.
+    pub peer: Option<Peer>,
     /// The Gateway listener this socket serves.
     pub listener: Arc<ListenerKey>,
     /// Set when the proxy starts draining.
@@ -68,10 +87,12 @@ pub(crate) async fn handle(
     if version == Version::HTTP_2 {
         conn.saw_h2.store(true, Ordering::Relaxed);
     }
-    // Layers 2..8.
-    let mut resp = account(&dp, &conn.listener, req).await;
+    // Layers 2..9.
+    let mut resp = account(&dp, &conn, req).await;
     // Layer 1: drain marking.
-    if version < Version::HTTP_2 && conn.draining.load(Ordering::Relaxed) {
+    if version < Version::HTTP_2
+        && (conn.draining.load(Ordering::Relaxed) || resp.status() == StatusCode::REQUEST_TIMEOUT)
+    {
         resp.headers_mut()
             .insert(header::CONNECTION, HeaderValue::from_static("close"));
     }
@@ -81,10 +102,10 @@ pub(crate) async fn handle(
 /// Layer 2: accounting around everything that can answer.
 async fn account(
     dp: &Arc<DataPlane>,
-    listener: &ListenerKey,
+    conn: &ConnShared,
     req: Request<Incoming>,
 ) -> Response<ProxyBody> {
-    let (resp, accounting) = gate_and_route(dp, listener, req).await;
+    let (resp, accounting) = gate_and_route(dp, conn, req).await;
     let metrics = dp.metrics();
     match accounting {
         Accounting::Unrouted => metrics.record_unrouted(resp.status()),
@@ -121,25 +142,30 @@ enum Accounting {
     },
 }
 
-/// Layers 3 and 4. Returns the response plus what to count it by.
+/// Layers 3 to 5. Returns the response plus what to count it by.
 async fn gate_and_route(
     dp: &Arc<DataPlane>,
-    listener: &ListenerKey,
+    conn: &ConnShared,
     req: Request<Incoming>,
 ) -> (Response<ProxyBody>, Accounting) {
+    let (mut parts, body) = req.into_parts();
+    if let Err(why) = inbound::settle(&mut parts, &dp.settings().paths) {
+        return (
+            error_response(dp, &ProxyError::BadRequest(why)),
+            Accounting::Unrouted,
+        );
+    }
     let Some(served) = dp.served() else {
         return (
             error_response(dp, &ProxyError::NoConfig),
             Accounting::Unrouted,
         );
     };
-    let (mut parts, body) = req.into_parts();
-    headers::normalize_host(&mut parts);
-    match served.table.route(listener, &parts, rand::random()) {
-        Decision::Respond(direct) => (direct_response(direct), Accounting::Unrouted),
+    match served.table.route(&conn.listener, &parts, rand::random()) {
+        Decision::Respond(direct) => (direct_response(dp, direct), Accounting::Unrouted),
         Decision::Forward(plan) => {
             let handle = served.backends.get(&plan.backend).cloned();
-            let resp = forward_plan(dp, &served, &plan, handle.as_ref(), parts, body).await;
+            let resp = forward_plan(dp, conn, &served, &plan, handle.as_ref(), parts, body).await;
             let ForwardPlan { route, backend, .. } = plan;
             (
                 resp,
@@ -153,10 +179,11 @@ async fn gate_and_route(
     }
 }
 
-/// Layers 5..8 for one forward plan; `backend` is the plan's backend if
+/// Layers 6..9 for one forward plan; `backend` is the plan's backend if
 /// tracked.
 async fn forward_plan(
     dp: &Arc<DataPlane>,
+    conn: &ConnShared,
     served: &Served,
     plan: &ForwardPlan,
     backend: Option<&Arc<Backend>>,
@@ -169,9 +196,14 @@ async fn forward_plan(
         };
         return error_response(dp, &error);
     };
-    // Layer 5: request shaping.
-    shape_request(&mut parts, plan);
-    // Layer 6: mirrors.
+    // Layer 6: request shaping.
+    shape_request(
+        &mut parts,
+        plan,
+        conn.peer.as_ref(),
+        dp.settings().trusted_hops,
+    );
+    // Layer 7: mirrors.
     let mirrors: Vec<_> = plan
         .mirrors
         .iter()
@@ -189,30 +221,42 @@ async fn forward_plan(
             mirror::spawn(dp.mirror_limiter(), Arc::clone(mirror_backend), copy);
         }
     }
-    let req = Request::from_parts(parts, client_body.map_err(Into::into).boxed_unsync());
-    // Layer 7: upstream.
-    match forward(backend, req, &client_failed).await {
-        // Layer 8: response shaping.
+    // The upload is watched only while there is one to wait for.
+    let (body, upload) = if client_body.is_end_stream() {
+        (client_body.map_err(Into::into).boxed_unsync(), None)
+    } else {
+        let upload = Upload::new();
+        let idle = dp.settings().request_body_idle_timeout;
+        let timed = TimedBody::new(client_body, Arc::clone(&upload), idle);
+        (timed.boxed_unsync(), Some(upload))
+    };
+    let req = Request::from_parts(parts, body);
+    // Layer 8: upstream.
+    match forward_timed(backend, req, &client_failed, upload.as_ref()).await {
+        // Layer 9: response shaping.
         Ok(resp) => {
             let (mut rparts, rbody) = resp.into_parts();
             headers::strip_hop_by_hop(&mut rparts.headers);
             plan.response_headers.apply(&mut rparts.headers);
             Response::from_parts(rparts, rbody)
         }
-        Err(error) => {
-            debug!(%error, blame = error.blame().as_str(), "request failed");
-            error_response(dp, &error)
-        }
+        Err(error) => error_response(dp, &error),
     }
 }
 
-/// Layer 5: the request as the backend must see it.
-fn shape_request(parts: &mut request::Parts, plan: &ForwardPlan) {
+/// Layer 6: the request as the backend must see it.
+fn shape_request(
+    parts: &mut request::Parts,
+    plan: &ForwardPlan,
+    peer: Option<&Peer>,
+    trusted_hops: usize,
+) {
     let from_h2 = parts.version == Version::HTTP_2;
     headers::strip_hop_by_hop(&mut parts.headers);
     if from_h2 {
         headers::join_cookies(&mut parts.headers);
     }
+    forwarded::set_forwarding_headers(&mut parts.headers, peer, trusted_hops);
     plan.request_headers.apply(&mut parts.headers);
     if let Some(host) = &plan.host
         && let Ok(value) = HeaderValue::from_str(host)
@@ -242,23 +286,25 @@ fn copy_request(parts: &request::Parts, body: ProxyBody) -> Option<Request<Proxy
 }
 
 /// The router's own answer, with its reason header.
-fn direct_response(direct: DirectResponse) -> Response<ProxyBody> {
-    let mut resp = Response::new(body::full(format!("{}\n", direct.reason)));
-    *resp.status_mut() = direct.status;
+fn direct_response(dp: &DataPlane, direct: DirectResponse) -> Response<ProxyBody> {
+    dp.metrics().record_direct(direct.kind);
+    debug!(status = direct.status.as_u16(), kind = direct.kind.label(), reason = %direct.reason, "answered by the router");
+    let reason = if dp.settings().expose_reasons {
+        direct.reason
+    } else {
+        direct.kind.public_reason().to_owned()
+    };
+    let mut resp = reason_response(direct.status, &reason);
     let h = resp.headers_mut();
     for (name, value) in direct.headers {
         h.append(name, value);
     }
-    h.insert(REASON_HEADER, headers::reason_value(&direct.reason));
-    h.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; charset=utf-8"),
-    );
     resp
 }
 
 /// The one place a [`ProxyError`] becomes a response.
 fn error_response(dp: &DataPlane, error: &ProxyError) -> Response<ProxyBody> {
+    debug!(%error, blame = error.blame().as_str(), kind = error.kind(), "request failed");
     dp.metrics()
         .errors
         .get_or_create(&ErrorLabels {
@@ -266,11 +312,20 @@ fn error_response(dp: &DataPlane, error: &ProxyError) -> Response<ProxyBody> {
             kind: error.kind().to_owned(),
         })
         .inc();
-    let reason = error.reason();
+    if dp.settings().expose_reasons {
+        reason_response(error.status(), &error.reason())
+    } else {
+        reason_response(error.status(), error.public_reason())
+    }
+}
+
+/// A plain-text answer saying `reason`, in the body and in
+/// `x-switchyard-reason`.
+fn reason_response(status: StatusCode, reason: &str) -> Response<ProxyBody> {
     let mut resp = Response::new(body::full(format!("{reason}\n")));
-    *resp.status_mut() = error.status();
+    *resp.status_mut() = status;
     let h = resp.headers_mut();
-    h.insert(REASON_HEADER, headers::reason_value(&reason));
+    h.insert(REASON_HEADER, headers::reason_value(reason));
     h.insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("text/plain; charset=utf-8"),

@@ -4,21 +4,173 @@
 //!
 //! The request given here is final (headers edited, hop-by-hop headers
 //! stripped, origin-form URI, Host set): shaping it is the server's job.
+//!
+//! Timing: the backend is timed from the end of the client's request body
+//! ([`Upload`]), not from the request head, so a slow upload is never a
+//! slow backend. While the body is still arriving, the request timeout
+//! runs only while the proxy waits on the backend to take the bytes it
+//! already has; a client that stalls is cut off by the body's own idle
+//! timeout and the request ends as the client's fault
+//! ([`ProxyError::ClientTimeout`], 408), never as an endpoint failure.
+//!
+//! Responses with both `Content-Length` and `Transfer-Encoding` lose the
+//! `Content-Length` (RFC 9112 §6.1: the body is framed by the transfer
+//! coding, which hyper decoded) and their connection is not reused: a
+//! backend that frames ambiguously may have meant the other framing, and
+//! whatever follows on that connection cannot be trusted.
 
 use super::Backend;
 use super::endpoint::{Endpoint, InFlight, Sender};
 use crate::body::{BoxError, ProxyBody};
 use crate::error::{ConnectError, ProxyError};
 use bytes::Bytes;
+use http::header;
 use http::{Request, Response};
 use http_body_util::BodyExt;
 use hyper::body::{Body, Frame, Incoming, SizeHint};
+use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll, ready};
+use std::time::Duration;
+use tokio::sync::Notify;
 use tokio::time::Instant;
+use tracing::debug;
+
+/// How the client's request body is coming along: fed by the server's body
+/// wrapper, read by [`forward_timed`] to time the backend.
+#[derive(Debug)]
+pub struct Upload {
+    state: Mutex<UploadState>,
+    changed: Notify,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct UploadState {
+    /// The body ended (or broke off).
+    ended: bool,
+    /// The body idled out waiting on the client.
+    stalled: bool,
+    /// The proxy is waiting for the client's next bytes: time the backend
+    /// is not charged for.
+    waiting_on_client: bool,
+    /// When the body last moved (the backend's clock runs from here while
+    /// the proxy is not waiting on the client).
+    since: Instant,
+}
+
+impl Upload {
+    /// A body that has not started arriving.
+    pub fn new() -> Arc<Upload> {
+        Arc::new(Upload {
+            state: Mutex::new(UploadState {
+                ended: false,
+                stalled: false,
+                waiting_on_client: false,
+                since: Instant::now(),
+            }),
+            changed: Notify::new(),
+        })
+    }
+
+    fn update(&self, f: impl FnOnce(&mut UploadState) -> bool) {
+        let notify = {
+            let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+            f(&mut state)
+        };
+        if notify {
+            self.changed.notify_waiters();
+        }
+    }
+
+    fn snapshot(&self) -> UploadState {
+        *self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The proxy now waits for the client's next bytes.
+    pub(crate) fn waiting_on_client(&self) {
+        self.update(|s| {
+            let was = s.waiting_on_client;
+            s.waiting_on_client = true;
+            !was
+        });
+    }
+
+    /// A frame of the body arrived.
+    pub(crate) fn progressed(&self) {
+        self.update(|s| {
+            let was = s.waiting_on_client;
+            s.waiting_on_client = false;
+            s.since = Instant::now();
+            was
+        });
+    }
+
+    /// The body ended, or the client broke it off.
+    pub(crate) fn ended(&self) {
+        self.update(|s| {
+            let was = s.ended;
+            s.ended = true;
+            !was
+        });
+    }
+
+    /// The client paused longer than the body idle timeout; the body ends
+    /// with an error.
+    pub(crate) fn stalled(&self) {
+        self.update(|s| {
+            let was = s.stalled;
+            s.stalled = true;
+            s.ended = true;
+            !was
+        });
+    }
+
+    /// Whether the body idled out on the client.
+    pub fn is_stalled(&self) -> bool {
+        self.snapshot().stalled
+    }
+}
+
+/// How the first phase of sending (while the body still arrives) ended.
+enum Sending<T> {
+    /// The send finished (a response head, or an error) first.
+    Done(T),
+    /// The body ended: time the backend from now.
+    BodyEnded,
+    /// The backend took no bytes for `timeout` while the proxy had some.
+    BackendStalled,
+}
+
+/// Drives `send` until the body ends, the backend answers, or the backend
+/// stops taking the body for `timeout`.
+async fn while_uploading<F: Future>(
+    send: &mut Pin<&mut F>,
+    upload: &Upload,
+    timeout: Duration,
+) -> Sending<F::Output> {
+    loop {
+        let notified = upload.changed.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        let state = upload.snapshot();
+        if state.ended {
+            return Sending::BodyEnded;
+        }
+        let deadline = state.since + timeout;
+        if !state.waiting_on_client && Instant::now() >= deadline {
+            return Sending::BackendStalled;
+        }
+        tokio::select! {
+            biased;
+            out = send.as_mut() => return Sending::Done(out),
+            () = &mut notified => {}
+            () = tokio::time::sleep_until(deadline), if !state.waiting_on_client => {}
+        }
+    }
+}
 
 /// Sends `req` to `backend`. Retries only attempts that failed before any
 /// byte of the request was written: a failed connect is retried on an
@@ -31,6 +183,17 @@ pub async fn forward(
     backend: &Arc<Backend>,
     req: Request<ProxyBody>,
     client_body_failed: &AtomicBool,
+) -> Result<Response<ProxyBody>, ProxyError> {
+    forward_timed(backend, req, client_body_failed, None).await
+}
+
+/// [`forward`], timing the backend from the end of the client's body as
+/// `upload` reports it (`None`: the body is complete already).
+pub async fn forward_timed(
+    backend: &Arc<Backend>,
+    req: Request<ProxyBody>,
+    client_body_failed: &AtomicBool,
+    upload: Option<&Arc<Upload>>,
 ) -> Result<Response<ProxyBody>, ProxyError> {
     let ctx = backend.context();
     let settings = &ctx.settings;
@@ -62,27 +225,65 @@ pub async fn forward(
                 continue;
             }
         };
-        let started = Instant::now();
-        let sent =
-            tokio::time::timeout(settings.request_timeout, sender.try_send_request(req)).await;
+        let timeout = settings.request_timeout;
+        // `None`: the backend ran out of time.
+        let (sent, started) = {
+            let begun = Instant::now();
+            let send = sender.try_send_request(req);
+            tokio::pin!(send);
+            let first = match upload {
+                Some(upload) => while_uploading(&mut send, upload, timeout).await,
+                None => Sending::BodyEnded,
+            };
+            match first {
+                Sending::Done(out) => (Some(out), begun),
+                Sending::BodyEnded => {
+                    let started = Instant::now();
+                    (
+                        tokio::time::timeout(timeout, send.as_mut()).await.ok(),
+                        started,
+                    )
+                }
+                Sending::BackendStalled => {
+                    debug!(backend = %backend.key(), endpoint = %endpoint.addr, "backend stopped reading the request body");
+                    (None, Instant::now())
+                }
+            }
+        };
+        let stalled = || upload.is_some_and(|u| u.is_stalled());
         match sent {
-            Err(_elapsed) => {
+            None => {
                 endpoint.record_failure();
                 return Err(ProxyError::Timeout {
                     backend: backend.key().clone(),
                     endpoint: endpoint.addr,
-                    timeout: settings.request_timeout,
+                    timeout,
                 });
             }
-            Ok(Ok(resp)) => {
+            Some(Ok(resp)) => {
                 endpoint.record_success();
                 ctx.metrics
                     .upstream_latency
                     .get_or_create(backend.labels())
                     .observe(started.elapsed().as_secs_f64());
-                return Ok(pooled_response(resp, sender, endpoint, in_flight, backend));
+                return Ok(pooled_response(
+                    resp,
+                    sender,
+                    endpoint,
+                    in_flight,
+                    backend,
+                    upload.cloned(),
+                ));
             }
-            Ok(Err(mut error)) => match error.take_message() {
+            Some(Err(_)) if stalled() => {
+                // The client's pause ended the body: its fault, and the
+                // endpoint did nothing wrong.
+                return Err(ProxyError::ClientTimeout {
+                    backend: backend.key().clone(),
+                    idle: settings.request_body_idle_timeout,
+                });
+            }
+            Some(Err(mut error)) => match error.take_message() {
                 Some(unsent) => {
                     // hyper gave the request back: nothing was written. The
                     // pooled connection went stale, not the endpoint, so
@@ -124,13 +325,23 @@ fn pooled_response(
     endpoint: Arc<Endpoint>,
     in_flight: InFlight,
     backend: &Arc<Backend>,
+    upload: Option<Arc<Upload>>,
 ) -> Response<ProxyBody> {
-    let (parts, incoming) = resp.into_parts();
+    let (mut parts, incoming) = resp.into_parts();
+    let mut reusable = true;
+    if parts.headers.contains_key(header::TRANSFER_ENCODING)
+        && parts.headers.remove(header::CONTENT_LENGTH).is_some()
+    {
+        debug!(backend = %backend.key(), endpoint = %endpoint.addr, "response had Content-Length and Transfer-Encoding: Content-Length removed, connection not reused");
+        reusable = false;
+    }
     let mut body = PooledBody {
         inner: incoming,
         conn: Some((sender, endpoint)),
+        reusable,
         _in_flight: in_flight,
         backend: Arc::clone(backend),
+        upload,
     };
     if body.inner.is_end_stream() {
         // hyper never polls a body that is already at its end, so hand the
@@ -146,13 +357,20 @@ fn pooled_response(
 struct PooledBody {
     inner: Incoming,
     conn: Option<(Sender, Arc<Endpoint>)>,
+    /// `false`: close the connection at the end instead of pooling it.
+    reusable: bool,
     _in_flight: InFlight,
     backend: Arc<Backend>,
+    /// The client's upload, when it may still be arriving: a body that
+    /// breaks because the client stalled is the client's fault.
+    upload: Option<Arc<Upload>>,
 }
 
 impl PooledBody {
     fn release(&mut self) {
-        if let Some((sender, endpoint)) = self.conn.take() {
+        if let Some((sender, endpoint)) = self.conn.take()
+            && self.reusable
+        {
             endpoint.release(sender);
         }
     }
@@ -179,10 +397,17 @@ impl Body for PooledBody {
             Some(Err(error)) => {
                 this.conn = None;
                 let ctx = this.backend.context();
-                ctx.metrics
-                    .upstream_body_errors
-                    .get_or_create(this.backend.labels())
-                    .inc();
+                if this.upload.as_ref().is_some_and(|u| u.is_stalled()) {
+                    // The upstream connection failed because the client's
+                    // body did: the response is cut (a reset for the
+                    // client), and the client is to blame.
+                    ctx.metrics.record_client_body_timeout();
+                } else {
+                    ctx.metrics
+                        .upstream_body_errors
+                        .get_or_create(this.backend.labels())
+                        .inc();
+                }
                 Poll::Ready(Some(Err(error.into())))
             }
             None => {
@@ -198,5 +423,70 @@ impl Body for PooledBody {
 
     fn size_hint(&self) -> SizeHint {
         self.inner.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TIMEOUT: Duration = Duration::from_secs(5);
+
+    #[tokio::test(start_paused = true)]
+    async fn a_backend_that_stops_taking_the_body_runs_out_of_time() {
+        let upload = Upload::new();
+        upload.progressed();
+        let send = std::future::pending::<()>();
+        tokio::pin!(send);
+        let started = Instant::now();
+        let out = while_uploading(&mut send, &upload, TIMEOUT).await;
+        assert!(matches!(out, Sending::BackendStalled));
+        assert_eq!(started.elapsed(), TIMEOUT);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn time_spent_waiting_on_the_client_is_not_the_backends() {
+        let upload = Upload::new();
+        upload.waiting_on_client();
+        let feed = Arc::clone(&upload);
+        tokio::spawn(async move {
+            // The client pauses far longer than the request timeout, then
+            // the backend takes the last bytes within it.
+            tokio::time::sleep(TIMEOUT * 12).await;
+            feed.progressed();
+            tokio::time::sleep(TIMEOUT - Duration::from_secs(1)).await;
+            feed.ended();
+        });
+        let send = std::future::pending::<()>();
+        tokio::pin!(send);
+        let started = Instant::now();
+        let out = while_uploading(&mut send, &upload, TIMEOUT).await;
+        assert!(matches!(out, Sending::BodyEnded));
+        assert_eq!(started.elapsed(), TIMEOUT * 13 - Duration::from_secs(1));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_answer_before_the_body_ends_is_taken() {
+        let upload = Upload::new();
+        upload.waiting_on_client();
+        let send = async {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            7
+        };
+        tokio::pin!(send);
+        let out = while_uploading(&mut send, &upload, TIMEOUT).await;
+        assert!(matches!(out, Sending::Done(7)));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_stalled_body_ends_the_wait_as_the_clients() {
+        let upload = Upload::new();
+        upload.waiting_on_client();
+        upload.stalled();
+        let send = std::future::pending::<()>();
+        tokio::pin!(send);
+        let out = while_uploading(&mut send, &upload, TIMEOUT).await;
+        assert!(matches!(out, Sending::BodyEnded));
+        assert!(upload.is_stalled());
     }
 }

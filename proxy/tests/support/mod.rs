@@ -5,6 +5,7 @@
 
 pub mod client;
 pub mod echo;
+pub mod raw;
 
 use std::collections::BTreeSet;
 use std::future::Future;
