@@ -706,11 +706,13 @@ fn raw_command() -> BoxedStrategy<Command> {
             prop_oneof![1 => Just(Vec::new()), 9 => prop::collection::vec(resource(), 1..4)],
             settings(),
             store_limits(),
+            prop::option::of(0u32..3),
         )
-            .prop_map(|(resources, defaults, limits)| Command::Apply {
+            .prop_map(|(resources, defaults, limits, validation)| Command::Apply {
                 resources,
                 defaults,
                 limits,
+                validation,
             }),
         2 => prop::collection::vec(key, 0..3).prop_map(|keys| Command::Delete { keys }),
         1 => (proxy_field.clone(), proxy_field.clone(), ".*").prop_map(|(id, zone, admin_address)| {

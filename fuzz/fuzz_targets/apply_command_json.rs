@@ -37,6 +37,7 @@ fn seeded() -> ReplicatedState {
             resources: vec![Resource::HttpRoute(route), Resource::Service(service)],
             defaults: CutoverSettings::default(),
             limits: None,
+            validation: Some(1),
         },
         Command::RegisterProxy {
             id: "p1".into(),

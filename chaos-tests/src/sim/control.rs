@@ -55,6 +55,7 @@ impl Sim {
             resources: resources.clone(),
             defaults: CutoverSettings::default(),
             limits: None,
+            validation: Some(switchyard_proto::model::ValidationRules::CURRENT_REVISION),
         };
         let response = self.append(Some(command), None)?;
         if let Some(CommandResponse(Ok(outcome))) = &response {

@@ -20,7 +20,9 @@ use metrics::CoordinatorMetrics;
 use std::future::Future;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
-use switchyard_proto::model::{ClusterStatus, CutoverSettings, Resource, ResourceKey};
+use switchyard_proto::model::{
+    ClusterStatus, CutoverSettings, Resource, ResourceKey, ValidationRules,
+};
 use switchyard_proto::pb::admin_service_server::AdminServiceServer;
 use switchyard_proto::pb::fleet_service_server::FleetServiceServer;
 use switchyard_tls::authz::{self, Needed};
@@ -151,6 +153,7 @@ impl Coordinator {
             resources,
             defaults: self.config.defaults,
             limits: Some(self.config.limits.store()),
+            validation: Some(ValidationRules::CURRENT_REVISION),
         }
     }
 

@@ -10,7 +10,8 @@
 use super::*;
 use std::collections::BTreeSet;
 use switchyard_proto::model::{
-    CutoverSettings, HttpRoute, Kind, RouteGeneration, Transition, validate_resource,
+    CutoverSettings, HttpRoute, Kind, RouteGeneration, Transition, ValidationRules,
+    validate_resource_with,
 };
 
 /// Longest proxy id or zone accepted (a Kubernetes pod name fits).
@@ -28,7 +29,14 @@ impl ReplicatedState {
                 resources,
                 defaults,
                 limits,
-            } => self.apply_resources(index, resources, defaults, limits.as_ref()),
+                validation,
+            } => self.apply_resources(
+                index,
+                resources,
+                defaults,
+                limits.as_ref(),
+                ValidationRules::revision(*validation),
+            ),
             Command::Delete { keys } => self.delete_resources(index, keys),
             Command::RegisterProxy {
                 id,
@@ -86,6 +94,7 @@ impl ReplicatedState {
         resources: &[Resource],
         defaults: &CutoverSettings,
         limits: Option<&StoreLimits>,
+        rules: ValidationRules,
     ) -> Result<Outcome, CommandError> {
         if resources.is_empty() {
             return Err(CommandError::Empty);
@@ -98,7 +107,7 @@ impl ReplicatedState {
                     key: key.to_string(),
                 });
             }
-            validate_resource(resource).map_err(|e| CommandError::Invalid(e.into()))?;
+            validate_resource_with(resource, rules).map_err(|e| CommandError::Invalid(e.into()))?;
         }
         if let Some(limits) = limits {
             self.check_limits(resources, limits)?;

@@ -45,6 +45,11 @@ pub enum Command {
         /// without a check, and replaying them must answer the same.
         #[serde(default)]
         limits: Option<StoreLimits>,
+        /// The validation rules' revision the proposer checked with
+        /// (`ValidationRules::CURRENT_REVISION`); `None` in entries written
+        /// before revisions, which are validated as they were then.
+        #[serde(default)]
+        validation: Option<u32>,
     },
     /// Remove resources, atomically. Never refused for a limit: deleting
     /// is how a store over its limits gets back under them.

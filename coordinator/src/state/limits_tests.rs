@@ -48,6 +48,7 @@ fn apply(resources: Vec<Resource>, limits: Option<StoreLimits>) -> Command {
         resources,
         defaults: CutoverSettings::default(),
         limits,
+        validation: Some(1),
     }
 }
 
@@ -288,4 +289,31 @@ fn an_apply_that_would_make_the_configuration_undeliverable_is_refused() {
     .0
     .expect("a smaller pending spec fits");
     assert!(s.config_bytes() < 2_500_000 + 900_000);
+}
+
+#[test]
+fn validation_rules_travel_in_the_entry_so_replays_answer_as_before() {
+    // A regex over today's budget: refused in an entry that says it was
+    // validated with today's rules, accepted in one written before the
+    // budget existed (replaying it must answer as it did then).
+    let mut r = route("rx", "blue");
+    if let Resource::HttpRoute(route) = &mut r {
+        route.rules[0].matches = vec![RouteMatch {
+            path: Some(PathMatch::RegularExpression(r"/rx/\w{200}".into())),
+            ..Default::default()
+        }];
+    }
+    let entry = |validation| Command::Apply {
+        resources: vec![r.clone()],
+        defaults: CutoverSettings::default(),
+        limits: None,
+        validation,
+    };
+    let mut today = ReplicatedState::default();
+    let err = refused(&mut today, 1, &entry(Some(1)));
+    assert!(matches!(err, CommandError::Invalid(_)), "{err}");
+    let mut then = ReplicatedState::default();
+    then.apply(super::tests::at(1), &entry(None))
+        .0
+        .expect("accepted under the rules of its time");
 }

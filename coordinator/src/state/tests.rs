@@ -34,6 +34,7 @@ pub(super) fn apply(resources: Vec<Resource>) -> Command {
         resources,
         defaults: CutoverSettings::default(),
         limits: None,
+        validation: Some(1),
     }
 }
 

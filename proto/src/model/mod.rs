@@ -28,4 +28,4 @@ pub use resource::*;
 pub use route::*;
 pub use snapshot::*;
 pub use status::*;
-pub use validate::{ValidationError, validate_resource};
+pub use validate::{ValidationError, ValidationRules, validate_resource, validate_resource_with};
