@@ -1,6 +1,6 @@
 //! Fuzz target: one request, decoded from the input, routed through a
 //! table compiled from every Gateway, HTTPRoute and ReferenceGrant of the
-//! Gateway API conformance files (`shared/conformance/gateway-api` beside
+//! Gateway API conformance files (`tests/data/gateway-api` of
 //! the repository). Property, as in `proxy/tests/prop_router.rs`: no
 //! panic; forwards go to `backends()` (mirrors too); direct answers are
 //! 3xx/4xx/5xx.
@@ -27,7 +27,7 @@ struct World {
 
 static WORLD: LazyLock<World> = LazyLock::new(|| {
     let dir =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/conformance/gateway-api");
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/data/gateway-api");
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
         .expect("conformance data beside the repository")
         .map(|e| e.expect("entry").path())

@@ -1,6 +1,6 @@
 //! Every Gateway, HTTPRoute and ReferenceGrant of the Gateway API
-//! conformance data (`shared/conformance/gateway-api/*.yaml`, next to the
-//! repository) parses and translates, both one object at a time
+//! conformance data (`tests/data/gateway-api/*.yaml` of the repository)
+//! parses and translates, both one object at a time
 //! (`parse_object`) and as a multi-document stream (`parse_documents`), and
 //! a few translations are checked field by field.
 
@@ -15,16 +15,7 @@ use switchyard_proto::model::*;
 const LISTS: [&str; 3] = ["gateways", "routes", "reference_grants"];
 
 fn conformance_dir() -> Result<PathBuf> {
-    let dir =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/conformance/gateway-api");
-    if !dir.is_dir() {
-        bail!(
-            "conformance data not found at {} (expected the repository's sibling \
-             shared/conformance/gateway-api); this test needs it and does not skip",
-            dir.display()
-        );
-    }
-    Ok(dir)
+    Ok(switchyard_test_support::gateway_api_cases())
 }
 
 /// File name -> resources parsed from it, in list order.

@@ -15,8 +15,8 @@
 //!
 //! The seeds of the mutations are real documents: the built-in
 //! `default.yaml` and the `gateways`/`routes` of every Gateway API
-//! conformance file (`shared/conformance/gateway-api`, beside the
-//! repository; the test fails rather than skips without it). Mutating valid
+//! conformance file (`tests/data/gateway-api` of the repository; the test
+//! fails rather than skips without it). Mutating valid
 //! configuration reaches the translation and validation code, which random
 //! bytes almost never do.
 //!
@@ -69,8 +69,7 @@ fn config() -> ProptestConfig {
 /// Real configuration texts to mutate: `default.yaml` as written (with its
 /// comments), then one multi-document stream per conformance file.
 static CORPUS: LazyLock<Vec<String>> = LazyLock::new(|| {
-    let dir =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/conformance/gateway-api");
+    let dir = switchyard_test_support::gateway_api_cases();
     let entries = std::fs::read_dir(&dir).unwrap_or_else(|e| {
         panic!(
             "conformance data not found at {} ({e}); this test needs it and does not skip",

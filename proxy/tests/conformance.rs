@@ -1,5 +1,5 @@
-//! The Gateway API HTTPRoute conformance cases in
-//! `shared/conformance/gateway-api/*.yaml`, run against the real data
+//! The Gateway API HTTPRoute conformance cases in the repository's
+//! `tests/data/gateway-api/*.yaml`, run against the real data
 //! plane: one echo backend per Service endpoint (as the README's "Backends"
 //! section describes), one 127.0.0.1 socket per (Gateway, port) the cases
 //! use, the file's Gateways, routes and grants parsed by the project's own
@@ -33,14 +33,7 @@ const CASE_DEADLINE: Duration = Duration::from_secs(5);
 const REQUEST_ID_PARAM: &str = "gateway-api-conformance-request-id";
 
 fn conformance_dir() -> PathBuf {
-    let dir =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/conformance/gateway-api");
-    assert!(
-        dir.is_dir(),
-        "conformance data not found at {}; this test needs it and does not skip",
-        dir.display()
-    );
-    dir
+    switchyard_test_support::gateway_api_cases()
 }
 
 /// Labels of the suite's base namespaces (README table), plus the label

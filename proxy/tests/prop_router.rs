@@ -17,8 +17,8 @@
 //! forward to a backend outside `backends()` finds no pool.
 //!
 //! The table is compiled from every Gateway, HTTPRoute and ReferenceGrant
-//! of the Gateway API conformance files (`shared/conformance/gateway-api`
-//! beside the repository; the test fails rather than skips without it),
+//! of the Gateway API conformance files (`tests/data/gateway-api` of the
+//! repository; the test fails rather than skips without it),
 //! parsed by the project's own parser, plus hand-built routes for what
 //! those files lack: regex paths, headers and query parameters, query and
 //! method matches, backend-level redirects, rewrites after regex matches,
@@ -93,8 +93,7 @@ static WORLD: LazyLock<World> = LazyLock::new(build_world);
 const INFRA: &str = "gateway-conformance-infra";
 
 fn build_world() -> World {
-    let dir =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/conformance/gateway-api");
+    let dir = switchyard_test_support::gateway_api_cases();
     let entries = std::fs::read_dir(&dir).unwrap_or_else(|e| {
         panic!(
             "conformance data not found at {} ({e}); this test needs it and does not skip",

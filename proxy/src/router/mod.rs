@@ -15,8 +15,6 @@
 mod attach;
 mod backends;
 mod compile;
-#[cfg(test)]
-mod conformance_cases;
 mod filters;
 mod hostname;
 mod matching;

@@ -1,0 +1,35 @@
+//! Test plumbing shared by the workspace's tests; only ever a
+//! dev-dependency, so nothing here reaches a binary a user runs.
+//!
+//! Owns: where the repository's test data lives (the Gateway API
+//! conformance cases in `tests/data/gateway-api/`), found one way by every
+//! runner, which fails — never skips — when the data is missing.
+
+use std::path::PathBuf;
+
+/// The Gateway API conformance cases kept in the repository
+/// (`tests/data/gateway-api/`, see its README). Panics with the path when
+/// they are missing: a runner without its data must fail, not pass.
+pub fn gateway_api_cases() -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/data/gateway-api");
+    assert!(
+        dir.is_dir(),
+        "Gateway API conformance cases not found at {}: they are part of the repository",
+        dir.display()
+    );
+    dir
+}
+
+/// Every case file (`*.yaml`) of [`gateway_api_cases`], sorted by name;
+/// panics when there are none.
+pub fn gateway_api_case_files() -> Vec<PathBuf> {
+    let dir = gateway_api_cases();
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", dir.display()))
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
+        .collect();
+    files.sort();
+    assert!(!files.is_empty(), "no case files in {}", dir.display());
+    files
+}
