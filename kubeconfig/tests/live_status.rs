@@ -87,7 +87,7 @@ async fn route_status_is_server_side_applied_keeping_other_controllers_entries()
     let server = FakeApiServer::start(objects).await;
     let state = desired(&server).await;
     let route = route_of(&state);
-    let world = World::new(&state.resources);
+    let world = World::new(&state.resources, CONTROLLER_NAME);
     let parents = route_parent_statuses(&route, &world, Some(&ready_row()), None, CONTROLLER_NAME);
     let client = server.client("status");
     let name = ObjectName::new("shop", "app");
@@ -171,7 +171,7 @@ async fn a_conflict_is_retried_from_a_fresh_read() {
     let server = FakeApiServer::start(fixtures::cluster()).await;
     let state = desired(&server).await;
     let route = route_of(&state);
-    let world = World::new(&state.resources);
+    let world = World::new(&state.resources, CONTROLLER_NAME);
     let pending = RouteStatus {
         pending_generation: Some(8),
         policy: Some("all".into()),

@@ -6,27 +6,17 @@
 //! coordinator's `RouteStatus` in, [`RouteParentStatus`]es out. No clock
 //! (`lastTransitionTime` is the writer's business), no client.
 //!
-//! Attachment follows the Gateway API rules the router also implements
-//! (sectionName/port, `allowedRoutes` namespaces and kinds, hostname
-//! intersection); it deliberately does not compile rules or look at
-//! endpoints: whether backends are *ready* is what the Cutover condition
-//! reports, from proxy evidence.
+//! Attachment and reference checks are the model's [`Topology`], which the
+//! router follows too, mapped here to conditions; it deliberately does not
+//! compile rules or look at endpoints: whether backends are *ready* is what
+//! the Cutover condition reports, from proxy evidence.
 
-use super::merge::is_gateway_ref;
-use std::collections::BTreeMap;
-use switchyard_proto::model::{
-    BackendRef, Gateway, GatewayClass, HttpRoute, Listener, ListenerProtocol, ObjectName,
-    ParentRef, ReferenceGrant, Resource, RouteNamespaces, RouteStatus, Service,
-};
-
-use super::kinds::GATEWAY_GROUP;
+use switchyard_proto::model::gateway_api::Topology;
+use switchyard_proto::model::{HttpRoute, ParentRef, Resource, RouteStatus};
 
 /// switchyard's own route condition type: cutover progress, from the
 /// coordinators' proxy evidence.
 pub const CUTOVER_CONDITION: &str = "switchyard.io/Cutover";
-
-/// The label Kubernetes sets on every Namespace with its own name.
-const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
 
 /// `status` of a condition.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -98,231 +88,29 @@ pub struct RouteParentStatus {
     pub conditions: Vec<Condition>,
 }
 
-/// The served objects, indexed for status computation.
-#[derive(Debug, Default)]
+/// The served objects, indexed for status computation: the model's
+/// [`Topology`] (the Gateway API rules the router follows too) and the
+/// routes.
+#[derive(Debug)]
 pub struct World<'a> {
-    classes: BTreeMap<&'a str, &'a GatewayClass>,
-    pub(crate) gateways: BTreeMap<ObjectName, &'a Gateway>,
-    namespaces: BTreeMap<&'a str, &'a BTreeMap<String, String>>,
-    services: BTreeMap<ObjectName, &'a Service>,
-    grants: Vec<&'a ReferenceGrant>,
+    pub(crate) topology: Topology<'a>,
     pub(crate) routes: Vec<&'a HttpRoute>,
 }
 
 impl<'a> World<'a> {
-    /// Indexes a served set (normally [`super::DesiredState::resources`]).
-    pub fn new(resources: &'a [Resource]) -> World<'a> {
-        let mut w = World::default();
-        for r in resources {
-            match r {
-                Resource::GatewayClass(c) => {
-                    w.classes.insert(c.meta.name.as_str(), c);
-                }
-                Resource::Gateway(g) => {
-                    w.gateways.insert(g.meta.object_name(), g);
-                }
-                Resource::Namespace(n) => {
-                    w.namespaces.insert(n.meta.name.as_str(), &n.meta.labels);
-                }
-                Resource::Service(s) => {
-                    w.services.insert(s.meta.object_name(), s);
-                }
-                Resource::ReferenceGrant(g) => w.grants.push(g),
-                Resource::HttpRoute(route) => w.routes.push(route),
-                Resource::EndpointSlice(_) => {}
-            }
+    /// Indexes a served set (normally [`super::DesiredState::resources`])
+    /// for `controller_name`'s GatewayClasses.
+    pub fn new(resources: &'a [Resource], controller_name: &str) -> World<'a> {
+        World {
+            topology: Topology::of_resources(resources, controller_name),
+            routes: resources
+                .iter()
+                .filter_map(|r| match r {
+                    Resource::HttpRoute(route) => Some(route),
+                    _ => None,
+                })
+                .collect(),
         }
-        w
-    }
-
-    /// The Gateway a parentRef names, if it is one of ours.
-    pub(crate) fn our_gateway(
-        &self,
-        route: &HttpRoute,
-        parent: &ParentRef,
-        controller_name: &str,
-    ) -> Option<&'a Gateway> {
-        if !is_gateway_ref(&parent.group, &parent.kind) {
-            return None;
-        }
-        let ns = parent.namespace.as_deref().unwrap_or(&route.meta.namespace);
-        let gateway = *self
-            .gateways
-            .get(&ObjectName::new(ns, parent.name.clone()))?;
-        let class = self.classes.get(gateway.gateway_class_name.as_str())?;
-        (class.controller_name == controller_name).then_some(gateway)
-    }
-
-    /// The listeners of `gateway` the route attaches to through `parent`,
-    /// or the Gateway API reason and a message why none.
-    pub(crate) fn attach(
-        &self,
-        route: &HttpRoute,
-        parent: &ParentRef,
-        gateway: &'a Gateway,
-    ) -> Result<Vec<&'a Listener>, (&'static str, String)> {
-        let candidates: Vec<&Listener> = gateway
-            .listeners
-            .iter()
-            .filter(|l| parent.section_name.as_ref().is_none_or(|s| *s == l.name))
-            .filter(|l| parent.port.is_none_or(|p| p == l.port))
-            .collect();
-        if candidates.is_empty() {
-            return Err((
-                "NoMatchingParent",
-                format!(
-                    "Gateway {} has no listener matching sectionName {:?} and port {:?}",
-                    gateway.meta.object_name(),
-                    parent.section_name,
-                    parent.port
-                ),
-            ));
-        }
-        let mut attached = Vec::new();
-        let mut hostname_only = true;
-        let mut why = Vec::new();
-        for l in candidates {
-            if l.protocol != ListenerProtocol::Http {
-                hostname_only = false;
-                why.push(format!(
-                    "listener {}: protocol {:?} is not served",
-                    l.name, l.protocol
-                ));
-            } else if let Err(e) = self.allowed(gateway, l, route) {
-                hostname_only = false;
-                why.push(format!("listener {}: {e}", l.name));
-            } else if !hostnames_intersect(l.hostname.as_deref(), &route.hostnames) {
-                why.push(format!(
-                    "listener {}: no route hostname matches {:?}",
-                    l.name, l.hostname
-                ));
-            } else {
-                attached.push(l);
-            }
-        }
-        if attached.is_empty() {
-            let reason = if hostname_only {
-                "NoMatchingListenerHostname"
-            } else {
-                "NotAllowedByListeners"
-            };
-            return Err((reason, why.join("; ")));
-        }
-        Ok(attached)
-    }
-
-    fn allowed(&self, gateway: &Gateway, l: &Listener, route: &HttpRoute) -> Result<(), String> {
-        let route_ns = route.meta.namespace.as_str();
-        let ns_ok = match &l.allowed_routes.namespaces {
-            RouteNamespaces::Same => route_ns == gateway.meta.namespace,
-            RouteNamespaces::All => true,
-            RouteNamespaces::Selector(selector) => {
-                let mut labels = self
-                    .namespaces
-                    .get(route_ns)
-                    .map(|l| (*l).clone())
-                    .unwrap_or_default();
-                labels
-                    .entry(NAMESPACE_NAME_LABEL.to_string())
-                    .or_insert_with(|| route_ns.to_string());
-                selector.matches(&labels)
-            }
-        };
-        if !ns_ok {
-            return Err(format!("routes from namespace {route_ns} are not allowed"));
-        }
-        if !listener_allows_http_routes(l) {
-            return Err("kind HTTPRoute is not allowed".into());
-        }
-        Ok(())
-    }
-
-    /// Why a backendRef of `route` does not resolve, as (reason, message).
-    fn unresolved(&self, route: &HttpRoute, b: &BackendRef) -> Option<(&'static str, String)> {
-        let ns = b.namespace.as_deref().unwrap_or(&route.meta.namespace);
-        let label = format!("{ns}/{}", b.name);
-        if !b.is_service() {
-            let group = if b.group.is_empty() { "core" } else { &b.group };
-            return Some((
-                "InvalidKind",
-                format!(
-                    "backendRef {label}: kind {group}/{} is not supported",
-                    b.kind
-                ),
-            ));
-        }
-        if ns != route.meta.namespace
-            && !self.grants.iter().any(|g| {
-                g.meta.namespace == ns
-                    && g.permits(
-                        GATEWAY_GROUP,
-                        "HTTPRoute",
-                        &route.meta.namespace,
-                        "",
-                        "Service",
-                        &b.name,
-                    )
-            })
-        {
-            return Some((
-                "RefNotPermitted",
-                format!("backendRef {label}: no ReferenceGrant in {ns} allows it"),
-            ));
-        }
-        let Some(service) = self.services.get(&ObjectName::new(ns, b.name.clone())) else {
-            return Some((
-                "BackendNotFound",
-                format!("backendRef {label}: Service not found"),
-            ));
-        };
-        match b.port {
-            None => Some((
-                "BackendNotFound",
-                format!("backendRef {label}: port is required"),
-            )),
-            Some(p) if !service.ports.iter().any(|sp| sp.port == p) => Some((
-                "BackendNotFound",
-                format!("backendRef {label}: Service has no port {p}"),
-            )),
-            Some(_) => None,
-        }
-    }
-}
-
-/// Whether a listener's `allowedRoutes.kinds` admits HTTPRoute (empty
-/// means the protocol default, HTTPRoute for HTTP).
-pub(crate) fn listener_allows_http_routes(l: &Listener) -> bool {
-    l.allowed_routes.kinds.is_empty()
-        || l.allowed_routes
-            .kinds
-            .iter()
-            .any(|k| (k.group.is_empty() || k.group == GATEWAY_GROUP) && k.kind == "HTTPRoute")
-}
-
-/// Gateway API hostname intersection: no listener hostname or no route
-/// hostnames matches everything; `*.example.com` covers any deeper name.
-pub(crate) fn hostnames_intersect(listener: Option<&str>, route: &[String]) -> bool {
-    let Some(listener) = listener else {
-        return true;
-    };
-    route.is_empty()
-        || route
-            .iter()
-            .any(|h| host_match(listener, h) || host_match(h, listener))
-}
-
-fn host_match(pattern: &str, host: &str) -> bool {
-    if pattern.eq_ignore_ascii_case(host) {
-        return true;
-    }
-    match pattern.strip_prefix('*') {
-        Some(suffix) => {
-            host.len() > suffix.len()
-                && host
-                    .to_ascii_lowercase()
-                    .ends_with(&suffix.to_ascii_lowercase())
-        }
-        None => false,
     }
 }
 
@@ -346,21 +134,21 @@ pub fn route_parent_statuses(
     let progress = cutover_condition(cutover, generation);
     let mut out: Vec<RouteParentStatus> = Vec::new();
     for parent in &route.parent_refs {
-        let Some(gateway) = world.our_gateway(route, parent, controller_name) else {
+        if world.topology.our_gateway(route, parent).is_err() {
             continue;
-        };
+        }
         if out.iter().any(|o| o.parent_ref == *parent) {
             continue;
         }
-        let accepted = match (rejected, world.attach(route, parent, gateway)) {
+        let accepted = match (rejected, world.topology.attach(route, parent)) {
             (Some(why), _) => {
                 Condition::new("Accepted", False, "UnsupportedValue", why, generation)
             }
-            (None, Err((reason, message))) => {
-                Condition::new("Accepted", False, reason, message, generation)
+            (None, Err(why)) => {
+                Condition::new("Accepted", False, why.reason(), why.to_string(), generation)
             }
             (None, Ok(listeners)) => {
-                let names: Vec<&str> = listeners.iter().map(|l| l.name.as_str()).collect();
+                let names: Vec<&str> = listeners.iter().map(|a| a.listener.name.as_str()).collect();
                 Condition::new(
                     "Accepted",
                     True,
@@ -384,7 +172,8 @@ fn resolved_refs(route: &HttpRoute, world: &World<'_>, generation: Option<i64>) 
         .rules
         .iter()
         .flat_map(|r| &r.backend_refs)
-        .filter_map(|b| world.unresolved(route, b))
+        .filter_map(|b| world.topology.resolve(&route.meta.namespace, b).err())
+        .map(|why| (why.reason(), why.to_string()))
         .collect();
     match problems.first() {
         None => Condition::new(

@@ -74,7 +74,7 @@ const GOOD: &str = "spec:\n  parentRefs: [{name: gw, sectionName: http}, {name: 
 #[test]
 fn an_attached_route_with_resolved_refs_and_a_finished_cutover() {
     let resources = world_with("");
-    let world = World::new(&resources);
+    let world = World::new(&resources, CONTROLLER_NAME);
     let r = route("shop", GOOD);
     let status = route_parent_statuses(&r, &world, Some(&ready()), None, CONTROLLER_NAME);
     // Only our Gateway's parentRef gets an entry.
@@ -100,7 +100,7 @@ fn an_attached_route_with_resolved_refs_and_a_finished_cutover() {
 #[test]
 fn attachment_failures_have_their_gateway_api_reasons() {
     let resources = world_with("");
-    let world = World::new(&resources);
+    let world = World::new(&resources, CONTROLLER_NAME);
     let cases = [
         (
             "shop",
@@ -155,7 +155,7 @@ fn unresolved_backend_refs_have_their_reasons() {
     ];
     for (refs, extra, reason) in cases {
         let resources = world_with(extra);
-        let world = World::new(&resources);
+        let world = World::new(&resources, CONTROLLER_NAME);
         let spec = format!(
             "spec:\n  parentRefs: [{{name: gw, sectionName: http}}]\n  rules: [{{backendRefs: {refs}}}]\n"
         );
@@ -175,7 +175,7 @@ fn unresolved_backend_refs_have_their_reasons() {
 #[test]
 fn cutover_progress_pending_timeout_forced_and_unknown() {
     let resources = world_with("");
-    let world = World::new(&resources);
+    let world = World::new(&resources, CONTROLLER_NAME);
     let r = route("shop", GOOD);
     let cutover = |s: Option<RouteStatus>| {
         let status = route_parent_statuses(&r, &world, s.as_ref(), None, CONTROLLER_NAME);
@@ -231,7 +231,7 @@ fn cutover_progress_pending_timeout_forced_and_unknown() {
 #[test]
 fn a_rejected_route_is_not_accepted_with_the_reason() {
     let resources = world_with("");
-    let world = World::new(&resources);
+    let world = World::new(&resources, CONTROLLER_NAME);
     let status = route_parent_statuses(
         &route("shop", GOOD),
         &world,
@@ -242,31 +242,4 @@ fn a_rejected_route_is_not_accepted_with_the_reason() {
     let accepted = condition(&status[0], "Accepted");
     assert_eq!(accepted.status, ConditionStatus::False);
     assert_eq!(accepted.reason, "UnsupportedValue");
-}
-
-#[test]
-fn hostnames_intersect_like_the_gateway_api_says() {
-    let h = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-    assert!(hostnames_intersect(None, &h(&["a.com"])));
-    assert!(hostnames_intersect(Some("*.example.com"), &h(&[])));
-    assert!(hostnames_intersect(
-        Some("*.example.com"),
-        &h(&["a.b.example.com"])
-    ));
-    assert!(!hostnames_intersect(
-        Some("*.example.com"),
-        &h(&["example.com"])
-    ));
-    assert!(hostnames_intersect(
-        Some("a.example.com"),
-        &h(&["*.example.com"])
-    ));
-    assert!(hostnames_intersect(
-        Some("*.example.com"),
-        &h(&["*.a.example.com"])
-    ));
-    assert!(!hostnames_intersect(
-        Some("a.example.com"),
-        &h(&["b.example.com"])
-    ));
 }

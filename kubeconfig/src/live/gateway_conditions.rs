@@ -7,8 +7,8 @@
 //! knows, so it is passed in. Deliberately not computed: listener
 //! conflicts (two listeners with one port and hostname) and addresses.
 
-use super::conditions::{Condition, ConditionStatus, World, listener_allows_http_routes};
-use super::kinds::GATEWAY_GROUP;
+use super::conditions::{Condition, ConditionStatus, World};
+use switchyard_proto::model::gateway_api::{GATEWAY_GROUP, listener_allows_http_routes};
 use switchyard_proto::model::{Gateway, ListenerProtocol};
 
 /// A Gateway's status (without times and addresses).
@@ -34,14 +34,9 @@ pub struct ListenerStatus {
 }
 
 /// The status of one of our Gateways. `live_proxies` is how many live
-/// proxies the coordinators know (all of them serve every Gateway).
-/// `controller_name` decides which routes count as attached.
-pub fn gateway_status(
-    gateway: &Gateway,
-    world: &World<'_>,
-    live_proxies: usize,
-    controller_name: &str,
-) -> GatewayStatus {
+/// proxies the coordinators know (all of them serve every Gateway). The
+/// world's controller decides which routes count as attached.
+pub fn gateway_status(gateway: &Gateway, world: &World<'_>, live_proxies: usize) -> GatewayStatus {
     use ConditionStatus::{False, True};
     let generation = gateway.meta.k8s_generation;
     let c = |type_: &str, status, reason: &str, message: String| Condition {
@@ -112,7 +107,7 @@ pub fn gateway_status(
         }
         listeners.push(ListenerStatus {
             name: l.name.clone(),
-            attached_routes: attached_routes(gateway, &l.name, world, controller_name),
+            attached_routes: attached_routes(gateway, &l.name, world),
             supported_kinds,
             conditions,
         });
@@ -139,22 +134,18 @@ pub fn gateway_status(
     }
 }
 
-fn attached_routes(gateway: &Gateway, listener: &str, world: &World<'_>, controller: &str) -> i32 {
+fn attached_routes(gateway: &Gateway, listener: &str, world: &World<'_>) -> i32 {
     let name = gateway.meta.object_name();
     let count = world
         .routes
         .iter()
         .filter(|route| {
-            route.parent_refs.iter().any(|p| {
-                world
-                    .our_gateway(route, p, controller)
-                    .filter(|g| g.meta.object_name() == name)
-                    .is_some_and(|g| {
-                        world
-                            .attach(route, p, g)
-                            .is_ok_and(|ls| ls.iter().any(|l| l.name == listener))
-                    })
-            })
+            world
+                .topology
+                .attach_route(route)
+                .0
+                .iter()
+                .any(|a| a.gateway.meta.object_name() == name && a.listener.name == listener)
         })
         .count();
     i32::try_from(count).unwrap_or(i32::MAX)
@@ -195,13 +186,13 @@ spec: {parentRefs: [{name: gw, sectionName: http}]}
 
     fn status(live: usize) -> GatewayStatus {
         let resources = parse_documents("set", SET).unwrap();
-        let world = World::new(&resources);
+        let world = World::new(&resources, CONTROLLER_NAME);
         let Some(Resource::Gateway(g)) =
             resources.iter().find(|r| matches!(r, Resource::Gateway(_)))
         else {
             panic!()
         };
-        gateway_status(g, &world, live, CONTROLLER_NAME)
+        gateway_status(g, &world, live)
     }
 
     fn get<'a>(cs: &'a [Condition], t: &str) -> (&'a str, ConditionStatus) {

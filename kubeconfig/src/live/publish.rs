@@ -58,7 +58,7 @@ impl StatusPublisher {
         routes: &[RouteStatus],
         live_proxies: usize,
     ) -> Vec<LiveError> {
-        let world = World::new(&desired.resources);
+        let world = World::new(&desired.resources, &self.controller_name);
         let mut errors = Vec::new();
         let mut visited = std::collections::HashSet::new();
         for resource in &desired.resources {
@@ -93,12 +93,7 @@ impl StatusPublisher {
                     Resource::Gateway(gateway) => {
                         let mut gateway = gateway.clone();
                         gateway.meta.k8s_generation = origin.generation;
-                        Written::Gateway(gateway_status(
-                            &gateway,
-                            &world,
-                            live_proxies,
-                            &self.controller_name,
-                        ))
+                        Written::Gateway(gateway_status(&gateway, &world, live_proxies))
                     }
                     _ => continue,
                 };

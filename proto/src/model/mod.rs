@@ -11,6 +11,7 @@
 
 pub mod backend;
 pub mod gateway;
+pub mod gateway_api;
 pub mod meta;
 pub mod pairs;
 pub mod policy;

@@ -17,13 +17,15 @@ use super::table::{Candidate, PortTable};
 use super::{ListenerKey, RouteTable};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
+use switchyard_proto::model::gateway_api::Topology;
 use switchyard_proto::model::{ConfigSnapshot, HttpRoute};
 
 /// Compiles the table; see [`RouteTable::compile`].
 pub(crate) fn compile(snapshot: &ConfigSnapshot, routes: &[HttpRoute]) -> RouteTable {
     let mut notes = Vec::new();
-    let gateways = Gateways::new(snapshot, &mut notes);
-    let index = BackendIndex::new(snapshot);
+    let topology = Topology::of_snapshot(snapshot);
+    let gateways = Gateways::new(&topology, &mut notes);
+    let index = BackendIndex::new(&topology);
     let regexes = RegexPlan::new(routes);
 
     // Each served listener is reachable through its own Gateway's key and

@@ -1,74 +1,13 @@
-//! Hostnames: exact and wildcard patterns, the request's host, listener and
-//! route hostname intersection, and specificity.
-//!
-//! It owns only the string rules of Gateway API hostnames (wildcards cover
-//! one or more leading labels, never the bare suffix; the Host port is
-//! ignored; comparison is case-insensitive). Which listener or route wins is
-//! decided by the callers, which use [`HostPattern`] ordering and lookups.
+//! Hostnames on the request side: the request's host and the wildcard
+//! suffixes a lookup tries. The patterns and their intersection are the
+//! model's ([`HostPattern`]); which listener or route wins is decided by
+//! the callers, which use its ordering and lookups.
 
 use std::borrow::Cow;
 
-/// A hostname pattern from a listener or a route, lower-cased.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub(crate) enum HostPattern {
-    /// `foo.example.com`: this host only.
-    Exact(String),
-    /// `*.example.com`, stored as the suffix `.example.com` so a lookup can
-    /// slice the request host at each dot without allocating.
-    Wildcard(String),
-}
-
-impl HostPattern {
-    /// Parses `foo.example.com` or `*.example.com` (case-insensitive).
-    pub(crate) fn parse(text: &str) -> HostPattern {
-        let lower = text.to_ascii_lowercase();
-        match lower.strip_prefix('*') {
-            Some(suffix) => HostPattern::Wildcard(suffix.to_string()),
-            None => HostPattern::Exact(lower),
-        }
-    }
-
-    /// Whether `host` (already normalized by [`request_host`]) matches.
-    pub(crate) fn matches(&self, host: &str) -> bool {
-        match self {
-            HostPattern::Exact(h) => h == host,
-            // At least one label must precede the suffix: `*.example.com`
-            // does not match `example.com` (nor `.example.com`).
-            HostPattern::Wildcard(suffix) => {
-                host.len() > suffix.len() && host.ends_with(suffix.as_str())
-            }
-        }
-    }
-
-    /// The intersection of a route hostname with a listener hostname: the
-    /// more specific of the two when one covers the other, else `None`.
-    pub(crate) fn intersect(&self, listener: &HostPattern) -> Option<HostPattern> {
-        match (self, listener) {
-            (HostPattern::Exact(r), l) => l.matches(r).then(|| self.clone()),
-            (HostPattern::Wildcard(_), HostPattern::Exact(l)) => {
-                self.matches(l).then(|| listener.clone())
-            }
-            (HostPattern::Wildcard(r), HostPattern::Wildcard(l)) => {
-                if r.ends_with(l.as_str()) {
-                    Some(self.clone())
-                } else if l.ends_with(r.as_str()) {
-                    Some(listener.clone())
-                } else {
-                    None
-                }
-            }
-        }
-    }
-}
-
-impl std::fmt::Display for HostPattern {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            HostPattern::Exact(h) => f.write_str(h),
-            HostPattern::Wildcard(s) => write!(f, "*{s}"),
-        }
-    }
-}
+/// Hostname patterns are the model's (the Gateway API rule is shared with
+/// status); the router adds request-side lookups.
+pub(crate) use switchyard_proto::model::gateway_api::HostPattern;
 
 /// The suffixes a wildcard pattern could be stored under for `host`,
 /// longest first: for `a.b.example.com`, `.b.example.com`, `.example.com`,
@@ -125,43 +64,6 @@ mod tests {
             b = b.header("host", h);
         }
         b.body(()).expect("valid request").into_parts().0
-    }
-
-    #[test]
-    fn wildcard_matches_one_or_more_labels_but_not_the_suffix_itself() {
-        let w = HostPattern::parse("*.bar.com");
-        assert!(w.matches("foo.bar.com"));
-        assert!(w.matches("multiple.prefixes.bar.com"));
-        assert!(!w.matches("bar.com"));
-        assert!(!w.matches(".bar.com"));
-        assert!(!w.matches("foobar.com"));
-        let e = HostPattern::parse("Foo.Bar.com");
-        assert!(e.matches("foo.bar.com"));
-        assert!(!e.matches("x.foo.bar.com"));
-    }
-
-    #[test]
-    fn intersection_keeps_the_more_specific_side() {
-        let p = HostPattern::parse;
-        assert_eq!(
-            p("a.bar.com").intersect(&p("*.bar.com")),
-            Some(p("a.bar.com"))
-        );
-        assert_eq!(
-            p("*.bar.com").intersect(&p("a.bar.com")),
-            Some(p("a.bar.com"))
-        );
-        assert_eq!(
-            p("*.a.bar.com").intersect(&p("*.bar.com")),
-            Some(p("*.a.bar.com"))
-        );
-        assert_eq!(
-            p("*.bar.com").intersect(&p("*.a.bar.com")),
-            Some(p("*.a.bar.com"))
-        );
-        assert_eq!(p("*.bar.com").intersect(&p("*.foo.com")), None);
-        assert_eq!(p("bar.com").intersect(&p("*.bar.com")), None);
-        assert_eq!(p("a.com").intersect(&p("b.com")), None);
     }
 
     #[test]

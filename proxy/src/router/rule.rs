@@ -59,7 +59,7 @@ impl CompiledRule {
         route: &HttpRoute,
         rule_index: usize,
         rule: &RouteRule,
-        index: &BackendIndex<'_>,
+        index: &BackendIndex<'_, '_>,
         regexes: &RegexPlan,
         notes: &mut Vec<CompileNote>,
     ) -> CompiledRule {
@@ -204,7 +204,7 @@ impl CompiledRule {
 fn resolve_mirrors(
     set: &FilterSet,
     ns: &str,
-    index: &BackendIndex<'_>,
+    index: &BackendIndex<'_, '_>,
     problems: &mut Vec<String>,
 ) -> Vec<Mirror> {
     set.mirrors

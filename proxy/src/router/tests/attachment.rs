@@ -53,7 +53,7 @@ fn gateways_of_other_controllers_are_not_served() {
     // The served Gateway on the same port does not pick the route up either.
     assert_eq!(outcome(t.route(&gw80(), &get("a", "/"), 0)), "404");
     assert!(
-        notes_of(&t).contains("not controlled by"),
+        notes_of(&t).contains("does not control"),
         "{}",
         notes_of(&t)
     );

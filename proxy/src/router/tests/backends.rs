@@ -48,7 +48,7 @@ fn invalid_shares_answer_500_and_valid_shares_still_forward() {
     assert_eq!(outcome(t.route(&gw80(), &get("h", "/"), 0)), "v1");
     let r = respond(t.route(&gw80(), &get("h", "/"), 1));
     assert_eq!(r.status, StatusCode::INTERNAL_SERVER_ERROR);
-    assert!(r.reason.contains("does not exist"), "{}", r.reason);
+    assert!(r.reason.contains("BackendNotFound"), "{}", r.reason);
     assert_eq!(
         t.backends().into_iter().collect::<Vec<_>>(),
         vec![BackendKey::new(INFRA, "v1", 8080)]
@@ -82,9 +82,9 @@ fn invalid_refs_unknown_kind_missing_port_cross_namespace() {
     ));
     let t = w.table();
     for (path, why) in [
-        ("/kind", "unsupported kind"),
+        ("/kind", "InvalidKind"),
         ("/port", "no port 9090"),
-        ("/cross", "ReferenceGrant"),
+        ("/cross", "RefNotPermitted"),
     ] {
         let r = respond(t.route(&gw80(), &get("h", path), 0));
         assert_eq!(r.status, StatusCode::INTERNAL_SERVER_ERROR, "{path}");

@@ -1,0 +1,149 @@
+//! The Gateway API rules switchyard follows, in one place: which Gateways
+//! are ours, which listeners a route attaches to (parentRefs,
+//! `allowedRoutes`, hostname intersection) and whether a backendRef
+//! resolves (kind, ReferenceGrant, Service and port).
+//!
+//! Pure, with typed reasons named as the Gateway API names them. The
+//! proxy's router (what is served), the Kubernetes status writer (what
+//! `kubectl get` shows) and the coordinators' status (`switchyard status`,
+//! `apply --wait`) all ask [`Topology`], so written status and served
+//! behaviour cannot disagree.
+//!
+//! Not here: matching requests, precedence between routes, filters (the
+//! router's), readiness of backends (the cutover engine's).
+
+mod attach;
+mod hostname;
+mod refs;
+
+pub use attach::{Attached, NotAttached, listener_allows_http_routes};
+pub use hostname::{HostPattern, effective_hostnames};
+pub use refs::Unresolved;
+
+use super::backend::{ReferenceGrant, Service};
+use super::gateway::{CONTROLLER_NAME, Gateway, GatewayClass, Namespace};
+use super::meta::ObjectName;
+use super::resource::Resource;
+use super::snapshot::ConfigSnapshot;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// The API group of Gateway API kinds (HTTPRoute, Gateway), as parentRefs,
+/// `allowedRoutes.kinds` and ReferenceGrants name it.
+pub const GATEWAY_GROUP: &str = "gateway.networking.k8s.io";
+
+/// The label Kubernetes puts on every Namespace with its own name;
+/// selectors commonly use it, and configurations written by hand may lack
+/// it.
+const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
+
+/// The objects the rules read, indexed: GatewayClasses controlled by our
+/// controller, Gateways, Namespaces' labels, Services and ReferenceGrants.
+#[derive(Debug, Default)]
+pub struct Topology<'a> {
+    our_classes: BTreeSet<&'a str>,
+    gateways: BTreeMap<ObjectName, &'a Gateway>,
+    namespaces: BTreeMap<&'a str, &'a BTreeMap<String, String>>,
+    services: BTreeMap<(&'a str, &'a str), &'a Service>,
+    grants: Vec<&'a ReferenceGrant>,
+}
+
+impl<'a> Topology<'a> {
+    /// An empty topology whose Gateways count as ours when their class
+    /// names `controller`; fill it with [`Topology::add`].
+    fn empty() -> Self {
+        Topology::default()
+    }
+
+    /// Adds one object (kinds the rules do not read are ignored).
+    fn add(&mut self, controller: &str, resource: Refs<'a>) {
+        match resource {
+            Refs::Class(c) => {
+                if c.controller_name == controller {
+                    self.our_classes.insert(c.meta.name.as_str());
+                }
+            }
+            Refs::Gateway(g) => {
+                self.gateways.insert(g.meta.object_name(), g);
+            }
+            Refs::Namespace(n) => {
+                self.namespaces.insert(n.meta.name.as_str(), &n.meta.labels);
+            }
+            Refs::Service(s) => {
+                self.services
+                    .insert((s.meta.namespace.as_str(), s.meta.name.as_str()), s);
+            }
+            Refs::Grant(g) => self.grants.push(g),
+        }
+    }
+
+    /// The topology of a configuration snapshot, for switchyard's
+    /// controller ([`CONTROLLER_NAME`]).
+    pub fn of_snapshot(snapshot: &'a ConfigSnapshot) -> Self {
+        let mut t = Topology::empty();
+        let refs = snapshot
+            .gateway_classes
+            .iter()
+            .map(Refs::Class)
+            .chain(snapshot.gateways.iter().map(Refs::Gateway))
+            .chain(snapshot.namespaces.iter().map(Refs::Namespace))
+            .chain(snapshot.services.iter().map(Refs::Service))
+            .chain(snapshot.reference_grants.iter().map(Refs::Grant));
+        for r in refs {
+            t.add(CONTROLLER_NAME, r);
+        }
+        t
+    }
+
+    /// The topology of a list of resources, for `controller`.
+    pub fn of_resources(
+        resources: impl IntoIterator<Item = &'a Resource>,
+        controller: &str,
+    ) -> Self {
+        let mut t = Topology::empty();
+        for resource in resources {
+            let r = match resource {
+                Resource::GatewayClass(c) => Refs::Class(c),
+                Resource::Gateway(g) => Refs::Gateway(g),
+                Resource::Namespace(n) => Refs::Namespace(n),
+                Resource::Service(s) => Refs::Service(s),
+                Resource::ReferenceGrant(g) => Refs::Grant(g),
+                Resource::HttpRoute(_) | Resource::EndpointSlice(_) => continue,
+            };
+            t.add(controller, r);
+        }
+        t
+    }
+
+    /// Every Gateway, ours or not.
+    pub fn gateways(&self) -> impl Iterator<Item = &'a Gateway> + '_ {
+        self.gateways.values().copied()
+    }
+
+    /// Whether `gateway`'s class is controlled by our controller.
+    pub fn is_ours(&self, gateway: &Gateway) -> bool {
+        self.our_classes
+            .contains(gateway.gateway_class_name.as_str())
+    }
+
+    /// A namespace's labels, with `kubernetes.io/metadata.name` always set.
+    fn namespace_labels(&self, namespace: &str) -> BTreeMap<String, String> {
+        let mut labels = self
+            .namespaces
+            .get(namespace)
+            .map(|l| (*l).clone())
+            .unwrap_or_default();
+        labels
+            .entry(NAMESPACE_NAME_LABEL.to_string())
+            .or_insert_with(|| namespace.to_string());
+        labels
+    }
+}
+
+/// One object the rules read.
+enum Refs<'a> {
+    Class(&'a GatewayClass),
+    Gateway(&'a Gateway),
+    Namespace(&'a Namespace),
+    Service(&'a Service),
+    Grant(&'a ReferenceGrant),
+}

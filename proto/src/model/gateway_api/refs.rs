@@ -1,0 +1,292 @@
+//! backendRefs: whether one resolves to a Service port — a kind switchyard
+//! serves, a cross-namespace reference permitted by a ReferenceGrant in the
+//! target's namespace, an existing Service with that port — and why not.
+
+use super::{GATEWAY_GROUP, Topology};
+use crate::model::backend::BackendKey;
+use crate::model::route::BackendRef;
+use std::fmt;
+
+/// Why a backendRef does not resolve (the route's `ResolvedRefs` is then
+/// `False` with [`Unresolved::reason`], and the router answers 500 for it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unresolved {
+    /// Not a core Service.
+    InvalidKind {
+        /// `namespace/name` of the ref.
+        target: String,
+        /// Its group (empty: core).
+        group: String,
+        /// Its kind.
+        kind: String,
+    },
+    /// Cross-namespace without a ReferenceGrant in the target namespace.
+    RefNotPermitted {
+        /// `namespace/name` of the ref.
+        target: String,
+        /// The route's namespace.
+        from: String,
+    },
+    /// The Service, or its port, does not exist (or the ref has no port).
+    BackendNotFound {
+        /// `namespace/name` of the ref.
+        target: String,
+        /// What is missing.
+        what: String,
+    },
+}
+
+impl Unresolved {
+    /// The Gateway API reason for `ResolvedRefs: False`.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Unresolved::InvalidKind { .. } => "InvalidKind",
+            Unresolved::RefNotPermitted { .. } => "RefNotPermitted",
+            Unresolved::BackendNotFound { .. } => "BackendNotFound",
+        }
+    }
+}
+
+impl fmt::Display for Unresolved {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Unresolved::InvalidKind {
+                target,
+                group,
+                kind,
+            } => {
+                let group = if group.is_empty() { "core" } else { group };
+                write!(
+                    f,
+                    "backendRef {target}: kind {group}/{kind} is not supported (only core Service)"
+                )
+            }
+            Unresolved::RefNotPermitted { target, from } => {
+                let ns = target.split('/').next().unwrap_or_default();
+                write!(
+                    f,
+                    "backendRef {target}: no ReferenceGrant in {ns} permits HTTPRoutes from {from}"
+                )
+            }
+            Unresolved::BackendNotFound { target, what } => {
+                write!(f, "backendRef {target}: {what}")
+            }
+        }
+    }
+}
+
+impl Topology<'_> {
+    /// Resolves a backendRef of a route in `route_namespace` to a Service
+    /// port.
+    pub fn resolve(&self, route_namespace: &str, r: &BackendRef) -> Result<BackendKey, Unresolved> {
+        let ns = r.namespace.as_deref().unwrap_or(route_namespace);
+        let target = format!("{ns}/{}", r.name);
+        if !r.is_service() {
+            return Err(Unresolved::InvalidKind {
+                target,
+                group: r.group.clone(),
+                kind: r.kind.clone(),
+            });
+        }
+        if ns != route_namespace && !self.granted(route_namespace, ns, &r.name) {
+            return Err(Unresolved::RefNotPermitted {
+                target,
+                from: route_namespace.to_string(),
+            });
+        }
+        let not_found = |what: String| Unresolved::BackendNotFound {
+            target: target.clone(),
+            what,
+        };
+        let Some(service) = self.services.get(&(ns, r.name.as_str())) else {
+            return Err(not_found("Service not found".into()));
+        };
+        let Some(port) = r.port else {
+            return Err(not_found("port is required".into()));
+        };
+        if !service.ports.iter().any(|p| p.port == port) {
+            return Err(not_found(format!("Service has no port {port}")));
+        }
+        Ok(BackendKey::new(ns, r.name.clone(), port))
+    }
+
+    /// Whether a grant living in `target_ns` lets HTTPRoutes of `route_ns`
+    /// refer to the Service `name`. Grants in other namespaces never count.
+    fn granted(&self, route_ns: &str, target_ns: &str, name: &str) -> bool {
+        self.grants.iter().any(|g| {
+            g.meta.namespace == target_ns
+                && g.permits(GATEWAY_GROUP, "HTTPRoute", route_ns, "", "Service", name)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::backend::{GrantFrom, GrantTo, ReferenceGrant, Service, ServicePort};
+    use crate::model::meta::ObjectMeta;
+    use crate::model::snapshot::ConfigSnapshot;
+
+    fn snapshot(grants: Vec<ReferenceGrant>) -> ConfigSnapshot {
+        let svc = |ns: &str, name: &str| Service {
+            meta: ObjectMeta::named(ns, name),
+            ports: vec![ServicePort {
+                name: None,
+                port: 8080,
+                target_port: None,
+            }],
+        };
+        ConfigSnapshot {
+            services: vec![svc("infra", "v1"), svc("web", "web-backend")],
+            reference_grants: grants,
+            ..Default::default()
+        }
+    }
+
+    fn grant(
+        ns: &str,
+        from_group: &str,
+        from_kind: &str,
+        from_ns: &str,
+        to_kind: &str,
+        name: Option<&str>,
+    ) -> ReferenceGrant {
+        ReferenceGrant {
+            meta: ObjectMeta::named(ns, "g"),
+            from: vec![GrantFrom {
+                group: from_group.into(),
+                kind: from_kind.into(),
+                namespace: from_ns.into(),
+            }],
+            to: vec![GrantTo {
+                group: String::new(),
+                kind: to_kind.into(),
+                name: name.map(Into::into),
+            }],
+        }
+    }
+
+    fn cross(name: &str) -> BackendRef {
+        BackendRef {
+            namespace: Some("web".into()),
+            ..BackendRef::service(name, 8080)
+        }
+    }
+
+    #[test]
+    fn same_namespace_service_port_resolves() {
+        let s = snapshot(vec![]);
+        let idx = Topology::of_snapshot(&s);
+        assert_eq!(
+            idx.resolve("infra", &BackendRef::service("v1", 8080)),
+            Ok(BackendKey::new("infra", "v1", 8080))
+        );
+    }
+
+    #[test]
+    fn unknown_kind_missing_service_and_missing_port_are_invalid() {
+        let s = snapshot(vec![]);
+        let idx = Topology::of_snapshot(&s);
+        let kind = BackendRef {
+            kind: "UnknownKind".into(),
+            ..BackendRef::service("v1", 8080)
+        };
+        assert_eq!(
+            idx.resolve("infra", &kind).unwrap_err().reason(),
+            "InvalidKind"
+        );
+        let group = BackendRef {
+            group: "example.com".into(),
+            ..BackendRef::service("v1", 8080)
+        };
+        assert!(idx.resolve("infra", &group).is_err());
+        let missing = idx
+            .resolve("infra", &BackendRef::service("nonexistent", 8080))
+            .unwrap_err();
+        assert_eq!(missing.reason(), "BackendNotFound");
+        assert!(
+            missing.to_string().contains("Service not found"),
+            "{missing}"
+        );
+        assert!(
+            idx.resolve("infra", &BackendRef::service("v1", 9999))
+                .unwrap_err()
+                .to_string()
+                .contains("no port 9999")
+        );
+        let no_port = BackendRef {
+            port: None,
+            ..BackendRef::service("v1", 8080)
+        };
+        assert!(idx.resolve("infra", &no_port).is_err());
+    }
+
+    #[test]
+    fn cross_namespace_needs_a_grant_in_the_target_namespace() {
+        let without = snapshot(vec![]);
+        let refused = Topology::of_snapshot(&without)
+            .resolve("infra", &cross("web-backend"))
+            .unwrap_err();
+        assert_eq!(refused.reason(), "RefNotPermitted");
+        assert!(refused.to_string().contains("ReferenceGrant"), "{refused}");
+
+        let good = snapshot(vec![grant(
+            "web",
+            GATEWAY_GROUP,
+            "HTTPRoute",
+            "infra",
+            "Service",
+            None,
+        )]);
+        assert_eq!(
+            Topology::of_snapshot(&good).resolve("infra", &cross("web-backend")),
+            Ok(BackendKey::new("web", "web-backend", 8080))
+        );
+        let named = snapshot(vec![grant(
+            "web",
+            GATEWAY_GROUP,
+            "HTTPRoute",
+            "infra",
+            "Service",
+            Some("web-backend"),
+        )]);
+        assert!(
+            Topology::of_snapshot(&named)
+                .resolve("infra", &cross("web-backend"))
+                .is_ok()
+        );
+
+        // Each grant below is wrong in exactly one way.
+        let wrong = [
+            grant(
+                "infra",
+                GATEWAY_GROUP,
+                "HTTPRoute",
+                "infra",
+                "Service",
+                None,
+            ),
+            grant("web", "wrong.group", "HTTPRoute", "infra", "Service", None),
+            grant("web", GATEWAY_GROUP, "Gateway", "infra", "Service", None),
+            grant("web", GATEWAY_GROUP, "HTTPRoute", "other", "Service", None),
+            grant("web", GATEWAY_GROUP, "HTTPRoute", "infra", "Secret", None),
+            grant(
+                "web",
+                GATEWAY_GROUP,
+                "HTTPRoute",
+                "infra",
+                "Service",
+                Some("other"),
+            ),
+        ];
+        for g in wrong {
+            let s = snapshot(vec![g.clone()]);
+            assert!(
+                Topology::of_snapshot(&s)
+                    .resolve("infra", &cross("web-backend"))
+                    .is_err(),
+                "{g:?}"
+            );
+        }
+    }
+}
