@@ -24,6 +24,10 @@
 //!   from a file. It must still be of the right shape, because the typed
 //!   decode reads it.
 //!
+//! YAML merge keys (`<<: *anchor`) are not expanded by the YAML parser, so
+//! what they would merge was silently dropped; they are now refused as the
+//! unknown field `['<<']`.
+//!
 //! It deliberately does not check objects read from a live cluster
 //! (`crate::live`): the API server validated them against the schema it
 //! serves, which may be newer than these types, and one object the types
@@ -181,7 +185,8 @@ fn field_path(at: &str, key: &str) -> String {
     match (at.is_empty(), plain) {
         (true, true) => key.to_string(),
         (false, true) => format!("{at}.{key}"),
-        (_, false) => format!("{at}[{key:?}]"),
+        // Single quotes: the path is shown inside double ones.
+        (_, false) => format!("{at}['{key}']"),
     }
 }
 
@@ -231,7 +236,8 @@ mod tests {
 
     #[test]
     fn keys_that_look_like_path_syntax_are_quoted() {
-        assert_eq!(field_path("metadata", "a.b"), "metadata[\"a.b\"]");
+        assert_eq!(field_path("metadata", "a.b"), "metadata['a.b']");
+        assert_eq!(field_path("spec.ports[1]", "<<"), "spec.ports[1]['<<']");
         assert_eq!(field_path("", "spec"), "spec");
         assert_eq!(field_path("spec", "x-y_z"), "spec.x-y_z");
     }

@@ -302,6 +302,13 @@ fn cases() -> Vec<Case> {
             expect: &["unknown field \"spec.rules[0].filters[0].requestHeaderModifier.append\""],
         },
         Case {
+            what: "a YAML merge key (not expanded, so its content would be lost)",
+            text: "apiVersion: v1\nkind: Service\nmetadata: {name: s}\nspec:\n  ports:\n\
+                   \x20 - &p {name: http, port: 80}\n  - <<: *p\n    name: other\n    port: 81\n"
+                .into(),
+            expect: &["Service default/s: unknown field \"spec.ports[1]['<<']\""],
+        },
+        Case {
             what: "status on an EndpointSlice, which has none",
             text: "apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata:\n  name: e\n\
                    \x20 labels: {kubernetes.io/service-name: s}\naddressType: IPv4\nendpoints: []\n\
