@@ -9,13 +9,16 @@
 //! typed struct, because only the YAML deserializer reports *where* a typed
 //! error is (`spec.listeners[0]: missing field `port` at line 9 column 7`).
 //!
+//! After the typed decode, keys the type does not have are refused
+//! (`crate::strict`); `delete -f` checks only the header's keys.
+//!
 //! It deliberately keeps nothing on failure: the first error ends the parse.
 
 use crate::error::{Location, ParseError, Problem};
 use crate::header::{key_of, locate};
 use crate::{backend, gateway, route};
-use serde::Deserialize;
 use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::HashMap;
 use switchyard_proto::model::{Kind, Resource, ResourceKey, validate_resource};
@@ -66,7 +69,10 @@ pub(crate) fn keys_of_stream(file: &str, text: &str) -> Result<Vec<ResourceKey>,
     let mut out = Vec::new();
     for (index, value) in load(file, text)?.iter().enumerate() {
         let Some(value) = value else { continue };
-        let key = key_of(value).map_err(|p| ParseError::new(&locate(file, index, value), p))?;
+        let mut at = locate(file, index, value);
+        let key = key_of(value).map_err(|p| ParseError::new(&at, p))?;
+        at.object = Some(key.name.to_string());
+        crate::strict::check_header(key.kind, value).map_err(|p| ParseError::new(&at, p))?;
         seen.insert(key.clone(), file, index)?;
         out.push(key);
     }
@@ -111,14 +117,40 @@ fn typed(
     doc: yaml_serde::Deserializer<'_>,
     with_lines: bool,
 ) -> Result<Resource, Problem> {
+    let d = Decoder {
+        kind,
+        value,
+        with_lines,
+    };
     match kind {
-        Kind::GatewayClass => gateway::gateway_class(decode(kind, doc, with_lines)?),
-        Kind::Gateway => gateway::gateway(decode(kind, doc, with_lines)?),
-        Kind::HTTPRoute => route::http_route(decode(kind, doc, with_lines)?),
-        Kind::ReferenceGrant => backend::reference_grant(decode(kind, doc, with_lines)?),
-        Kind::Namespace => gateway::namespace(decode(kind, doc, with_lines)?),
-        Kind::Service => backend::service(decode(kind, doc, with_lines)?, value),
-        Kind::EndpointSlice => backend::endpoint_slice(decode(kind, doc, with_lines)?, value),
+        Kind::GatewayClass => gateway::gateway_class(d.decode(doc)?),
+        Kind::Gateway => gateway::gateway(d.decode(doc)?),
+        Kind::HTTPRoute => route::http_route(d.decode(doc)?),
+        Kind::ReferenceGrant => backend::reference_grant(d.decode(doc)?),
+        Kind::Namespace => gateway::namespace(d.decode(doc)?),
+        Kind::Service => backend::service(d.decode(doc)?, value),
+        Kind::EndpointSlice => backend::endpoint_slice(d.decode(doc)?, value),
+    }
+}
+
+/// What decoding one document needs besides its YAML.
+struct Decoder<'a> {
+    kind: Kind,
+    /// The same document as a generic value, for the unknown-field check.
+    value: &'a Value,
+    with_lines: bool,
+}
+
+impl Decoder<'_> {
+    /// Deserializes a document into the ecosystem's type for the kind,
+    /// then refuses keys the type does not have ([`crate::strict`]).
+    fn decode<T: DeserializeOwned + Serialize>(
+        &self,
+        doc: yaml_serde::Deserializer<'_>,
+    ) -> Result<T, Problem> {
+        let typed = decode(self.kind, doc, self.with_lines)?;
+        crate::strict::check(self.kind, self.value, &typed)?;
+        Ok(typed)
     }
 }
 

@@ -98,6 +98,16 @@ pub enum Problem {
         /// The deserializer's message, including the field path.
         message: String,
     },
+    /// Keys the kind's schema does not have (a misspelt field), refused as
+    /// `kubectl apply` refuses them with strict field validation. Files
+    /// only; objects from a live cluster are not checked.
+    #[error("{} (not in the {kind} schema)", unknown_fields(.fields))]
+    UnknownFields {
+        /// The kind.
+        kind: Kind,
+        /// Field paths, e.g. `spec.rules[0].matchs`; never empty.
+        fields: Vec<String>,
+    },
     /// A port outside 1..=65535.
     #[error("{field}: invalid port {value}: must be between 1 and 65535")]
     InvalidPort {
@@ -142,6 +152,13 @@ impl Problem {
             field: field.into(),
         }
     }
+}
+
+/// `unknown field "a"` or `unknown fields "a", "b"`, as kubectl words it.
+fn unknown_fields(fields: &[String]) -> String {
+    let quoted: Vec<String> = fields.iter().map(|f| format!("{f:?}")).collect();
+    let noun = if fields.len() == 1 { "field" } else { "fields" };
+    format!("unknown {noun} {}", quoted.join(", "))
 }
 
 /// A parse failure: where and what. `Display` gives one line such as

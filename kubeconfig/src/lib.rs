@@ -24,6 +24,11 @@
 //!   default context. A cluster-scoped object with a namespace is an error.
 //! - Empty documents (`---` with nothing after it) are skipped; document
 //!   indexes in errors still count them, so they match the file.
+//! - A field the kind's schema does not have is an error naming its path
+//!   (`unknown field "spec.rules[0].matchs"`), as `kubectl apply` with
+//!   strict field validation says. `status` is accepted and ignored; keys
+//!   with empty values (`null`, `""`, `[]`, `{}`) are accepted. Objects
+//!   read from live clusters ([`live`]) are not checked this way.
 //! - Any error fails the whole parse: there is no partial result.
 //! - The same kind, namespace and name twice in one file is an error.
 //!
@@ -38,6 +43,7 @@
 //! - `document`: the stream pipeline (split, decode, translate, validate).
 //! - `gateway`, `route`, `filter`, `backend`: per-kind translation.
 //! - `convert`: metadata and checked port/count conversions.
+//! - `strict`: unknown fields refused (files only).
 //! - `default.yaml`: [`DEFAULT_CONFIG`], the built-in demo configuration.
 //! - [`live`]: live clusters (watchers, multi-cluster merge, status
 //!   write-back, leadership), through kube-rs.
@@ -52,6 +58,7 @@ mod header;
 pub mod live;
 mod nesting;
 mod route;
+mod strict;
 
 pub use error::{Location, ParseError, Problem};
 pub use header::DEFAULT_NAMESPACE;
@@ -92,8 +99,11 @@ pub fn parse_object(
 
 /// The keys of the objects in a multi-document YAML text, for
 /// `switchyard delete -f`. Only `apiVersion`, `kind` and `metadata` are
-/// read and checked, so documents without a `spec` are fine; the namespace
-/// default and the duplicate rule are the same as [`parse_documents`].
+/// read and checked, so documents without a `spec` are fine; unknown keys
+/// at the top and in `metadata` are refused (a misspelt `namespace` would
+/// name another object), what is below the other keys is not read. The
+/// namespace default and the duplicate rule are the same as
+/// [`parse_documents`], and whatever it accepts is accepted here.
 pub fn parse_keys(source: &str, text: &str) -> Result<Vec<ResourceKey>, ParseError> {
     document::keys_of_stream(source, text)
 }

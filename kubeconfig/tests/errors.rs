@@ -196,6 +196,126 @@ fn cases() -> Vec<Case> {
                 .into(),
             expect: &["endpoints[0].addresses[0]", "not a valid IPv4 address"],
         },
+        // Unknown fields: refused as `kubectl apply` (strict field
+        // validation) refuses them, with the field's path.
+        Case {
+            what: "matchs: instead of matches: in an HTTPRoute rule",
+            text: route(
+                "  rules:\n  - matchs:\n    - path: {type: PathPrefix, value: /admin}\n\
+                 \x20   backendRefs:\n    - {name: admin, port: 80}\n",
+            ),
+            expect: &[
+                "broken.yaml, document 0 (0-based), HTTPRoute demo/app: \
+                 unknown field \"spec.rules[0].matchs\" (not in the HTTPRoute schema)",
+            ],
+        },
+        Case {
+            what: "an unknown top-level spec field of a Gateway",
+            text: "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\n\
+                   metadata: {name: gw, namespace: demo}\nspec:\n  gatewayClassName: c\n\
+                   \x20 listeners:\n  - {name: http, protocol: HTTP, port: 80}\n\
+                   \x20 infrastucture: {labels: {team: a}}\n"
+                .into(),
+            expect: &[
+                "broken.yaml, document 0 (0-based), Gateway demo/gw: \
+                 unknown field \"spec.infrastucture\" (not in the Gateway schema)",
+            ],
+        },
+        Case {
+            what: "an unknown field inside a backendRef",
+            text: route("  rules:\n  - backendRefs:\n    - {name: s, port: 80, weigth: 10}\n"),
+            expect: &[
+                "HTTPRoute demo/app: unknown field \"spec.rules[0].backendRefs[0].weigth\"",
+            ],
+        },
+        Case {
+            what: "an unknown field in a Service port",
+            text: "apiVersion: v1\nkind: Service\nmetadata: {name: s, namespace: demo}\n\
+                   spec:\n  ports:\n  - port: 80\n    targetport: 8080\n"
+                .into(),
+            expect: &[
+                "broken.yaml, document 0 (0-based), Service demo/s: \
+                 unknown field \"spec.ports[0].targetport\" (not in the Service schema)",
+            ],
+        },
+        Case {
+            what: "an unknown field in an EndpointSlice endpoint's conditions",
+            text: "apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata:\n  name: e\n\
+                   \x20 labels: {kubernetes.io/service-name: s}\naddressType: IPv4\n\
+                   ports: [{port: 8080}]\nendpoints:\n- addresses: [10.0.0.1]\n\
+                   \x20 conditions: {ready: true, healthy: false}\n"
+                .into(),
+            expect: &[
+                "EndpointSlice default/e: \
+                 unknown field \"endpoints[0].conditions.healthy\" (not in the EndpointSlice schema)",
+            ],
+        },
+        Case {
+            what: "a misspelt metadata field",
+            text: "apiVersion: v1\nkind: Service\nmetadata: {name: s, namespce: demo}\n".into(),
+            expect: &["Service default/s: unknown field \"metadata.namespce\""],
+        },
+        Case {
+            what: "a misspelt top-level key",
+            text: "apiVersion: v1\nkind: Service\nmetadata: {name: s}\nsepc: {ports: [{port: 80}]}\n"
+                .into(),
+            expect: &["Service default/s: unknown field \"sepc\""],
+        },
+        Case {
+            what: "an unknown field in a GatewayClass",
+            text: "apiVersion: gateway.networking.k8s.io/v1\nkind: GatewayClass\n\
+                   metadata: {name: c}\nspec: {controllerName: x.io/y, descripton: d}\n"
+                .into(),
+            expect: &["GatewayClass c: unknown field \"spec.descripton\""],
+        },
+        Case {
+            what: "an unknown field in a ReferenceGrant",
+            text: "apiVersion: gateway.networking.k8s.io/v1beta1\nkind: ReferenceGrant\n\
+                   metadata: {name: g, namespace: b}\nspec:\n\
+                   \x20 from: [{group: gateway.networking.k8s.io, kind: HTTPRoute, namespace: a, name: r}]\n\
+                   \x20 to: [{group: \"\", kind: Service}]\n"
+                .into(),
+            expect: &["ReferenceGrant b/g", "unknown field \"spec.from[0].name\""],
+        },
+        Case {
+            what: "an unknown field in a Namespace",
+            text: "apiVersion: v1\nkind: Namespace\nmetadata: {name: n}\nspec: {finalizer: [kubernetes]}\n"
+                .into(),
+            expect: &["Namespace n: unknown field \"spec.finalizer\" (not in the Namespace schema)"],
+        },
+        Case {
+            what: "several unknown fields are all named",
+            text: route(
+                "  rules:\n  - matchs: [{path: {value: /a}}]\n    filterz: [{type: X}]\n",
+            ),
+            expect: &[
+                "unknown fields \"spec.rules[0].filterz\", \"spec.rules[0].matchs\" \
+                 (not in the HTTPRoute schema)",
+            ],
+        },
+        Case {
+            what: "an unknown field deep in a filter",
+            text: route(
+                "  rules:\n  - filters:\n    - type: RequestHeaderModifier\n\
+                 \x20     requestHeaderModifier: {add: [{name: a, value: b}], append: [{name: c, value: d}]}\n",
+            ),
+            expect: &["unknown field \"spec.rules[0].filters[0].requestHeaderModifier.append\""],
+        },
+        Case {
+            what: "a YAML merge key (not expanded, so its content would be lost)",
+            text: "apiVersion: v1\nkind: Service\nmetadata: {name: s}\nspec:\n  ports:\n\
+                   \x20 - &p {name: http, port: 80}\n  - <<: *p\n    name: other\n    port: 81\n"
+                .into(),
+            expect: &["Service default/s: unknown field \"spec.ports[1]['<<']\""],
+        },
+        Case {
+            what: "status on an EndpointSlice, which has none",
+            text: "apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata:\n  name: e\n\
+                   \x20 labels: {kubernetes.io/service-name: s}\naddressType: IPv4\nendpoints: []\n\
+                   status: {ready: true}\n"
+                .into(),
+            expect: &["EndpointSlice default/e: unknown field \"status\""],
+        },
         Case {
             what: "invalid name (model validation)",
             text: "apiVersion: v1\nkind: Service\nmetadata: {name: Bad_Name}\n".into(),

@@ -12,19 +12,23 @@ use std::process::ExitCode;
 use std::time::Duration;
 use switchyard_proto::model::{ClusterStatus, ObjectName, Resource, ResourceKey, parse_duration};
 use switchyard_proto::pb;
+use switchyard_proxy::control::coordinators::parse_host_port;
 
 /// Where the coordinators are.
 #[derive(Debug, Args)]
 pub struct Connection {
-    /// Coordinator gRPC addresses, HOST:PORT,...; any one is enough, the leader is found.
+    /// Coordinator gRPC addresses, HOST:PORT,...; any one is enough, the leader is found. A HOST
+    /// without a port means port 7000 (the coordinator's default --listen port).
     #[arg(
         long,
         env = "SWITCHYARD_COORDINATORS",
         value_delimiter = ',',
-        required = true
+        required = true,
+        value_parser = parse_host_port
     )]
     pub coordinators: Vec<String>,
-    /// Give up on a request after this long.
+    /// Give up on a request after this long (sooner when every coordinator refuses the connection
+    /// or fails TLS: waiting does not change that).
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     pub timeout: Duration,
     /// TLS as an admin (the certificate must name an admin identity).

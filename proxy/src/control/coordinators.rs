@@ -17,7 +17,70 @@ pub const LEADER_HEADER: &str = "x-switchyard-leader";
 /// likely to run with.
 pub const MAX_CONFIG_MESSAGE_BYTES: usize = 256 * 1024 * 1024;
 
-/// One `--coordinators` entry: `[ZONE=]HOST:PORT`.
+/// The port a coordinator address without one means: the port of the
+/// coordinator's default `--listen` (`127.0.0.1:7000`), as for
+/// `switchyard apply --coordinators HOST` and the proxy's
+/// `--coordinators [ZONE=]HOST`.
+pub const DEFAULT_COORDINATOR_PORT: u16 = 7000;
+
+/// Parses one coordinator address, `HOST[:PORT]`, into `HOST:PORT`: a host
+/// without a port gets [`DEFAULT_COORDINATOR_PORT`] (rather than the port
+/// 80 an `http://HOST` URI would mean). IPv6 addresses are bracketed
+/// (`[::1]:7000`, or `[::1]`); the port must be 1..=65535.
+pub fn parse_host_port(text: &str) -> Result<String, String> {
+    let text = text.trim();
+    let form = format!("expected HOST:PORT (a HOST alone means port {DEFAULT_COORDINATOR_PORT})");
+    if text.is_empty() {
+        return Err(format!("empty address; {form}"));
+    }
+    if text.contains("://") || text.contains('/') {
+        return Err(format!("{text:?}: no scheme or path; {form}"));
+    }
+    let (host, port) = if let Some(rest) = text.strip_prefix('[') {
+        let (inside, after) = rest
+            .split_once(']')
+            .ok_or_else(|| format!("{text:?}: unclosed '['; {form}"))?;
+        let port = match after {
+            "" => None,
+            _ => Some(
+                after
+                    .strip_prefix(':')
+                    .ok_or_else(|| format!("{text:?}: expected ':PORT' after ']'; {form}"))?,
+            ),
+        };
+        (format!("[{inside}]"), port)
+    } else {
+        match text.matches(':').count() {
+            0 => (text.to_string(), None),
+            1 => {
+                let (host, port) = text.split_once(':').unwrap_or((text, ""));
+                (host.to_string(), Some(port))
+            }
+            _ => {
+                return Err(format!(
+                    "{text:?}: an IPv6 address needs brackets, [ADDRESS]:PORT; {form}"
+                ));
+            }
+        }
+    };
+    if host.is_empty() || host == "[]" || host.chars().any(char::is_whitespace) {
+        return Err(format!("{text:?}: no host; {form}"));
+    }
+    let port = match port {
+        None => DEFAULT_COORDINATOR_PORT,
+        Some(p) => match p.parse::<u16>() {
+            Ok(n) if n != 0 => n,
+            _ => {
+                return Err(format!(
+                    "{text:?}: the port must be a number from 1 to 65535; {form}"
+                ));
+            }
+        },
+    };
+    Ok(format!("{host}:{port}"))
+}
+
+/// One `--coordinators` entry: `[ZONE=]HOST[:PORT]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CoordinatorAddress {
     /// The coordinator's zone, when given.
@@ -27,21 +90,20 @@ pub struct CoordinatorAddress {
 }
 
 impl CoordinatorAddress {
-    /// Parses `[ZONE=]HOST:PORT`.
+    /// Parses `[ZONE=]HOST[:PORT]`; the address as [`parse_host_port`]
+    /// does (a HOST alone means [`DEFAULT_COORDINATOR_PORT`]).
     pub fn parse(text: &str) -> Result<Self, String> {
         let (zone, address) = match text.split_once('=') {
-            Some((zone, address)) => (Some(zone.trim().to_string()), address.trim()),
-            None => (None, text.trim()),
+            Some((zone, address)) => (Some(zone.trim().to_string()), address),
+            None => (None, text),
         };
-        if !address.contains(':') || address.starts_with(':') {
+        if zone.as_deref() == Some("") {
             return Err(format!(
-                "coordinator {text:?} must look like [ZONE=]HOST:PORT"
+                "coordinator {text:?}: empty zone before '='; expected [ZONE=]HOST:PORT"
             ));
         }
-        Ok(CoordinatorAddress {
-            zone,
-            address: address.to_string(),
-        })
+        let address = parse_host_port(address).map_err(|e| format!("coordinator {text:?}: {e}"))?;
+        Ok(CoordinatorAddress { zone, address })
     }
 }
 
@@ -175,6 +237,42 @@ mod tests {
             .insert(LEADER_HEADER, "127.0.0.1:3".parse().unwrap());
         c.note_error("127.0.0.1:2", &refusal);
         assert_eq!(c.leader_or_first().as_deref(), Some("127.0.0.1:3"));
-        assert!(CoordinatorAddress::parse("nope").is_err());
+    }
+
+    #[test]
+    fn addresses_get_the_default_port_or_are_refused_with_the_form() {
+        let ok = |text: &str| parse_host_port(text).unwrap();
+        assert_eq!(ok("localhost"), "localhost:7000");
+        assert_eq!(ok(" localhost:7001 "), "localhost:7001");
+        assert_eq!(ok("10.0.0.1"), "10.0.0.1:7000");
+        assert_eq!(ok("[::1]"), "[::1]:7000");
+        assert_eq!(ok("[::1]:7002"), "[::1]:7002");
+        for bad in [
+            "",
+            ":7000",
+            "localhost:",
+            "localhost:0",
+            "localhost:65536",
+            "localhost:http",
+            "::1",
+            "[::1",
+            "[::1]7000",
+            "[]:7000",
+            "http://localhost:7000",
+            "a b:7000",
+        ] {
+            let err = parse_host_port(bad).unwrap_err();
+            assert!(err.contains("expected HOST:PORT"), "{bad:?}: {err}");
+        }
+        let with_zone = CoordinatorAddress::parse("a=localhost").unwrap();
+        assert_eq!(with_zone.zone.as_deref(), Some("a"));
+        assert_eq!(with_zone.address, "localhost:7000");
+        assert_eq!(
+            CoordinatorAddress::parse("nope").unwrap().address,
+            "nope:7000"
+        );
+        let err = CoordinatorAddress::parse("a=localhost:x").unwrap_err();
+        assert!(err.starts_with("coordinator \"a=localhost:x\": "), "{err}");
+        assert!(CoordinatorAddress::parse("=localhost:1").is_err());
     }
 }
