@@ -36,6 +36,29 @@ pub enum WaitError {
         /// What status says.
         why: String,
     },
+    /// The route attaches to no listener: proxies have nothing to serve.
+    #[error("HTTPRoute {route} generation {generation} is not served: {why}")]
+    NotServed {
+        /// The route.
+        route: ObjectName,
+        /// The generation waited for.
+        generation: u64,
+        /// Each parentRef's reason.
+        why: String,
+    },
+    /// The generation became active through `on-timeout: force`, without
+    /// its backends shown ready.
+    #[error(
+        "HTTPRoute {route} generation {generation} was forced after its cutover timeout (its backends were not shown ready): {why}"
+    )]
+    Forced {
+        /// The route.
+        route: ObjectName,
+        /// The generation.
+        generation: u64,
+        /// The evidence at the time, as status says.
+        why: String,
+    },
     /// A newer apply replaced the spec before it was served.
     #[error(
         "HTTPRoute {route} generation {generation} was superseded by generation {by} before it was served"
@@ -82,6 +105,15 @@ fn route_progress(
 ) -> Result<Option<String>, WaitError> {
     let active = row.active_generation.unwrap_or(0);
     let newest = active.max(row.pending_generation.unwrap_or(0));
+    if let Some(why) = &row.not_served
+        && newest == generation
+    {
+        return Err(WaitError::NotServed {
+            route: route.clone(),
+            generation,
+            why: why.clone(),
+        });
+    }
     if newest > generation {
         return Err(WaitError::Superseded {
             route: route.clone(),
@@ -97,6 +129,13 @@ fn route_progress(
                 .last_failure
                 .clone()
                 .unwrap_or_else(|| "withdrawn: an apply restored the active spec".into()),
+        });
+    }
+    if active == generation && row.forced {
+        return Err(WaitError::Forced {
+            route: route.clone(),
+            generation,
+            why: row.last_failure.clone().unwrap_or_default(),
         });
     }
     if active == generation && row.ready {
@@ -607,6 +646,19 @@ mod tests {
         assert!(matches!(
             route_progress(&r, 7, &row(Some(3), None, true)),
             Err(WaitError::Failed { .. })
+        ));
+        // Served nowhere, or forced: never Ready, and waiting says why.
+        let mut orphan = row(Some(3), Some(7), false);
+        orphan.not_served = Some("parentRef 0: Gateway ns/gw does not exist".into());
+        assert!(matches!(
+            route_progress(&r, 7, &orphan),
+            Err(WaitError::NotServed { .. })
+        ));
+        let mut forced = row(Some(7), None, true);
+        forced.forced = true;
+        assert!(matches!(
+            route_progress(&r, 7, &forced),
+            Err(WaitError::Forced { .. })
         ));
     }
 }

@@ -391,3 +391,107 @@ fn a_zero_store_limit_is_a_configuration_error() -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+/// A route in `demo` with one annotation of `bytes` bytes.
+fn annotated_route_yaml(name: &str, bytes: usize) -> String {
+    format!(
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata:\n  name: {name}\n  namespace: demo\n  annotations: {{example.com/blob: \"{}\"}}\nspec:\n  parentRefs: [{{name: gateway}}]\n",
+        "x".repeat(bytes)
+    )
+}
+
+#[test]
+fn applies_that_would_stop_configuration_for_every_proxy_are_refused() -> anyhow::Result<()> {
+    // Before: two routes with 2.2 MB annotations were each accepted, and
+    // from then on no proxy received a configuration (one gRPC message
+    // over the 4 MiB limit), and no later change reached them.
+    let mut cluster = Cluster::start(&["--max-object-bytes", "2000000"])?;
+    cluster.wait_leader(Duration::from_secs(15))?;
+    rejected(
+        &cluster,
+        "big.yaml",
+        &annotated_route_yaml("big", 2_200_000),
+        &["HTTPRoute demo/big", "--max-object-bytes 2000000"],
+    )?;
+    // Objects that fit, until the configuration proxies receive would not.
+    for name in ["a", "b"] {
+        let file = write(
+            cluster.dir.path(),
+            &format!("{name}.yaml"),
+            &annotated_route_yaml(name, 1_500_000),
+        );
+        let out = cli(&[
+            "apply",
+            "-f",
+            &file,
+            "--coordinators",
+            &cluster.all(),
+            "--insecure",
+        ])?;
+        assert_eq!(out.code, 0, "{name}: {}", out.stderr);
+    }
+    rejected(
+        &cluster,
+        "c.yaml",
+        &annotated_route_yaml("c", 1_500_000),
+        &["bytes of configuration for proxies", "--max-message-bytes"],
+    )?;
+    let mut hits = 0;
+    for i in 0..3 {
+        hits += limit_hits(&cluster, i, "object_bytes")? + limit_hits(&cluster, i, "config_bytes")?;
+    }
+    assert_eq!(hits, 2, "size limit hits over all coordinators");
+    // The store stays deliverable: a small change still goes through.
+    let small = write(cluster.dir.path(), "small.yaml", &route_yaml("app", "blue"));
+    let out = cli(&[
+        "apply",
+        "-f",
+        &small,
+        "--coordinators",
+        &cluster.all(),
+        "--insecure",
+    ])?;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    Ok(())
+}
+
+#[test]
+fn apply_wait_says_why_a_route_is_served_nowhere_and_fails() -> anyhow::Result<()> {
+    // Before: a route on a Gateway that does not exist showed "Ready, 1
+    // of 1 proxies" and `apply --wait` succeeded.
+    let mut cluster = Cluster::start(&[])?;
+    cluster.wait_leader(Duration::from_secs(15))?;
+    let yaml = route_yaml("app", "blue").replace(
+        "parentRefs: [{name: gateway}]",
+        "parentRefs: [{name: nowhere}]",
+    );
+    let file = write(cluster.dir.path(), "orphan.yaml", &yaml);
+    let out = cli(&[
+        "apply",
+        "-f",
+        &file,
+        "--wait",
+        "--wait-timeout",
+        "10s",
+        "--coordinators",
+        &cluster.all(),
+        "--insecure",
+    ])?;
+    assert_ne!(out.code, 0, "apply --wait succeeded: {}", out.stdout);
+    assert!(
+        out.stderr.contains("is not served")
+            && out.stderr.contains("Gateway demo/nowhere does not exist"),
+        "{}",
+        out.stderr
+    );
+    let status = cluster.status_of(0)?;
+    let row = &status["routes"][0];
+    assert!(
+        row["not_served"]
+            .as_str()
+            .is_some_and(|s| s.contains("does not exist")),
+        "{row}"
+    );
+    assert_eq!(row["ready"], false, "{row}");
+    Ok(())
+}

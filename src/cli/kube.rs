@@ -552,6 +552,7 @@ mod tests {
                 settings: Default::default(),
             }),
             last_failure: None,
+            forced: false,
         };
         let mut state = ReplicatedState::default();
         for r in [

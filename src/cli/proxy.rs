@@ -134,6 +134,7 @@ fn static_config(resources: Vec<Resource>) -> ServingConfig {
                     }),
                     pending: None,
                     last_failure: None,
+                    forced: false,
                 });
                 routes.push(route);
             }

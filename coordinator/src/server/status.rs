@@ -24,7 +24,9 @@ pub(crate) fn cluster_status(c: &Coordinator) -> ClusterStatus {
             row.evidence = engine.verdict(&state, &name, now).map(|v| v.summary);
             if let Some((applied, ready)) = engine.applied_summary(&state, &name, now) {
                 row.applied = Some(applied);
-                row.ready = ready;
+                // A route served nowhere is never Ready, whatever the
+                // proxies have applied.
+                row.ready = ready && row.not_served.is_none();
             }
         }
     });

@@ -182,6 +182,7 @@ impl ReplicatedState {
                 active: None,
                 pending: None,
                 last_failure: None,
+                forced: false,
             });
         let same = |g: &RouteGeneration| {
             let mut s = g.spec.clone();
@@ -407,6 +408,7 @@ impl ReplicatedState {
         }
         record.last_failure =
             forced.then(|| format!("generation {generation} was forced after its cutover timeout"));
+        record.forced = forced;
         let how = if forced { "forced" } else { "committed" };
         Ok(Outcome {
             changes: vec![format!("HTTPRoute {route}: generation {generation} {how}")],

@@ -5,8 +5,10 @@
 
 use super::ReplicatedState;
 use std::collections::BTreeMap;
+use switchyard_proto::model::gateway_api::Topology;
 use switchyard_proto::model::{
-    BackendKey, ConfigSnapshot, HttpRoute, Kind, ProxyStatus, Resource, ResourceKey, RouteStatus,
+    BackendKey, CONTROLLER_NAME, ConfigSnapshot, HttpRoute, Kind, ProxyStatus, Resource,
+    ResourceKey, RouteRecord, RouteStatus,
 };
 
 impl ReplicatedState {
@@ -109,6 +111,7 @@ impl ReplicatedState {
 
     /// One status row per route, from replicated state alone.
     pub fn route_statuses(&self) -> Vec<RouteStatus> {
+        let topology = Topology::of_resources(self.resources.values(), CONTROLLER_NAME);
         self.routes
             .values()
             .map(|r| RouteStatus {
@@ -118,9 +121,20 @@ impl ReplicatedState {
                 pending_generation: r.pending.as_ref().map(|p| p.target.generation),
                 policy: r.pending.as_ref().map(|p| p.settings.policy.to_string()),
                 last_failure: r.last_failure.clone(),
+                forced: r.forced,
+                not_served: not_served(&topology, r),
                 ..Default::default()
             })
             .collect()
+    }
+
+    /// Whether `route`'s newest spec attaches anywhere (see
+    /// [`RouteStatus::not_served`]).
+    pub fn route_not_served(&self, route: &RouteRecord) -> Option<String> {
+        not_served(
+            &Topology::of_resources(self.resources.values(), CONTROLLER_NAME),
+            route,
+        )
     }
 
     /// One status row per registered proxy; liveness is unknown here and
@@ -136,4 +150,26 @@ impl ReplicatedState {
             })
             .collect()
     }
+}
+
+/// Why the newest spec of `record` attaches to no listener, by the Gateway
+/// API rules proxies route by; `None` when it is served somewhere.
+fn not_served(topology: &Topology<'_>, record: &RouteRecord) -> Option<String> {
+    let spec = record
+        .pending
+        .as_ref()
+        .map(|p| &p.target.spec)
+        .or(record.active.as_ref().map(|a| &a.spec))?;
+    if spec.parent_refs.is_empty() {
+        return Some("it has no parentRefs".into());
+    }
+    let (attached, refused) = topology.attach_route(spec);
+    if !attached.is_empty() {
+        return None;
+    }
+    let why: Vec<String> = refused
+        .iter()
+        .map(|(i, why)| format!("parentRef {i}: {why}"))
+        .collect();
+    Some(why.join("; "))
 }

@@ -49,6 +49,10 @@ pub struct RouteRecord {
     /// Why the last transition ended without a commit, if it did.
     #[serde(default)]
     pub last_failure: Option<String>,
+    /// True when the active generation was committed by `on-timeout:
+    /// force` (its backends were not shown ready).
+    #[serde(default)]
+    pub forced: bool,
 }
 
 impl RouteRecord {

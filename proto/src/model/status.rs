@@ -57,6 +57,14 @@ pub struct RouteStatus {
     /// Why the last transition ended without a commit, if it did.
     #[serde(default)]
     pub last_failure: Option<String>,
+    /// True when the active generation was forced after its timeout.
+    #[serde(default)]
+    pub forced: bool,
+    /// Why the route's newest spec is served nowhere, if it is not: each
+    /// parentRef's Gateway API reason (the Gateway does not exist, is not
+    /// ours, no listener allows it...). Such a route is never Ready.
+    #[serde(default)]
+    pub not_served: Option<String>,
 }
 
 /// One registered proxy.

@@ -234,6 +234,7 @@ mod tests {
                     settings: CutoverSettings::default(),
                 }),
                 last_failure: None,
+                forced: false,
             }],
             ..Default::default()
         }
