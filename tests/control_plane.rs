@@ -476,3 +476,38 @@ async fn a_route_applied_before_any_proxy_waits_and_is_served_once_one_comes() -
     .await;
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forced_cutover_is_not_a_successful_wait() -> anyhow::Result<()> {
+    // Before: `on-timeout: force` switched to the unwarmed backend and
+    // `apply --wait` exited 0, though the README says a timed-out cutover
+    // exits non-zero.
+    let coordinator = Coordinator::start().await?;
+    let _proxy = Proxy::start("p1", &coordinator).await?;
+    proxies_registered(&coordinator, 1).await;
+    // Nothing listens on the endpoint: the backend never becomes ready.
+    let nobody: SocketAddr = "127.0.0.1:9".parse()?;
+    let yaml = format!(
+        "{}{}{}",
+        manifests::base(),
+        manifests::backend("dead", nobody),
+        manifests::route("dead", "v1", "1s").replace(
+            "annotations: {switchyard.io/cutover-timeout: 1s}",
+            "annotations: {switchyard.io/cutover-timeout: 1s, switchyard.io/on-timeout: force}"
+        )
+    );
+    let index = coordinator.apply(&yaml).await?;
+    let route = ObjectName::new(manifests::NAMESPACE, manifests::ROUTE);
+    let generation = coordinator.bound.coordinator.status().routes[0]
+        .pending_generation
+        .context("pending")?;
+    let waited = coordinator
+        .admin()
+        .wait_ready(&[(route, generation)].into(), index, WAIT, |_| {})
+        .await;
+    assert!(
+        matches!(waited, Err(switchyard::client::WaitError::Forced { .. })),
+        "{waited:?}"
+    );
+    Ok(())
+}

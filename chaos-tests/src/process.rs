@@ -194,6 +194,12 @@ impl Process {
         None
     }
 
+    /// Sends `SIGTERM` and returns at once (see [`Process::terminate`] to
+    /// wait for the exit).
+    pub fn ask_to_stop(&self) {
+        self.signal(libc::SIGTERM);
+    }
+
     /// `SIGSTOP`.
     pub fn pause(&self) {
         self.signal(libc::SIGSTOP);
