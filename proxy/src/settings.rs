@@ -70,7 +70,7 @@ pub struct DataPlaneSettings {
     /// drops the entries before them (the client wrote those), and appends
     /// the peer address. With `0` (the proxy is the edge) the backend sees
     /// exactly the peer. `X-Forwarded-Proto` from the client is kept only
-    /// when `trusted_hops > 0`. No CLI flag yet: set it here.
+    /// when `trusted_hops > 0` (`switchyard proxy --trusted-hops`).
     pub trusted_hops: usize,
     /// Send operators' detailed reasons (route, rule, Service names) to
     /// clients in `x-switchyard-reason` and the body. Off by default:

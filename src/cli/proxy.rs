@@ -15,6 +15,7 @@ use switchyard_proto::model::{
 use switchyard_proxy::control::coordinators::CoordinatorAddress;
 use switchyard_proxy::control::{self, ControlConfig, ControlMetrics};
 use switchyard_proxy::router::ListenerKey;
+use switchyard_proxy::settings::{EncodedSlashes, PathSettings};
 use switchyard_proxy::{
     BoundListener, DataPlane, DataPlaneSettings, ServingConfig, bind_reuseport,
 };
@@ -81,9 +82,39 @@ pub struct ProxyArgs {
     /// Deadline of every unary call to a coordinator.
     #[arg(long, default_value = "1s", value_parser = parse_duration)]
     pub rpc_timeout: Duration,
+    /// How long a client's request body may pause before the request is given up as the
+    /// client's fault (408, or a cut response if it had started; counted as the client's).
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    pub request_body_idle_timeout: Duration,
+    /// Proxies in front of this one whose X-Forwarded-For / Forwarded entries are believed:
+    /// the last N entries are kept, earlier ones (a client's claims) dropped, and the peer
+    /// appended. 0 (the default) means this proxy is the edge.
+    #[arg(long, default_value_t = 0)]
+    pub trusted_hops: usize,
+    /// What an encoded slash (%2F) or backslash (%5C) in a request path gets: `reject` (400,
+    /// the default: a backend that decodes them would read another path than was routed) or
+    /// `keep` (kept encoded, never a separator).
+    #[arg(long, default_value = "reject", value_parser = parse_encoded_slashes)]
+    pub encoded_slashes: EncodedSlashes,
+    /// Keep runs of `/` in request paths as they are instead of merging them (`//admin` is
+    /// `/admin` by default).
+    #[arg(long)]
+    pub keep_double_slashes: bool,
+    /// Tell clients why a request got 404/500/503 in detail (route, Service names). Off by
+    /// default: clients get a generic reason, operators the details in debug logs and metrics.
+    #[arg(long)]
+    pub expose_reasons: bool,
     /// TLS towards the coordinators (not needed with --config, which talks to none).
     #[command(flatten)]
     pub tls: super::tls::TlsArgs,
+}
+
+fn parse_encoded_slashes(text: &str) -> Result<EncodedSlashes, String> {
+    match text {
+        "reject" => Ok(EncodedSlashes::Reject),
+        "keep" => Ok(EncodedSlashes::Keep),
+        other => Err(format!("{other:?}: expected reject or keep")),
+    }
 }
 
 fn parse_listener(text: &str) -> Result<(String, ListenerKey, SocketAddr), String> {
@@ -185,6 +216,13 @@ pub async fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
             timeout: args.health_timeout,
             ..Default::default()
         },
+        request_body_idle_timeout: args.request_body_idle_timeout,
+        trusted_hops: args.trusted_hops,
+        paths: PathSettings {
+            merge_slashes: !args.keep_double_slashes,
+            encoded_slashes: args.encoded_slashes,
+        },
+        expose_reasons: args.expose_reasons,
         ..Default::default()
     };
     let dataplane = DataPlane::new(settings, &mut registry);
