@@ -15,3 +15,14 @@
 pub mod cli;
 pub mod client;
 pub mod demo;
+
+#[cfg(test)]
+mod tests {
+    /// The build `cargo test --workspace` runs (and the binary the process
+    /// tests start) never has the cores' fault switches compiled in.
+    #[test]
+    fn the_product_carries_no_fault_injection() {
+        assert!(!switchyard_coordinator::FAULT_INJECTION);
+        assert!(!switchyard_proxy::FAULT_INJECTION);
+    }
+}

@@ -8,15 +8,13 @@
 //!
 //! It does not know what the processes are; scenarios live in the tests
 //! that use it (the root package's `tests/`, which pass the binary path
-//! from `CARGO_BIN_EXE_switchyard`).
-//!
-//! [`sim`] is the other half: a deterministic, seeded simulation of the
-//! pure cores (no processes at all), with one checker per invariant.
+//! from `CARGO_BIN_EXE_switchyard`), and the demo. The seeded simulation
+//! of the pure cores is another crate (`sim/`), which nothing but tests
+//! uses.
 
 pub mod process;
 pub mod relay;
 pub mod report;
-pub mod sim;
 
 pub use process::{Process, ProcessSpec, free_port, http_get};
 pub use relay::Relay;

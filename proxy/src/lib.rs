@@ -36,3 +36,7 @@ pub mod upstream;
 pub use dataplane::{BackendReadiness, DataPlane, ServingConfig};
 pub use server::{BoundListener, bind_reuseport};
 pub use settings::{DataPlaneSettings, HealthSettings, OutlierSettings};
+
+/// Whether this build carries the apply guard's test-only switches
+/// (feature `fault-injection`; see `switchyard_coordinator::FAULT_INJECTION`).
+pub const FAULT_INJECTION: bool = cfg!(feature = "fault-injection");

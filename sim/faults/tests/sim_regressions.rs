@@ -7,9 +7,9 @@
 //! each switch. A change to the simulation's schedule moves them; rerun
 //! that test and copy the seeds it prints.
 
-use switchyard_chaos_tests::sim::{SimConfig, run_seed};
 use switchyard_coordinator::cutover::{CutoverEngine, EngineFaults};
 use switchyard_coordinator::state::faults::{self, StateFaults};
+use switchyard_sim::{SimConfig, run_seed};
 
 /// Runs `seed` with `broken` applied to a default config (must fail with
 /// `invariant`) and without (must pass).

@@ -9,7 +9,7 @@
 //! refused by the state machine.
 
 use super::{Check, Violation};
-use crate::sim::cluster::LogEntry;
+use crate::cluster::LogEntry;
 
 const NAME: &str = "invariant 9: a decision belongs to its leader's term";
 

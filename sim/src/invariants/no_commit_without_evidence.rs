@@ -15,10 +15,10 @@
 //! action is `force` (when it may time out is invariant 10's business).
 
 use super::{Check, Violation};
-use crate::sim::lease_model::LeaseModel;
-use crate::sim::proxy::SimProxy;
-use crate::sim::truth::Truth;
-use crate::sim::world::World;
+use crate::lease_model::LeaseModel;
+use crate::proxy::SimProxy;
+use crate::truth::Truth;
+use crate::world::World;
 use std::collections::{BTreeMap, BTreeSet};
 use switchyard_coordinator::cutover::Decision;
 use switchyard_coordinator::state::ReplicatedState;

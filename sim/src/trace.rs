@@ -58,8 +58,15 @@ impl Failure {
         } else {
             format!("SWITCHYARD_CHAOS_PROFILE={} ", self.profile)
         };
+        // The broken-core tests live in their own workspace (see
+        // `sim/faults/Cargo.toml`).
+        let package = if self.test.starts_with("sim_default") {
+            "-p switchyard-sim"
+        } else {
+            "--manifest-path sim/faults/Cargo.toml"
+        };
         format!(
-            "{profile}SWITCHYARD_SIM_SEED={} cargo test -p switchyard-chaos-tests --test {}",
+            "{profile}SWITCHYARD_SIM_SEED={} cargo test {package} --test {}",
             self.seed, self.test
         )
     }

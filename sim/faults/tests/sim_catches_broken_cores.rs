@@ -6,10 +6,10 @@
 //! Seeds honour `SWITCHYARD_SIM_SEED` / `SWITCHYARD_SIM_SEEDS`, so a
 //! printed reproduce line reruns exactly the seed that caught the fault.
 
-use switchyard_chaos_tests::sim::{Failure, SimConfig, run_seeds, seeds_from_env};
 use switchyard_coordinator::cutover::{CutoverEngine, EngineFaults};
 use switchyard_coordinator::state::faults::{self, StateFaults};
 use switchyard_proxy::control::guard::{ApplyGuard, GuardFaults};
+use switchyard_sim::{Failure, SimConfig, run_seeds, seeds_from_env};
 
 /// Seeds tried before declaring the checker blind to the fault.
 const MAX_SEEDS: u64 = 200;

@@ -12,8 +12,8 @@
 //! apply (that is the data plane's outlier handling, not a cutover).
 
 use super::{Check, Violation};
-use crate::sim::proxy::SimProxy;
-use crate::sim::world::World;
+use crate::proxy::SimProxy;
+use crate::world::World;
 use std::collections::BTreeMap;
 use switchyard_proto::model::{ConfigSnapshot, ObjectName};
 use switchyard_proxy::control::guard::GuardReport;

@@ -9,7 +9,7 @@
 //! `SWITCHYARD_SIM_SEED=<n>` reruns one seed, `SWITCHYARD_SIM_SEEDS=<k>`
 //! runs the first `k`; `SWITCHYARD_SIM_THREADS` sets the thread count.
 
-use switchyard_chaos_tests::sim::{SimConfig, run_seeds, seeds_from_env};
+use switchyard_sim::{SimConfig, run_seeds, seeds_from_env};
 
 /// Seeds per profile when the environment does not say.
 fn default_seeds(config: &SimConfig) -> u64 {

@@ -16,7 +16,7 @@
 //! model.
 
 use super::{Check, Violation};
-use crate::sim::lease_model::LeaseModel;
+use crate::lease_model::LeaseModel;
 use std::collections::BTreeMap;
 use switchyard_coordinator::cutover::Decision;
 use switchyard_coordinator::state::ReplicatedState;
