@@ -15,14 +15,12 @@
 //!   per-endpoint keep-alive pools, power-of-two-choices balancing, passive
 //!   outlier ejection, active health checks, forwarding with safe retries,
 //!   request mirrors.
-//! - [`admin`]: `/metrics` and `/ready`.
 //! - [`metrics`], [`settings`], [`error`], [`body`]: shared pieces.
 //!
 //! - [`control`]: the control-plane client (watching coordinators,
 //!   reporting readiness, the apply guard). It drives the data plane only
 //!   through [`DataPlane`]'s public methods.
 
-pub mod admin;
 pub mod body;
 pub mod control;
 pub mod dataplane;

@@ -227,7 +227,7 @@ async fn admin_serves_metrics_and_readiness() {
     let addr = listener.local_addr().unwrap();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let ready_dp = Arc::clone(&dp);
-    let admin = tokio::spawn(switchyard_proxy::admin::serve(
+    let admin = tokio::spawn(switchyard_admin_http::serve(
         listener,
         registry,
         move || ready_dp.has_config(),

@@ -210,7 +210,8 @@ pub async fn run(args: CoordinatorArgs) -> anyhow::Result<ExitCode> {
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
     let bound = listener.local_addr()?;
-    let admin = switchyard_proxy::bind_reuseport(args.admin_listen)
+    let admin = tokio::net::TcpListener::bind(args.admin_listen)
+        .await
         .with_context(|| format!("cannot listen on {}", args.admin_listen))?;
     let admin_address = admin.local_addr()?;
     let id = args.id;
@@ -226,7 +227,7 @@ pub async fn run(args: CoordinatorArgs) -> anyhow::Result<ExitCode> {
     };
     // /ready answers 200 once a leader is known (read from the metrics).
     let leader = metrics.clone();
-    let admin_task = tokio::spawn(switchyard_proxy::admin::serve(
+    let admin_task = tokio::spawn(switchyard_admin_http::serve(
         admin,
         std::sync::Arc::new(registry),
         move || leader.leader_known(),

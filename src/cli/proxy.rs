@@ -251,7 +251,7 @@ pub async fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
     };
     let admin_address = admin.local_addr()?.to_string();
     let ready_dp = dataplane.clone();
-    let admin_task = tokio::spawn(switchyard_proxy::admin::serve(
+    let admin_task = tokio::spawn(switchyard_admin_http::serve(
         admin,
         registry,
         move || ready_dp.is_ready(),

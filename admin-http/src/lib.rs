@@ -3,10 +3,12 @@
 //! 503). Plain HTTP/1.1, tiny, separate from the data plane listeners so a
 //! scrape never competes with traffic routing.
 //!
+//! Shared by the coordinator and the proxy (neither depends on the other).
 //! Not here: deciding what "ready" means (the caller passes it in).
 
-use crate::body::{self, ProxyBody};
+use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode, header};
+use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
@@ -73,7 +75,7 @@ fn answer<R: Fn() -> bool>(
     req: &Request<Incoming>,
     registry: &Registry,
     ready: &R,
-) -> Response<ProxyBody> {
+) -> Response<Full<Bytes>> {
     let (status, content_type, text) = match (req.method(), req.uri().path()) {
         (&Method::GET, "/metrics") => {
             let mut out = String::new();
@@ -107,7 +109,7 @@ fn answer<R: Fn() -> bool>(
             "not found\n".to_owned(),
         ),
     };
-    let mut resp = Response::new(body::full(text));
+    let mut resp = Response::new(Full::new(Bytes::from(text)));
     *resp.status_mut() = status;
     resp.headers_mut().insert(
         header::CONTENT_TYPE,
