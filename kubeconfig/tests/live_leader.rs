@@ -8,7 +8,7 @@ use live_support::fixtures;
 use live_support::{COLLECTIONS, FakeApiServer, eventually, fast};
 use std::sync::{Arc, Mutex};
 use switchyard_kubeconfig::live::{
-    ClusterSource, DesiredState, plan, run_while_leader, watch_clusters_with,
+    ClusterSource, DesiredState, Plan, Stored, plan, run_while_leader, watch_clusters_with,
 };
 use switchyard_proto::model::{CONTROLLER_NAME, Resource};
 use tokio::sync::watch;
@@ -90,7 +90,7 @@ async fn only_the_leader_watches_and_a_new_leader_reapplies_nothing() {
         (server.open_watches() == COLLECTIONS.len()).then_some(())
     })
     .await;
-    let (apply, delete) = plan(&state.resources, &stored.lock().expect("store"));
+    let Plan { apply, delete } = plan(&state.resources, &stored_view(&stored));
     assert_eq!(apply.len(), state.resources.len());
     assert!(delete.is_empty());
     store(&stored, apply, 10);
@@ -113,7 +113,7 @@ async fn only_the_leader_watches_and_a_new_leader_reapplies_nothing() {
     // ... b wins and lists for itself.
     b.leader.send_replace(true);
     let state = eventually("b's desired state", || b.desired.borrow().clone()).await;
-    let (apply, delete) = plan(&state.resources, &stored.lock().expect("store"));
+    let Plan { apply, delete } = plan(&state.resources, &stored_view(&stored));
     assert!(apply.is_empty(), "nothing re-applied: {apply:?}");
     assert!(delete.is_empty(), "nothing deleted: {delete:?}");
     eventually("b's watches open", || {
@@ -134,11 +134,19 @@ async fn only_the_leader_watches_and_a_new_leader_reapplies_nothing() {
         })
     })
     .await;
-    let (apply, _) = plan(&state.resources, &stored.lock().expect("store"));
+    let apply = plan(&state.resources, &stored_view(&stored)).apply;
     let keys: Vec<String> = apply.iter().map(|r| r.key().to_string()).collect();
     assert_eq!(keys, ["EndpointSlice shop/blue-a1"]);
     drop(a.leader);
     drop(b.leader);
     a.task.await.expect("a ends");
     b.task.await.expect("b ends");
+}
+
+/// What the test's store holds, as `plan` reads it.
+fn stored_view(stored: &Mutex<Vec<Resource>>) -> Stored {
+    Stored {
+        resources: stored.lock().expect("store").clone(),
+        specless_routes: Vec::new(),
+    }
 }

@@ -6,7 +6,9 @@ mod live_support;
 
 use live_support::fixtures::{self, GW};
 use live_support::{COLLECTIONS, FakeApiServer, eventually, fast};
-use switchyard_kubeconfig::live::{DesiredState, REQUIRED_PERMISSIONS, plan, watch_clusters_with};
+use switchyard_kubeconfig::live::{
+    DesiredState, Plan, REQUIRED_PERMISSIONS, Stored, plan, watch_clusters_with,
+};
 use switchyard_proto::model::{CONTROLLER_NAME, Resource};
 use tokio::sync::watch;
 
@@ -118,7 +120,11 @@ async fn initial_list_then_watch_mirror_updates_and_deletes() {
         current(&rx).filter(|s| !keys(s).contains(&"HTTPRoute shop/app".to_string()))
     })
     .await;
-    let (apply, delete) = plan(&after.resources, &before.resources);
+    let before = Stored {
+        resources: before.resources.clone(),
+        specless_routes: Vec::new(),
+    };
+    let Plan { apply, delete } = plan(&after.resources, &before);
     assert!(apply.is_empty(), "{apply:?}");
     let deleted: Vec<String> = delete.iter().map(|k| k.to_string()).collect();
     assert_eq!(

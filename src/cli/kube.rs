@@ -3,8 +3,10 @@
 //!
 //! Owns: the `--kubernetes` flags and their parsing, connecting every
 //! source before the coordinator starts (a bad kubeconfig exits non-zero at
-//! once), and the task that, on the leader only, feeds what the clusters
-//! desire into Raft and writes route and Gateway status back.
+//! once), when this coordinator counts as leading, and the coordinator as
+//! the live sync's [`Store`]. The sync itself — watching, the pure plan,
+//! proposing it, status write-back — is `switchyard_kubeconfig::live`
+//! ([`lead_term`]).
 //!
 //! Leadership comes from the coordinator's own Raft metrics (the handle the
 //! server hands out once bound), not from a status RPC: a term counts once
@@ -14,10 +16,11 @@
 //! quorum (`Coordinator::leads_with_quorum`) keeps watching but writes
 //! nothing, to Raft or to the clusters, until the quorum is back.
 //!
-//! Deliberately not here: watching, merging, diffing and status conditions
-//! (`switchyard_kubeconfig::live`), and what applying means (the
-//! coordinator's state machine). The coordinator crate never sees a
-//! Kubernetes type: this crate wires the two.
+//! Deliberately not here: watching, merging, diffing, the reconcile loop
+//! and status conditions (`switchyard_kubeconfig::live`), and what applying
+//! means (the coordinator's state machine). The coordinator crate never
+//! sees a Kubernetes type and the kubeconfig crate never sees Raft: this
+//! file wires the two.
 
 use anyhow::{anyhow, bail};
 use clap::Args;
@@ -28,25 +31,18 @@ use std::time::Duration;
 use switchyard_coordinator::server::Coordinator;
 use switchyard_coordinator::state::{CommandResponse, ReplicatedState};
 use switchyard_kubeconfig::live::{
-    ClusterSource, DesiredState, StatusPublisher, connect, connect_in_cluster, plan,
-    run_while_leader, watch_clusters,
+    ClusterSource, Store, Stored, SyncSettings, connect, connect_in_cluster, lead_term,
+    run_while_leader,
 };
-use switchyard_proto::model::{CONTROLLER_NAME, Kind, Resource, ResourceKey, parse_duration};
+use switchyard_proto::model::{
+    CONTROLLER_NAME, ClusterStatus, Kind, Resource, ResourceKey, parse_duration,
+};
 use tokio::sync::watch;
-use tokio::time::Instant;
-use tracing::{Instrument, debug, info, info_span, warn};
+use tracing::{Instrument, info, info_span};
 
 /// The cluster name `in-cluster` gets without a `NAME=` prefix. Stored in
 /// every EndpointSlice (`cluster`), so it must not depend on the pod.
 const IN_CLUSTER_NAME: &str = "local";
-
-/// A burst of status changes (every proxy report ticks it) is folded into
-/// one publication per this much time.
-const STATUS_COALESCE: Duration = Duration::from_millis(500);
-
-/// First and longest wait before retrying a failed write to Raft.
-const RETRY_MIN: Duration = Duration::from_millis(500);
-const RETRY_MAX: Duration = Duration::from_secs(30);
 
 /// The live-cluster flags of `switchyard coordinator`.
 #[derive(Debug, Clone, Args)]
@@ -203,7 +199,11 @@ impl LiveSync {
             async move {
                 let (leading_tx, leading_rx) = watch::channel(false);
                 let follow = follow_leadership(&coordinator, leading_tx);
-                let lead = run_while_leader(leading_rx, || lead(&self, &coordinator));
+                let settings = SyncSettings::with_status_interval(self.status_interval);
+                let store = CoordinatorStore(&coordinator);
+                let lead = run_while_leader(leading_rx, || {
+                    lead_term(&self.sources, CONTROLLER_NAME, settings, &store)
+                });
                 tokio::join!(follow, lead);
             }
             .instrument(span),
@@ -240,103 +240,64 @@ async fn follow_leadership(coordinator: &Coordinator, leading: watch::Sender<boo
     }
 }
 
-/// One term as leader: watch every cluster, keep Raft equal to what they
-/// desire, write status back. Dropped when leadership is lost.
-async fn lead(sync: &LiveSync, coordinator: &Coordinator) {
-    // A fresh channel per term: the new watchers list from scratch and
-    // publish nothing until every cluster has listed every kind.
-    let (desired_tx, mut desired_rx) = watch::channel::<Option<DesiredState>>(None);
-    let watchers = watch_clusters(
-        sync.sources.clone(),
-        CONTROLLER_NAME,
-        desired_tx,
-        std::future::pending::<()>(),
-    );
-    let reconcile = async {
-        let mut publisher = StatusPublisher::new(sync.sources.clone(), CONTROLLER_NAME);
-        let mut status_changes = coordinator.status_changes();
-        let mut ticks = tokio::time::interval(sync.status_interval);
-        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut desired: Option<DesiredState> = None;
-        let mut first_plan = true;
-        let mut cut_off = false;
-        // Set while what the clusters desire is not yet all in Raft.
-        let mut retry: Option<(Instant, Duration)> = None;
-        loop {
-            let plan_now = tokio::select! {
-                changed = desired_rx.changed() => {
-                    if changed.is_err() {
-                        return;
-                    }
-                    desired = desired_rx.borrow_and_update().clone();
-                    true
-                }
-                _ = sleep_until(retry.map(|(at, _)| at)) => true,
-                changed = status_changes.changed() => {
-                    if changed.is_err() {
-                        return;
-                    }
-                    tokio::time::sleep(STATUS_COALESCE).await;
-                    status_changes.borrow_and_update();
-                    false
-                }
-                _ = ticks.tick() => false,
-            };
-            let Some(state) = &desired else { continue };
-            // A leader cut off from the majority keeps its watchers (a
-            // re-list of every cluster is expensive, and the partition may
-            // heal) but writes nothing: its proposals cannot commit, and
-            // its status (its cutover engine stops) would fight the real
-            // leader's.
-            if !coordinator.leads_with_quorum() {
-                if !cut_off {
-                    warn!("leading without a quorum: not writing to Raft or the clusters");
-                    cut_off = true;
-                }
-                if plan_now || retry.is_some() {
-                    retry = Some((Instant::now() + RETRY_MIN, RETRY_MIN));
-                }
-                continue;
-            }
-            if cut_off {
-                info!("quorum back: writing again");
-                cut_off = false;
-            }
-            if plan_now {
-                match sync_once(coordinator, state, first_plan).await {
-                    Ok(()) => retry = None,
-                    Err(e) => {
-                        let wait = retry.map_or(RETRY_MIN, |(_, w)| (w * 2).min(RETRY_MAX));
-                        warn!(error = %e, retry_in = ?wait, "cannot store what the clusters desire; retrying");
-                        retry = Some((Instant::now() + wait, wait));
-                    }
-                }
-                first_plan = false;
-            }
-            publish(coordinator, &mut publisher, state).await;
-        }
-    };
-    tokio::join!(watchers, reconcile);
-}
+/// The coordinator as the live sync's [`Store`]: what its state machine
+/// holds, and writes through Raft (a follower would forward them; the sync
+/// runs on the leader only).
+struct CoordinatorStore<'a>(&'a Coordinator);
 
-/// Sleeps until `at`, or forever without one.
-async fn sleep_until(at: Option<Instant>) {
-    match at {
-        Some(at) => tokio::time::sleep_until(at).await,
-        None => std::future::pending().await,
+impl Store for CoordinatorStore<'_> {
+    type Error = switchyard_coordinator::raft::ProposeError;
+
+    fn stored(&self) -> Stored {
+        stored_resources(&self.0.node().state().borrow())
+    }
+
+    fn may_write(&self) -> bool {
+        self.0.leads_with_quorum()
+    }
+
+    fn max_objects_per_request(&self) -> usize {
+        self.0.limits().max_objects_per_apply
+    }
+
+    async fn apply(
+        &self,
+        resources: Vec<Resource>,
+    ) -> Result<Result<Vec<String>, String>, Self::Error> {
+        let response = self.0.apply_resources(resources).await?;
+        Ok(answer(response))
+    }
+
+    async fn delete(
+        &self,
+        keys: Vec<ResourceKey>,
+    ) -> Result<Result<Vec<String>, String>, Self::Error> {
+        let response = self.0.delete_resources(keys).await?;
+        Ok(answer(response))
+    }
+
+    fn status(&self) -> ClusterStatus {
+        self.0.status()
+    }
+
+    fn status_changes(&self) -> watch::Receiver<u64> {
+        self.0.status_changes()
     }
 }
 
+/// A state-machine answer as the sync reads it.
+fn answer(response: CommandResponse) -> Result<Vec<String>, String> {
+    response.0.map(|o| o.changes).map_err(|e| e.to_string())
+}
+
 /// What the state machine holds, as `plan` compares it: every stored
-/// resource, and each route's newest spec (pending, else active). A route
-/// whose transition was abandoned compares by its active spec, so the
-/// next plan (after any cluster change, or in a new term) proposes the
-/// desired spec again: a fresh cutover attempt. Also returns the route
-/// records with no spec at all (their first transition abandoned), which
-/// `plan` cannot see.
-fn stored_resources(state: &ReplicatedState) -> (Vec<Resource>, Vec<ResourceKey>) {
-    let mut specless = Vec::new();
-    let mut stored: Vec<Resource> = state.resources.values().cloned().collect();
+/// resource, each route's newest spec (pending, else active), and the
+/// route records with no spec at all (their first transition abandoned).
+fn stored_resources(state: &ReplicatedState) -> Stored {
+    let mut stored = Stored {
+        resources: state.resources.values().cloned().collect(),
+        specless_routes: Vec::new(),
+    };
     for record in state.routes.values() {
         let newest = record
             .pending
@@ -344,139 +305,14 @@ fn stored_resources(state: &ReplicatedState) -> (Vec<Resource>, Vec<ResourceKey>
             .map(|p| &p.target)
             .or(record.active.as_ref());
         match newest {
-            Some(g) => stored.push(Resource::HttpRoute(g.spec.clone())),
-            None => specless.push(ResourceKey {
+            Some(g) => stored.resources.push(Resource::HttpRoute(g.spec.clone())),
+            None => stored.specless_routes.push(ResourceKey {
                 kind: Kind::HTTPRoute,
                 name: record.name.clone(),
             }),
         }
     }
-    (stored, specless)
-}
-
-/// Why one sync did not finish; the next one starts over from a new plan.
-#[derive(Debug, thiserror::Error)]
-enum SyncError {
-    /// Raft did not take the command (no leader, timeout, shutting down).
-    #[error("{what}: {source}")]
-    Propose {
-        /// `apply` or `delete`, with the count.
-        what: String,
-        /// The coordinator's reason.
-        source: switchyard_coordinator::raft::ProposeError,
-    },
-    /// The state machine refused some resources; the rest were stored.
-    #[error("{count} object(s) refused by the state machine; see the warnings above")]
-    Refused {
-        /// How many.
-        count: usize,
-    },
-}
-
-/// Plans against the state machine and proposes the difference: applies
-/// first (in apply order), then deletes (routes first), in chunks within
-/// the coordinator's per-request limit.
-async fn sync_once(
-    coordinator: &Coordinator,
-    desired: &DesiredState,
-    first_of_term: bool,
-) -> Result<(), SyncError> {
-    let (stored, specless) = stored_resources(&coordinator.node().state().borrow());
-    let (to_apply, mut to_delete) = plan(&desired.resources, &stored);
-    // Spec-less route records no cluster has any more go too, first (as
-    // `plan` orders deletes: routes before what they use).
-    let wanted: BTreeSet<ResourceKey> = desired.resources.iter().map(Resource::key).collect();
-    let orphans = specless.into_iter().filter(|k| !wanted.contains(k));
-    to_delete = orphans.chain(to_delete).collect();
-    if first_of_term {
-        // Says whether a new leader found the previous one's work intact.
-        info!(
-            desired = desired.resources.len(),
-            stored = stored.len(),
-            to_apply = to_apply.len(),
-            to_delete = to_delete.len(),
-            "first plan of this term"
-        );
-    } else if !to_apply.is_empty() || !to_delete.is_empty() {
-        info!(
-            to_apply = to_apply.len(),
-            to_delete = to_delete.len(),
-            "clusters changed"
-        );
-    }
-    let chunk = coordinator.limits().max_objects_per_apply.max(1);
-    let mut refused = 0;
-    for batch in to_apply.chunks(chunk) {
-        refused += apply_batch(coordinator, batch.to_vec()).await?;
-    }
-    for batch in to_delete.chunks(chunk) {
-        let keys: Vec<ResourceKey> = batch.to_vec();
-        let what = format!("delete of {} object(s)", keys.len());
-        let response = coordinator
-            .delete_resources(keys)
-            .await
-            .map_err(|source| SyncError::Propose { what, source })?;
-        log_outcome("deleted", response);
-    }
-    if refused > 0 {
-        return Err(SyncError::Refused { count: refused });
-    }
-    Ok(())
-}
-
-/// Applies `batch` as one command. If the state machine refuses it (which
-/// refuses the whole command), applies each object alone so one bad object
-/// does not hold back the others; returns how many were refused.
-async fn apply_batch(coordinator: &Coordinator, batch: Vec<Resource>) -> Result<usize, SyncError> {
-    let propose = |resources: Vec<Resource>| async move {
-        let what = format!("apply of {} object(s)", resources.len());
-        coordinator
-            .apply_resources(resources)
-            .await
-            .map_err(|source| SyncError::Propose { what, source })
-    };
-    let response = propose(batch.clone()).await?;
-    if response.0.is_ok() || batch.len() == 1 {
-        return Ok(usize::from(!log_outcome("applied", response)));
-    }
-    let mut refused = 0;
-    for resource in batch {
-        let key = resource.key();
-        let response = propose(vec![resource]).await?;
-        if !log_outcome("applied", response) {
-            debug!(object = %key, "refused alone too");
-            refused += 1;
-        }
-    }
-    Ok(refused)
-}
-
-/// Logs a state-machine answer; true when it accepted the command.
-fn log_outcome(verb: &str, response: CommandResponse) -> bool {
-    match response.0 {
-        Ok(outcome) => {
-            info!(changes = ?outcome.changes, "{verb} from the clusters");
-            true
-        }
-        Err(e) => {
-            warn!(error = %e, "the state machine refused objects from the clusters");
-            false
-        }
-    }
-}
-
-/// Writes status computed from the coordinator's current status (evidence,
-/// applied generations and live proxies are this leader's soft state).
-async fn publish(
-    coordinator: &Coordinator,
-    publisher: &mut StatusPublisher,
-    desired: &DesiredState,
-) {
-    let status = coordinator.status();
-    let live = status.proxies.iter().filter(|p| p.live).count();
-    for e in publisher.publish(desired, &status.routes, live).await {
-        warn!(error = %e, retryable = e.is_retryable(), "status write-back failed; retrying on the next publish");
-    }
+    stored
 }
 
 #[cfg(test)]
@@ -566,7 +402,10 @@ mod tests {
         ] {
             state.routes.insert(r.name.clone(), r);
         }
-        let (stored, specless) = stored_resources(&state);
+        let Stored {
+            resources: stored,
+            specless_routes: specless,
+        } = stored_resources(&state);
         let backends: Vec<String> = stored
             .iter()
             .map(|r| match r {

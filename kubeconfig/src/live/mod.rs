@@ -19,12 +19,12 @@
 //!   apply writers ([`StatusPublisher`], [`write_route_status`],
 //!   [`write_gateway_status`]);
 //! - running the watchers only while this coordinator leads
-//!   ([`run_while_leader`]);
+//!   ([`run_while_leader`]), and the term's reconcile loop around [`plan`]
+//!   ([`lead_term`], talking to the coordinators through [`Store`]);
 //! - the RBAC the code needs, in one list ([`REQUIRED_PERMISSIONS`]).
 //!
-//! What it deliberately does not do: talk to the coordinator (the caller
-//! feeds [`DesiredState`] into Raft and hands back `RouteStatus`es), decide
-//! cutovers, or route requests. The translation of each object into the
+//! What it deliberately does not do: know the coordinator (the binary
+//! implements [`Store`] over it), decide cutovers, or route requests. The translation of each object into the
 //! model is the file side's (`crate::gateway`, `crate::route`,
 //! `crate::backend`), so a route read from a cluster and the same route read
 //! from a file are the same `Resource`.
@@ -33,26 +33,8 @@
 //!
 //! ```text
 //! let sources = vec![connect_in_cluster("local")?, connect(path, Some("west")).await?];
-//! let (desired_tx, mut desired_rx) = watch::channel(None);
-//! run_while_leader(is_leader, || async {
-//!     desired_tx.send_replace(None);            // a new term lists afresh
-//!     let watchers = watch_clusters(sources.clone(), CONTROLLER_NAME, desired_tx.clone(), pending());
-//!     let mut publisher = StatusPublisher::new(sources.clone(), CONTROLLER_NAME);
-//!     let apply = async {
-//!         while desired_rx.changed().await.is_ok() {
-//!             let Some(d) = desired_rx.borrow_and_update().clone() else { continue };
-//!             let (to_apply, to_delete) = plan(&d.resources, &stored_resources());
-//!             // propose Command::Apply(to_apply), then Command::Delete(to_delete)
-//!             publisher.publish(&d, &route_statuses(), live_proxies()).await;
-//!         }
-//!     };
-//!     join(watchers, apply).await;
-//! }).await;
+//! run_while_leader(is_leader, || lead_term(&sources, CONTROLLER_NAME, settings, &store)).await;
 //! ```
-//!
-//! Status also changes without a cluster event (cutover progress), so the
-//! publisher should run on the coordinator's status changes too; it only
-//! writes what changed.
 //!
 //! # Layout
 //!
@@ -61,7 +43,8 @@
 //! - `translate`: one watched object into a `Resource` (or why not).
 //! - `cache`: one cluster's objects, driven by watcher events.
 //! - `merge`: served-object selection and the multi-cluster merge.
-//! - `plan`: desired versus stored.
+//! - `plan`: desired versus stored ([`plan`], pure); `sync`: the term's
+//!   loop that proposes the plan and publishes status ([`lead_term`]).
 //! - `watch`: the watcher and probe tasks and the aggregator; `desired`:
 //!   the [`DesiredState`] it publishes.
 //! - `conditions`, `gateway_conditions`: pure status computation.
@@ -79,6 +62,7 @@ mod merge;
 mod plan;
 mod publish;
 mod status;
+mod sync;
 mod translate;
 mod watch;
 
@@ -92,9 +76,10 @@ pub use gateway_conditions::{GatewayStatus, ListenerStatus, gateway_status};
 pub use kinds::{FIELD_MANAGER, REQUIRED_PERMISSIONS};
 pub use leader::run_while_leader;
 pub use merge::{ClusterObjects, Merged, merge_clusters, select_served};
-pub use plan::plan;
+pub use plan::{Plan, Stored, plan};
 pub use publish::StatusPublisher;
 pub use status::{WriteOutcome, write_gateway_status, write_route_status};
+pub use sync::{Store, SyncSettings, lead_term};
 pub use watch::{WatchSettings, watch_clusters, watch_clusters_with};
 
 use kube::config::{KubeConfigOptions, Kubeconfig};

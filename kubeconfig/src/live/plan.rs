@@ -8,41 +8,72 @@ use super::merge::{apply_order, kind_rank};
 use std::collections::BTreeMap;
 use switchyard_proto::model::{Resource, ResourceKey};
 
+/// What the replicated state holds, as [`plan`] compares it.
+#[derive(Debug, Clone, Default)]
+pub struct Stored {
+    /// Every stored resource, routes as their newest spec (pending, else
+    /// active). A route whose transition was abandoned compares by its
+    /// active spec, so the next plan proposes the desired spec again: a
+    /// fresh cutover attempt.
+    pub resources: Vec<Resource>,
+    /// Route records with no spec at all (their first transition was
+    /// abandoned): nothing to compare, but deleted when no cluster has
+    /// them any more.
+    pub specless_routes: Vec<ResourceKey>,
+}
+
+/// What the leader proposes to make the store equal the clusters: apply
+/// first, then delete.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Plan {
+    /// New or changed resources, in apply order (Namespaces first, routes
+    /// last), without `meta.revision` (the state machine stamps it).
+    pub apply: Vec<Resource>,
+    /// Stored but no longer desired, routes first, so no route is left
+    /// pointing at a Service deleted before it.
+    pub delete: Vec<ResourceKey>,
+}
+
+impl Plan {
+    /// Nothing to do.
+    pub fn is_empty(&self) -> bool {
+        self.apply.is_empty() && self.delete.is_empty()
+    }
+}
+
 /// Diffs `desired` (from the clusters) against `stored` (the replicated
-/// state: for routes, the newest spec, pending if any, else active).
-///
-/// Returns the resources to apply — new or changed, compared ignoring
-/// `meta.revision`, which the state machine stamps — in apply order
-/// (Namespaces first, routes last), and the keys to delete — stored but no
-/// longer desired — routes first, so no route is left pointing at a
-/// Service deleted before it. Apply first, then delete: a route moved from
-/// Service A to B and A deleted in one change then never points nowhere.
+/// state), comparing ignoring `meta.revision`. Apply first, then delete: a
+/// route moved from Service A to B and A deleted in one change then never
+/// points nowhere.
 ///
 /// Everything stored that is not desired is deleted: a coordinator fed by
 /// live clusters treats them as the whole truth, including over objects
 /// applied by hand with `switchyard apply`.
-pub fn plan(desired: &[Resource], stored: &[Resource]) -> (Vec<Resource>, Vec<ResourceKey>) {
-    let stored: BTreeMap<ResourceKey, Resource> = stored
+pub fn plan(desired: &[Resource], stored: &Stored) -> Plan {
+    let by_key: BTreeMap<ResourceKey, Resource> = stored
+        .resources
         .iter()
         .map(|r| (r.key(), without_revision(r)))
         .collect();
     let mut desired_keys = std::collections::BTreeSet::new();
-    let mut to_apply: Vec<Resource> = Vec::new();
+    let mut apply: Vec<Resource> = Vec::new();
     for resource in desired {
         let key = resource.key();
         let wanted = without_revision(resource);
-        if stored.get(&key) != Some(&wanted) {
-            to_apply.push(wanted);
+        if by_key.get(&key) != Some(&wanted) {
+            apply.push(wanted);
         }
         desired_keys.insert(key);
     }
-    to_apply.sort_by_key(apply_order);
-    let mut to_delete: Vec<ResourceKey> = stored
+    apply.sort_by_key(apply_order);
+    let mut delete: Vec<ResourceKey> = by_key
         .into_keys()
+        .chain(stored.specless_routes.iter().cloned())
         .filter(|k| !desired_keys.contains(k))
         .collect();
-    to_delete.sort_by_key(|k| (std::cmp::Reverse(kind_rank(k.kind)), k.name.clone()));
-    (to_apply, to_delete)
+    delete.sort_by_key(|k| (std::cmp::Reverse(kind_rank(k.kind)), k.name.clone()));
+    delete.dedup();
+    Plan { apply, delete }
 }
 
 fn without_revision(resource: &Resource) -> Resource {
@@ -75,25 +106,27 @@ spec:
   rules: [{backendRefs: [{name: blue, port: 80}]}]
 "#;
 
-    fn stored_as_the_state_machine_would(resources: &[Resource]) -> Vec<Resource> {
-        resources
-            .iter()
-            .enumerate()
-            .map(|(i, r)| {
-                let mut r = r.clone();
-                r.meta_mut().revision = 40 + i as u64;
-                r
-            })
-            .collect()
+    fn stored_as_the_state_machine_would(resources: &[Resource]) -> Stored {
+        Stored {
+            resources: resources
+                .iter()
+                .enumerate()
+                .map(|(i, r)| {
+                    let mut r = r.clone();
+                    r.meta_mut().revision = 40 + i as u64;
+                    r
+                })
+                .collect(),
+            specless_routes: Vec::new(),
+        }
     }
 
     #[test]
     fn an_unchanged_set_plans_nothing_whatever_the_revisions() {
         let desired = parse_documents("d", SET).unwrap();
         let stored = stored_as_the_state_machine_would(&desired);
-        let (apply, delete) = plan(&desired, &stored);
-        assert!(apply.is_empty(), "{apply:?}");
-        assert!(delete.is_empty(), "{delete:?}");
+        let p = plan(&desired, &stored);
+        assert!(p.is_empty(), "{p:?}");
     }
 
     #[test]
@@ -103,19 +136,22 @@ spec:
             .replace("name: blue, port: 80", "name: green, port: 80")
             .replace("name: blue, namespace: shop", "name: teal, namespace: shop");
         let desired = parse_documents("d", &changed).unwrap();
-        let (apply, delete) = plan(&desired, &stored);
-        let applied: Vec<String> = apply.iter().map(|r| r.key().to_string()).collect();
+        let p = plan(&desired, &stored);
+        let applied: Vec<String> = p.apply.iter().map(|r| r.key().to_string()).collect();
         assert_eq!(applied, ["Service shop/teal", "HTTPRoute shop/app"]);
-        assert!(apply.iter().all(|r| r.meta().revision == 0));
-        let deleted: Vec<String> = delete.iter().map(|k| k.to_string()).collect();
+        assert!(p.apply.iter().all(|r| r.meta().revision == 0));
+        let deleted: Vec<String> = p.delete.iter().map(|k| k.to_string()).collect();
         assert_eq!(deleted, ["Service shop/blue"]);
     }
 
     #[test]
     fn deletes_go_routes_first() {
         let stored = stored_as_the_state_machine_would(&parse_documents("d", SET).unwrap());
-        let (_, delete) = plan(&[], &stored);
-        let deleted: Vec<String> = delete.iter().map(|k| k.to_string()).collect();
+        let deleted: Vec<String> = plan(&[], &stored)
+            .delete
+            .iter()
+            .map(|k| k.to_string())
+            .collect();
         assert_eq!(
             deleted,
             [
@@ -123,6 +159,24 @@ spec:
                 "Service shop/blue",
                 "Service shop/green"
             ]
+        );
+    }
+
+    #[test]
+    fn spec_less_routes_no_cluster_has_are_deleted_first() {
+        let desired = parse_documents("d", SET).unwrap();
+        let mut stored = stored_as_the_state_machine_would(&desired);
+        let gone = ResourceKey {
+            kind: switchyard_proto::model::Kind::HTTPRoute,
+            name: switchyard_proto::model::ObjectName::new("shop", "abandoned"),
+        };
+        let kept = desired[2].key();
+        stored.specless_routes = vec![gone.clone(), kept];
+        let p = plan(&desired, &stored);
+        assert_eq!(
+            p.delete,
+            vec![gone],
+            "a spec-less route still desired stays"
         );
     }
 }
