@@ -14,8 +14,7 @@ use tokio::time::Instant;
 use tonic::transport::Channel;
 use tonic::{Code, Status};
 
-/// Metadata key with which a follower names the leader's address.
-pub const LEADER_HEADER: &str = "x-switchyard-leader";
+pub use switchyard_proto::LEADER_HEADER;
 
 /// Why waiting for Ready failed.
 #[derive(Debug, thiserror::Error)]

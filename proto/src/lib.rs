@@ -10,6 +10,11 @@
 
 pub mod model;
 
+/// gRPC metadata key with which a coordinator that does not lead names the
+/// leader's address (`HOST:PORT`) on an `UNAVAILABLE` answer, so proxies
+/// and clients go there next.
+pub const LEADER_HEADER: &str = "x-switchyard-leader";
+
 /// Generated code of package `switchyard.v1`.
 #[allow(missing_docs, clippy::all, clippy::pedantic)]
 pub mod pb {

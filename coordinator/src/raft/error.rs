@@ -12,13 +12,9 @@
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use tonic::metadata::MetadataValue;
 
 use super::db::StoreError;
 use super::types::NodeId;
-
-/// Metadata key naming the leader's address on a retryable refusal.
-pub const LEADER_HEADER: &str = "x-switchyard-leader";
 
 /// Why [`super::node::Node::start`] failed. All are fatal to the process.
 #[derive(Debug, thiserror::Error)]
@@ -188,25 +184,6 @@ impl ProposeError {
     }
 }
 
-impl From<ProposeError> for tonic::Status {
-    fn from(error: ProposeError) -> Self {
-        let message = error.to_string();
-        let mut status = match &error {
-            e if e.is_retryable() => tonic::Status::unavailable(message),
-            ProposeError::Membership { .. } | ProposeError::ClusterMismatch { .. } => {
-                tonic::Status::failed_precondition(message)
-            }
-            _ => tonic::Status::internal(message),
-        };
-        if let Some((_, addr)) = error.leader().filter(|_| error.is_retryable())
-            && let Ok(value) = MetadataValue::try_from(addr)
-        {
-            status.metadata_mut().insert(LEADER_HEADER, value);
-        }
-        status
-    }
-}
-
 /// Why the leader side of `RaftService.Propose` produced no response; the
 /// reply payload is the JSON of `Result<CommandResponse, ForwardError>`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -227,31 +204,4 @@ pub enum ForwardError {
         /// What the leader reported.
         reason: String,
     },
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn retryable_errors_become_unavailable_with_the_leader() {
-        let status = tonic::Status::from(ProposeError::NotLeader {
-            node_id: 2,
-            leader: Some((1, "127.0.0.1:7001".to_owned())),
-        });
-        assert_eq!(status.code(), tonic::Code::Unavailable);
-        assert_eq!(
-            status
-                .metadata()
-                .get(LEADER_HEADER)
-                .and_then(|v| v.to_str().ok()),
-            Some("127.0.0.1:7001")
-        );
-        let status = tonic::Status::from(ProposeError::Membership {
-            node_id: 1,
-            reason: "x".to_owned(),
-        });
-        assert_eq!(status.code(), tonic::Code::FailedPrecondition);
-        assert!(status.metadata().get(LEADER_HEADER).is_none());
-    }
 }

@@ -33,7 +33,7 @@ pub mod state_store;
 pub mod types;
 
 pub use config::{NodeConfig, RaftSettings};
-pub use error::{LEADER_HEADER, NodeError, ProposeError};
+pub use error::{NodeError, ProposeError};
 pub use fingerprint::CLUSTER_HEADER;
 pub use node::Node;
 

@@ -3,7 +3,7 @@
 //! the leader); every error becomes a `tonic::Status` in [`command_status`].
 
 use super::Coordinator;
-use crate::state::{Command, CommandError, CommandResponse, Outcome};
+use crate::state::{Command, CommandResponse, Outcome};
 use std::pin::Pin;
 use std::sync::Arc;
 use switchyard_proto::model::{Resource, ResourceKey};
@@ -34,17 +34,9 @@ impl Admin {
     }
 }
 
-/// Turns a state-machine answer into a gRPC answer.
+/// Turns a state-machine answer into a gRPC answer (`super::errors`).
 fn command_status(response: CommandResponse) -> Result<Outcome, Status> {
-    response.0.map_err(|e| match e {
-        CommandError::NotPending { .. } => Status::failed_precondition(e.to_string()),
-        // Not a malformed request: the same apply succeeds once something
-        // is deleted or the limit raised.
-        CommandError::OverLimit { .. } | CommandError::ObjectTooLarge { .. } => {
-            Status::resource_exhausted(e.to_string())
-        }
-        _ => Status::invalid_argument(e.to_string()),
-    })
+    response.0.map_err(Status::from)
 }
 
 fn routes_pb(outcome: &Outcome) -> Vec<pb::AppliedGeneration> {

@@ -6,7 +6,7 @@
 //! state machine. Every call must come from the proxy it names
 //! (`switchyard_tls::authz`; anything goes with `--insecure`).
 
-use super::{Coordinator, admin::async_stream, now_ms};
+use super::{Coordinator, admin::async_stream, errors, now_ms};
 use crate::cutover::BackendEvidence;
 use crate::state::Command;
 use std::collections::BTreeMap;
@@ -17,9 +17,6 @@ use switchyard_proto::pb::{self, fleet_service_server::FleetService};
 use switchyard_tls::authz::{Needed, authorize};
 use tokio_stream::Stream;
 use tonic::{Request, Response, Status};
-
-/// Metadata key naming the leader's address on refusals.
-pub const LEADER_HEADER: &str = "x-switchyard-leader";
 
 /// The service.
 pub struct Fleet {
@@ -43,22 +40,9 @@ impl Fleet {
             return Ok(out);
         }
         if self.coordinator.node.is_leader() {
-            // Leader in name only: no hint, so the proxy tries the others
-            // and finds the majority's leader.
-            return Err(Status::unavailable(
-                "this coordinator has lost contact with a quorum; ask another",
-            ));
+            return Err(errors::without_quorum());
         }
-        let mut status = Status::unavailable(match self.coordinator.node.leader() {
-            Some((id, addr)) => format!("not the leader; coordinator {id} at {addr} leads"),
-            None => "not the leader, and no leader is known yet".to_string(),
-        });
-        if let Some((_, addr)) = self.coordinator.node.leader()
-            && let Ok(value) = addr.parse()
-        {
-            status.metadata_mut().insert(LEADER_HEADER, value);
-        }
-        Err(status)
+        Err(errors::not_leader(&self.coordinator.node))
     }
 }
 
@@ -86,9 +70,7 @@ impl FleetService for Fleet {
                 admin_address: proxy.admin_address,
             })
             .await?;
-        let outcome = response
-            .0
-            .map_err(|e| Status::invalid_argument(e.to_string()))?;
+        let outcome = response.0?;
         tracing::info!(proxy = %id, registration = outcome.index, "proxy registered");
         let config = &self.coordinator.config;
         Ok(Response::new(pb::RegisterReply {
@@ -143,9 +125,7 @@ impl FleetService for Fleet {
                 registration: (r.registration != 0).then_some(r.registration),
             })
             .await?;
-        response
-            .0
-            .map_err(|e| Status::invalid_argument(e.to_string()))?;
+        response.0?;
         self.coordinator.with_engine(|e| e.forget(&id));
         tracing::info!(proxy = %id, "proxy deregistered");
         Ok(Response::new(pb::DeregisterReply {}))

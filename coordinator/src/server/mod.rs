@@ -8,6 +8,7 @@
 //! (`crate::state`) or the decision logic (`crate::cutover`).
 
 mod admin;
+mod errors;
 mod fleet;
 mod leader;
 pub mod metrics;
