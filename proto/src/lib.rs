@@ -10,6 +10,13 @@
 
 pub mod model;
 
+/// gRPC metadata key with which a coordinator that is not the leader names
+/// the leader's address (`HOST:PORT`) on a retryable refusal
+/// (`UNAVAILABLE`), so the caller retries there. Absent when no leader is
+/// known, or when the refusing coordinator leads in name only (it has lost
+/// its quorum): the caller then tries the other coordinators.
+pub const LEADER_HEADER: &str = "x-switchyard-leader";
+
 /// Generated code of package `switchyard.v1`.
 #[allow(missing_docs, clippy::all, clippy::pedantic)]
 pub mod pb {
