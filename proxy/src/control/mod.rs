@@ -34,6 +34,9 @@ pub mod guard;
 mod membership;
 mod watch;
 
+#[cfg(test)]
+mod tests;
+
 use crate::DataPlane;
 use backoff::BackoffPolicy;
 use coordinators::{CoordinatorAddress, Coordinators};

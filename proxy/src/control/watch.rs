@@ -175,7 +175,7 @@ pub(super) async fn run(shared: Arc<Shared>, tx: watch::Sender<Option<Arc<Config
 
 /// Streams from `address` until the stream ends (`Ok`) or fails. `held` is
 /// the newest version shown so far, on any stream. The back-off starts
-/// over once the coordinator has delivered something.
+/// over once the coordinator has delivered an update this proxy can read.
 async fn stream_from(
     shared: &Shared,
     address: &str,
@@ -212,9 +212,13 @@ async fn stream_from(
                 continue;
             }
         };
-        backoff.reset();
         let coordinator_id = update.coordinator_id;
-        match receive(address, *held, update)? {
+        let received = receive(address, *held, update)?;
+        // This coordinator serves: the next failure starts the back-off
+        // over. (Not before decoding: one that keeps sending what this
+        // proxy cannot read is retried ever more slowly.)
+        backoff.reset();
+        match received {
             Received::Stale => {
                 tracing::debug!(held = *held, "ignoring a configuration no newer than ours");
             }
