@@ -127,7 +127,8 @@ pub(super) fn receive(
 }
 
 /// Keeps a watch stream open to some coordinator and publishes every newer
-/// snapshot; never returns (aborted on shutdown).
+/// snapshot, until aborted on shutdown (or at once when no coordinator is
+/// configured).
 pub(super) async fn run(shared: Arc<Shared>, tx: watch::Sender<Option<Arc<ConfigSnapshot>>>) {
     let mut held = 0u64;
     let mut backoff = Backoff::new(shared.config.backoff_policy());
