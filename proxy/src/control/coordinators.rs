@@ -1,16 +1,18 @@
 //! The coordinators a proxy talks to: one reused gRPC channel per address,
 //! own-zone coordinators first, and the leader's address when a follower
 //! names it. Connections are mutual TLS as this proxy unless `--insecure`.
+//!
+//! Owns: parsing `--coordinators`, the channels, and where the next unary
+//! call goes. Does not own: classifying failures (`error`) or when to try
+//! again (`backoff`, and the tasks that use it).
 
+use super::error::ControlError;
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 use switchyard_proto::pb::fleet_service_client::FleetServiceClient;
 use switchyard_tls::Security;
 use tonic::transport::Channel;
-
-/// Metadata key with which a follower names the leader's address.
-pub const LEADER_HEADER: &str = "x-switchyard-leader";
 
 /// Largest message this proxy accepts from a coordinator (the
 /// configuration): above any `--max-message-bytes` a coordinator is
@@ -147,7 +149,7 @@ impl Coordinators {
         &self,
         address: &str,
         streaming: bool,
-    ) -> Result<FleetServiceClient<Channel>, String> {
+    ) -> Result<FleetServiceClient<Channel>, ControlError> {
         let mut channels = self.channels.lock().unwrap_or_else(|e| e.into_inner());
         let key = format!("{address}/{streaming}");
         let channel = match channels.get(&key) {
@@ -170,7 +172,10 @@ impl Coordinators {
                         }
                     },
                 )
-                .map_err(|e| format!("{address}: {e}"))?;
+                .map_err(|source| ControlError::Address {
+                    coordinator: address.to_string(),
+                    source,
+                })?;
                 channels.insert(key, channel.clone());
                 channel
             }
@@ -193,17 +198,14 @@ impl Coordinators {
         leader.or_else(|| self.order.first().cloned())
     }
 
-    /// Remembers what a refusal said about the leader; forgets a leader
-    /// that failed.
-    pub fn note_error(&self, address: &str, status: &tonic::Status) {
-        let hint = status
-            .metadata()
-            .get(LEADER_HEADER)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_string);
+    /// Remembers what a failed call said about the leader: a "not the
+    /// leader" refusal that names one is followed; otherwise a leader that
+    /// failed is forgotten, or the next call tries the next address.
+    pub fn note_failure(&self, error: &ControlError) {
+        let address = error.coordinator();
         let mut leader = self.leader.lock().unwrap_or_else(|e| e.into_inner());
-        match hint {
-            Some(h) => *leader = Some(h),
+        match error.leader_hint() {
+            Some(hint) => *leader = Some(hint.to_string()),
             None if leader.as_deref() == Some(address) => *leader = None,
             None => {
                 // Rotate: the next call tries the next address.
@@ -221,6 +223,8 @@ impl Coordinators {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::control::error::Call;
+    use switchyard_proto::LEADER_HEADER;
 
     #[test]
     fn own_zone_first_and_leader_hints_are_followed() {
@@ -235,7 +239,11 @@ mod tests {
         refusal
             .metadata_mut()
             .insert(LEADER_HEADER, "127.0.0.1:3".parse().unwrap());
-        c.note_error("127.0.0.1:2", &refusal);
+        c.note_failure(&ControlError::from_status(
+            "127.0.0.1:2",
+            Call::Heartbeat,
+            &refusal,
+        ));
         assert_eq!(c.leader_or_first().as_deref(), Some("127.0.0.1:3"));
     }
 

@@ -1,0 +1,272 @@
+//! This proxy's membership of the fleet, all with the leader: register,
+//! then report readiness evidence and heartbeat every round, register
+//! again when the leader no longer knows this registration, deregister on
+//! shutdown.
+//!
+//! Owns: the unary `FleetService` calls (each to the leader as far as this
+//! proxy knows, following "not the leader" hints), the registration id
+//! they carry, the back-off between failed registrations, and feeding the
+//! leader's version to the lag check. Does not own: what is reported or
+//! heartbeated (the apply loop publishes it), nor the watch stream (`watch`
+//! decides what a lag means for it).
+
+use super::Shared;
+use super::backoff::Backoff;
+use super::error::{Call, ControlError, Refusal, log_error};
+use super::watch::LagDetector;
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+use switchyard_proto::pb;
+use switchyard_proto::pb::fleet_service_client::FleetServiceClient;
+use tokio::time::Instant;
+use tonic::transport::Channel;
+use tracing::Level;
+
+/// How long registering may fail for want of a leader before it is worth
+/// a warning: elections (a start-up, a failover) take about a second.
+const REGISTRATION_PATIENCE: Duration = Duration::from_secs(5);
+
+/// The shortest heartbeat interval this proxy keeps to, whatever a leader
+/// says.
+const MIN_HEARTBEAT_INTERVAL: Duration = Duration::from_millis(50);
+
+/// Registers, then reports and heartbeats every round until aborted;
+/// registers again whenever the leader no longer knows this registration.
+pub(super) async fn run(shared: Arc<Shared>) {
+    if shared.coordinators.order().is_empty() {
+        // No coordinator configured: nobody to be a member with.
+        return;
+    }
+    let mut readiness = shared.dataplane.readiness_changes();
+    let mut backoff = Backoff::new(shared.config.backoff_policy());
+    // Since when this proxy has been trying to (re)register.
+    let mut unregistered_since = Instant::now();
+    'register: loop {
+        let interval = match register(&shared).await {
+            Ok(reply) => {
+                backoff.reset();
+                Duration::from_millis(reply.heartbeat_interval_ms).max(MIN_HEARTBEAT_INTERVAL)
+            }
+            Err(e) => {
+                let waiting_for_leader = matches!(
+                    e,
+                    ControlError::Transport { .. }
+                        | ControlError::Refused {
+                            refusal: Refusal::NotLeader { .. },
+                            ..
+                        }
+                ) && unregistered_since.elapsed() < REGISTRATION_PATIENCE;
+                if waiting_for_leader {
+                    log_error!(
+                        Level::INFO,
+                        &e,
+                        "registration not possible yet (no leader); retrying"
+                    );
+                } else {
+                    log_error!(e.level(), &e, "registration failed; retrying");
+                }
+                tokio::time::sleep(backoff.next_delay()).await;
+                continue 'register;
+            }
+        };
+        let mut lag = LagDetector::default();
+        loop {
+            if let Err(e) = round(&shared, &mut lag).await {
+                if e.is_unknown_registration() {
+                    log_error!(
+                        e.level(),
+                        &e,
+                        "the leader does not know this proxy (lease expired or new leader); registering again"
+                    );
+                    unregistered_since = Instant::now();
+                    continue 'register;
+                }
+                log_error!(round_level(&e), &e, "heartbeat or readiness report failed");
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(interval) => {}
+                _ = shared.report_now.notified() => {}
+                _ = readiness.changed() => {}
+            }
+        }
+    }
+}
+
+/// Heartbeats and reports are retried next round anyway: an unreachable
+/// coordinator or a redirect to the leader is not worth more than DEBUG
+/// there (the watch stream and registration say so louder).
+fn round_level(e: &ControlError) -> Level {
+    match e {
+        ControlError::Transport { .. }
+        | ControlError::Refused {
+            refusal: Refusal::NotLeader { .. },
+            ..
+        } => Level::DEBUG,
+        _ => e.level(),
+    }
+}
+
+/// One round: evidence first — a new leader learns readiness as soon as it
+/// hears from this proxy — then the heartbeat renews the lease. A failed
+/// report does not skip the heartbeat, unless it says the registration is
+/// unknown.
+async fn round(shared: &Shared, lag: &mut LagDetector) -> Result<(), ControlError> {
+    match report(shared).await {
+        Err(e) if e.is_unknown_registration() => return Err(e),
+        Err(e) => log_error!(round_level(&e), &e, "readiness report failed"),
+        Ok(()) => {}
+    }
+    heartbeat(shared, lag).await
+}
+
+/// One unary call to the leader as far as this proxy knows. A failure is
+/// counted and noted (a leader hint is followed next time; without one the
+/// next call tries the next coordinator). Returns the address it went to.
+async fn call<T, F, Fut>(shared: &Shared, call: Call, rpc: F) -> Result<(String, T), ControlError>
+where
+    F: FnOnce(FleetServiceClient<Channel>) -> Fut,
+    Fut: Future<Output = Result<tonic::Response<T>, tonic::Status>>,
+{
+    // Always an address: this task returns at once when no coordinator is
+    // configured, and with one `leader_or_first` always names one.
+    let address = shared.coordinators.leader_or_first().unwrap_or_default();
+    let outcome = match shared.coordinators.client(&address, false) {
+        Ok(client) => rpc(client)
+            .await
+            .map(tonic::Response::into_inner)
+            .map_err(|status| ControlError::from_status(&address, call, &status)),
+        Err(e) => Err(e),
+    };
+    match outcome {
+        Ok(reply) => Ok((address, reply)),
+        Err(e) => {
+            shared.metrics.coordinator_errors.inc();
+            shared.coordinators.note_failure(&e);
+            Err(e)
+        }
+    }
+}
+
+async fn register(shared: &Shared) -> Result<pb::RegisterReply, ControlError> {
+    let request = pb::RegisterRequest {
+        proxy: Some(pb::ProxyIdentity {
+            id: shared.config.proxy_id.clone(),
+            zone: shared.config.zone.clone(),
+            admin_address: shared.config.admin_address.clone(),
+        }),
+    };
+    let (address, reply) = call(shared, Call::Register, |mut c| async move {
+        c.register(request).await
+    })
+    .await?;
+    shared
+        .registration
+        .store(reply.registration, Ordering::Relaxed);
+    tracing::info!(coordinator = %address, registration = reply.registration, "registered with the coordinators");
+    Ok(reply)
+}
+
+/// Renews the lease and feeds the lag check. An unknown registration is a
+/// [`Refusal::UnknownRegistration`].
+async fn heartbeat(shared: &Shared, lag: &mut LagDetector) -> Result<(), ControlError> {
+    let applied = shared
+        .applied
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone();
+    let held = shared.held_version.load(Ordering::Relaxed);
+    let registration = shared.registration.load(Ordering::Relaxed);
+    let request = pb::HeartbeatRequest {
+        proxy_id: shared.config.proxy_id.clone(),
+        applied,
+        config_version: held,
+        registration,
+    };
+    let (address, reply) = call(shared, Call::Heartbeat, |mut c| async move {
+        c.heartbeat(request).await
+    })
+    .await?;
+    if let Some(behind) = lag.observe(held, reply.config_version) {
+        // The watcher logs it, naming the coordinator it watches.
+        shared.lag.send_replace(behind);
+    }
+    known(reply.known, address, Call::Heartbeat, registration)
+}
+
+/// Sends evidence for every reported backend. An unknown registration is a
+/// [`Refusal::UnknownRegistration`].
+async fn report(shared: &Shared) -> Result<(), ControlError> {
+    let backends: Vec<pb::BackendReadiness> = shared
+        .reported
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .filter_map(|b| {
+            shared.dataplane.readiness(b).map(|r| pb::BackendReadiness {
+                backend: b.to_string(),
+                endpoints_generation: r.endpoints_generation,
+                healthy: r.healthy,
+                total: r.total,
+            })
+        })
+        .collect();
+    // Sent even when empty: each report replaces the previous one on the
+    // leader, so an empty one withdraws evidence for backends this proxy
+    // no longer keeps warm.
+    let registration = shared.registration.load(Ordering::Relaxed);
+    let request = pb::ReadinessReport {
+        proxy_id: shared.config.proxy_id.clone(),
+        backends,
+        registration,
+    };
+    let (address, reply) = call(shared, Call::ReportReadiness, |mut c| async move {
+        c.report_readiness(request).await
+    })
+    .await?;
+    known(reply.known, address, Call::ReportReadiness, registration)
+}
+
+fn known(
+    known: bool,
+    coordinator: String,
+    call: Call,
+    registration: u64,
+) -> Result<(), ControlError> {
+    if known {
+        return Ok(());
+    }
+    Err(ControlError::Refused {
+        coordinator,
+        call,
+        refusal: Refusal::UnknownRegistration { registration },
+        message: String::new(),
+    })
+}
+
+/// Leaves the fleet, naming this run's registration, so the leader stops
+/// counting this proxy at once instead of when its lease expires.
+pub(super) async fn deregister(shared: &Shared) {
+    if shared.coordinators.order().is_empty() {
+        return;
+    }
+    let request = pb::DeregisterRequest {
+        proxy_id: shared.config.proxy_id.clone(),
+        registration: shared.registration.load(Ordering::Relaxed),
+    };
+    match call(shared, Call::Deregister, |mut c| async move {
+        c.deregister(request).await
+    })
+    .await
+    {
+        Ok((address, _)) => {
+            tracing::info!(coordinator = %address, "deregistered from the coordinators")
+        }
+        Err(e) => log_error!(
+            Level::WARN,
+            &e,
+            "could not deregister; the lease will expire instead"
+        ),
+    }
+}

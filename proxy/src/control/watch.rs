@@ -1,0 +1,248 @@
+//! The configuration stream: one `Watch` open to some coordinator at a
+//! time, and every newer snapshot it shows published to the apply loop.
+//!
+//! Owns: which coordinator to watch ([`next_target`]), what an update means
+//! for the version held ([`receive`]: older ones dropped, a bare version
+//! noted, a snapshot decoded), when a stream counts as lagging behind the
+//! leader ([`LagDetector`], fed by heartbeats), and reconnecting with
+//! jittered back-off. Does not own: applying a snapshot (`apply`), nor
+//! talking to the leader (`membership` does, and tells this task the
+//! leader's version).
+//!
+//! Any coordinator serves the stream from its own state machine, so a
+//! follower is as good as the leader — unless it is cut off from the
+//! leader, which only the heartbeats' answers show.
+
+use super::Shared;
+use super::backoff::Backoff;
+use super::error::{Call, ControlError, log_error};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use switchyard_proto::model::ConfigSnapshot;
+use switchyard_proto::pb;
+use tokio::sync::watch;
+
+/// Heartbeat rounds in a row that must show the leader ahead of the
+/// stream before the stream counts as lagging. One round behind is normal
+/// (the stream is a moment behind the leader); several in a row mean the
+/// watched coordinator is not getting the leader's commits.
+pub(super) const LAG_ROUNDS: u32 = 3;
+
+/// A stream that lagged for [`LAG_ROUNDS`]: the version it held and the
+/// leader's, at the last heartbeat.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(super) struct Lag {
+    /// The version the stream held.
+    pub held: u64,
+    /// The leader's newest version.
+    pub leader: u64,
+}
+
+/// Counts heartbeat rounds in which the leader is ahead of the stream.
+#[derive(Debug, Default)]
+pub(super) struct LagDetector {
+    rounds: u32,
+}
+
+impl LagDetector {
+    /// One heartbeat's view: `held` by the stream, `leader`'s newest.
+    /// Returns the lag once it lasted [`LAG_ROUNDS`] in a row, then counts
+    /// afresh.
+    pub(super) fn observe(&mut self, held: u64, leader: u64) -> Option<Lag> {
+        if leader <= held {
+            self.rounds = 0;
+            return None;
+        }
+        self.rounds += 1;
+        if self.rounds < LAG_ROUNDS {
+            return None;
+        }
+        self.rounds = 0;
+        Some(Lag { held, leader })
+    }
+}
+
+/// How the last stream ended, for [`next_target`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Ended {
+    /// The coordinator closed it.
+    Cleanly,
+    /// It failed or lagged.
+    Failed,
+}
+
+/// The coordinator to watch next. First the leader if one is known (else
+/// the first in preference order). After a failure, the leader again — it
+/// has every commit — unless it is the one that failed; after that, or
+/// after a clean end, the next coordinator in the order.
+pub(super) fn next_target(
+    order: &[String],
+    leader_or_first: Option<&str>,
+    previous: Option<(&str, Ended)>,
+) -> Option<String> {
+    let after = |prev: &str| {
+        let i = order.iter().position(|a| a == prev).map_or(0, |i| i + 1);
+        order.get(i % order.len().max(1)).cloned()
+    };
+    match previous {
+        None => leader_or_first.map(str::to_string),
+        Some((prev, Ended::Failed)) if leader_or_first.is_some_and(|l| l != prev) => {
+            leader_or_first.map(str::to_string)
+        }
+        Some((prev, _)) => after(prev).or_else(|| leader_or_first.map(str::to_string)),
+    }
+}
+
+/// What one update means to a stream holding `held`.
+#[derive(Debug)]
+pub(super) enum Received {
+    /// No newer than what is held (a coordinator behind another): dropped.
+    Stale,
+    /// Only the version moved (a registration, say): what is held is
+    /// current at this version.
+    Version(u64),
+    /// A new configuration.
+    Snapshot(u64, ConfigSnapshot),
+}
+
+/// Reads one update from `coordinator`.
+pub(super) fn receive(
+    coordinator: &str,
+    held: u64,
+    update: pb::ConfigUpdate,
+) -> Result<Received, ControlError> {
+    if update.version <= held {
+        return Ok(Received::Stale);
+    }
+    if update.snapshot_json.is_empty() {
+        return Ok(Received::Version(update.version));
+    }
+    serde_json::from_slice(&update.snapshot_json)
+        .map(|snapshot| Received::Snapshot(update.version, snapshot))
+        .map_err(|source| ControlError::Decode {
+            coordinator: coordinator.to_string(),
+            version: update.version,
+            source,
+        })
+}
+
+/// Keeps a watch stream open to some coordinator and publishes every newer
+/// snapshot, until aborted on shutdown (or at once when no coordinator is
+/// configured).
+pub(super) async fn run(shared: Arc<Shared>, tx: watch::Sender<Option<Arc<ConfigSnapshot>>>) {
+    let mut held = 0u64;
+    let mut backoff = Backoff::new(shared.config.backoff_policy());
+    let mut lag = shared.lag.subscribe();
+    let mut previous: Option<(String, Ended)> = None;
+    loop {
+        let target = next_target(
+            shared.coordinators.order(),
+            shared.coordinators.leader_or_first().as_deref(),
+            previous.as_ref().map(|(a, e)| (a.as_str(), *e)),
+        );
+        let Some(address) = target else {
+            // No coordinator configured at all: nothing to watch.
+            return;
+        };
+        let outcome = stream_from(&shared, &address, &mut held, &tx, &mut lag, &mut backoff).await;
+        let ended = match outcome {
+            Ok(()) => {
+                tracing::warn!(coordinator = %address, "configuration stream ended; reconnecting");
+                Ended::Cleanly
+            }
+            Err(e) => {
+                shared.metrics.coordinator_errors.inc();
+                match &e {
+                    ControlError::Lagging { held, leader, .. } => log_error!(
+                        e.level(),
+                        &e,
+                        held,
+                        leader,
+                        "configuration stream is behind the leader; switching coordinator"
+                    ),
+                    _ => log_error!(
+                        e.level(),
+                        &e,
+                        "configuration stream failed; trying another coordinator"
+                    ),
+                }
+                Ended::Failed
+            }
+        };
+        previous = Some((address, ended));
+        tokio::time::sleep(backoff.next_delay()).await;
+    }
+}
+
+/// Streams from `address` until the stream ends (`Ok`) or fails. `held` is
+/// the newest version shown so far, on any stream. The back-off starts
+/// over once the coordinator has delivered an update this proxy can read.
+async fn stream_from(
+    shared: &Shared,
+    address: &str,
+    held: &mut u64,
+    tx: &watch::Sender<Option<Arc<ConfigSnapshot>>>,
+    lag: &mut watch::Receiver<Lag>,
+    backoff: &mut Backoff,
+) -> Result<(), ControlError> {
+    let failed = |status: tonic::Status| ControlError::from_status(address, Call::Watch, &status);
+    let mut client = shared.coordinators.client(address, true)?;
+    let request = pb::WatchRequest {
+        proxy_id: shared.config.proxy_id.clone(),
+        known_version: *held,
+    };
+    let mut stream = client.watch(request).await.map_err(failed)?.into_inner();
+    tracing::info!(coordinator = %address, held = *held, "watching configuration");
+    // A lag seen on a previous stream says nothing about this one.
+    lag.mark_unchanged();
+    loop {
+        let update = tokio::select! {
+            message = stream.message() => match message.map_err(failed)? {
+                Some(update) => update,
+                None => return Ok(()),
+            },
+            Ok(()) = lag.changed() => {
+                let Lag { leader, .. } = *lag.borrow_and_update();
+                if leader > *held {
+                    return Err(ControlError::Lagging {
+                        coordinator: address.to_string(),
+                        held: *held,
+                        leader,
+                    });
+                }
+                continue;
+            }
+        };
+        let coordinator_id = update.coordinator_id;
+        let received = receive(address, *held, update)?;
+        // This coordinator serves: the next failure starts the back-off
+        // over. (Not before decoding: one that keeps sending what this
+        // proxy cannot read is retried ever more slowly.)
+        backoff.reset();
+        match received {
+            Received::Stale => {
+                tracing::debug!(held = *held, "ignoring a configuration no newer than ours");
+            }
+            Received::Version(version) => {
+                // Noting it keeps the lag check honest.
+                note_version(shared, held, version);
+            }
+            Received::Snapshot(version, snapshot) => {
+                note_version(shared, held, version);
+                tracing::info!(
+                    coordinator = %address,
+                    coordinator_id,
+                    version,
+                    "configuration received"
+                );
+                tx.send_replace(Some(Arc::new(snapshot)));
+            }
+        }
+    }
+}
+
+fn note_version(shared: &Shared, held: &mut u64, version: u64) {
+    *held = version;
+    shared.held_version.store(version, Ordering::Relaxed);
+    shared.metrics.config_version.set(version as i64);
+}
