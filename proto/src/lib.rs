@@ -8,6 +8,7 @@
 //!
 //! This crate imports neither the proxy nor the coordinator; it holds no IO.
 
+mod convert;
 pub mod model;
 
 /// gRPC metadata key with which a coordinator that does not lead names the

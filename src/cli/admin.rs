@@ -144,16 +144,7 @@ pub async fn apply(args: ApplyArgs) -> anyhow::Result<ExitCode> {
     if !args.wait {
         return Ok(ExitCode::SUCCESS);
     }
-    let targets: BTreeMap<ObjectName, u64> = reply
-        .routes
-        .iter()
-        .map(|r| {
-            (
-                ObjectName::new(r.namespace.clone(), r.name.clone()),
-                r.generation,
-            )
-        })
-        .collect();
+    let targets: BTreeMap<ObjectName, u64> = reply.routes.iter().map(Into::into).collect();
     client
         .wait_ready(&targets, reply.log_index, args.wait_timeout, |line| {
             eprintln!("waiting: {line}")

@@ -10,7 +10,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 use switchyard_proto::model::{
-    ConfigSnapshot, ObjectName, Resource, RouteGeneration, RouteRecord, parse_duration,
+    ConfigSnapshot, HttpRoute, ObjectName, Resource, RouteGeneration, RouteRecord, parse_duration,
 };
 use switchyard_proxy::control::coordinators::CoordinatorAddress;
 use switchyard_proxy::control::{self, ControlConfig, ControlMetrics};
@@ -147,29 +147,21 @@ fn static_config(resources: Vec<Resource>) -> ServingConfig {
         version: 1,
         ..Default::default()
     };
-    let mut routes = Vec::new();
-    for resource in resources {
-        match resource {
-            Resource::GatewayClass(o) => snapshot.gateway_classes.push(o),
-            Resource::Gateway(o) => snapshot.gateways.push(o),
-            Resource::ReferenceGrant(o) => snapshot.reference_grants.push(o),
-            Resource::Namespace(o) => snapshot.namespaces.push(o),
-            Resource::Service(o) => snapshot.services.push(o),
-            Resource::EndpointSlice(o) => snapshot.endpoint_slices.push(o),
-            Resource::HttpRoute(route) => {
-                snapshot.routes.push(RouteRecord {
-                    name: route.meta.object_name(),
-                    active: Some(RouteGeneration {
-                        generation: 1,
-                        spec: route.clone(),
-                    }),
-                    pending: None,
-                    last_failure: None,
-                    forced: false,
-                });
-                routes.push(route);
-            }
-        }
+    let routes: Vec<HttpRoute> = resources
+        .into_iter()
+        .filter_map(|r| snapshot.add(r))
+        .collect();
+    for route in &routes {
+        snapshot.routes.push(RouteRecord {
+            name: route.meta.object_name(),
+            active: Some(RouteGeneration {
+                generation: 1,
+                spec: route.clone(),
+            }),
+            pending: None,
+            last_failure: None,
+            forced: false,
+        });
     }
     ServingConfig {
         snapshot: Arc::new(snapshot),

@@ -375,16 +375,7 @@ impl Fleet {
                 async move { c.apply(request).await }
             })
             .await?;
-        let routes = reply
-            .routes
-            .iter()
-            .map(|r| {
-                (
-                    ObjectName::new(r.namespace.clone(), r.name.clone()),
-                    r.generation,
-                )
-            })
-            .collect();
+        let routes = reply.routes.iter().map(Into::into).collect();
         Ok((routes, reply.log_index))
     }
 

@@ -43,11 +43,7 @@ fn routes_pb(outcome: &Outcome) -> Vec<pb::AppliedGeneration> {
     outcome
         .routes
         .iter()
-        .map(|(name, generation)| pb::AppliedGeneration {
-            namespace: name.namespace.clone(),
-            name: name.name.clone(),
-            generation: *generation,
-        })
+        .map(|(name, generation)| pb::AppliedGeneration::from((name.clone(), *generation)))
         .collect()
 }
 

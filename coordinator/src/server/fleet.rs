@@ -7,12 +7,11 @@
 //! (`switchyard_tls::authz`; anything goes with `--insecure`).
 
 use super::{Coordinator, admin::async_stream, errors, now_ms};
-use crate::cutover::BackendEvidence;
 use crate::state::Command;
 use std::collections::BTreeMap;
 use std::pin::Pin;
 use std::sync::Arc;
-use switchyard_proto::model::{BackendKey, ObjectName};
+use switchyard_proto::model::ObjectName;
 use switchyard_proto::pb::{self, fleet_service_server::FleetService};
 use switchyard_tls::authz::{Needed, authorize};
 use tokio_stream::Stream;
@@ -90,11 +89,7 @@ impl FleetService for Fleet {
             "Heartbeat",
         )?;
         let r = request.into_inner();
-        let applied: BTreeMap<ObjectName, u64> = r
-            .applied
-            .into_iter()
-            .map(|a| (ObjectName::new(a.namespace, a.name), a.generation))
-            .collect();
+        let applied: BTreeMap<ObjectName, u64> = r.applied.iter().map(Into::into).collect();
         let state = self.coordinator.node.state().borrow().clone();
         let known = self
             .on_leader(|e| e.heartbeat(&state, &r.proxy_id, r.registration, applied, now_ms()))?;
@@ -208,23 +203,12 @@ impl FleetService for Fleet {
             "ReportReadiness",
         )?;
         let r = request.into_inner();
-        let mut backends = Vec::with_capacity(r.backends.len());
-        for b in r.backends {
-            let key = BackendKey::parse(&b.backend).ok_or_else(|| {
-                Status::invalid_argument(format!(
-                    "backend {:?} is not namespace/name:port",
-                    b.backend
-                ))
-            })?;
-            backends.push((
-                key,
-                BackendEvidence {
-                    endpoints_generation: b.endpoints_generation,
-                    healthy: b.healthy,
-                    total: b.total,
-                },
-            ));
-        }
+        let backends = r
+            .backends
+            .iter()
+            .map(TryFrom::try_from)
+            .collect::<Result<Vec<_>, String>>()
+            .map_err(Status::invalid_argument)?;
         let state = self.coordinator.node.state().borrow().clone();
         let known =
             self.on_leader(|e| e.report(&state, &r.proxy_id, r.registration, backends, now_ms()))?;

@@ -94,17 +94,9 @@ impl ReplicatedState {
             ..Default::default()
         };
         for resource in self.resources.values() {
-            match resource.clone() {
-                Resource::GatewayClass(o) => snapshot.gateway_classes.push(o),
-                Resource::Gateway(o) => snapshot.gateways.push(o),
-                Resource::ReferenceGrant(o) => snapshot.reference_grants.push(o),
-                Resource::Namespace(o) => snapshot.namespaces.push(o),
-                Resource::Service(o) => snapshot.services.push(o),
-                Resource::EndpointSlice(o) => snapshot.endpoint_slices.push(o),
-                // Routes live in `self.routes`; `check_invariants` keeps
-                // them out of `resources`.
-                Resource::HttpRoute(_) => {}
-            }
+            // Routes live in `self.routes`; `check_invariants` keeps them
+            // out of `resources`, so nothing is handed back here.
+            let _ = snapshot.add(resource.clone());
         }
         snapshot
     }

@@ -191,3 +191,24 @@ impl ReferenceGrant {
         from && to
     }
 }
+
+/// What one proxy found out about one backend through its own data path:
+/// readiness evidence, as reported to the leader.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BackendEvidence {
+    /// The endpoint generation (`ConfigSnapshot::endpoint_generations`) of
+    /// the endpoint set checked.
+    pub endpoints_generation: u64,
+    /// Endpoints that passed the proxy's own health check.
+    pub healthy: u32,
+    /// Endpoints eligible by their EndpointSlice conditions (the ones
+    /// health-checked).
+    pub total: u32,
+}
+
+impl BackendEvidence {
+    /// Whether this evidence shows the backend ready at `generation`.
+    pub fn ready_at(&self, generation: u64) -> bool {
+        self.healthy > 0 && self.endpoints_generation >= generation
+    }
+}

@@ -6,6 +6,7 @@ use super::gateway::{Gateway, GatewayClass, Namespace};
 use super::meta::ObjectName;
 use super::pairs;
 use super::policy::CutoverSettings;
+use super::resource::Resource;
 use super::route::HttpRoute;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -123,6 +124,22 @@ impl EndpointGenerations {
 }
 
 impl ConfigSnapshot {
+    /// Files `resource` under its kind — the one place that knows which
+    /// list holds which kind. An HTTPRoute is handed back: routes travel as
+    /// records with generations, which only the caller can give them.
+    pub fn add(&mut self, resource: Resource) -> Option<HttpRoute> {
+        match resource {
+            Resource::GatewayClass(o) => self.gateway_classes.push(o),
+            Resource::Gateway(o) => self.gateways.push(o),
+            Resource::ReferenceGrant(o) => self.reference_grants.push(o),
+            Resource::Namespace(o) => self.namespaces.push(o),
+            Resource::Service(o) => self.services.push(o),
+            Resource::EndpointSlice(o) => self.endpoint_slices.push(o),
+            Resource::HttpRoute(route) => return Some(route),
+        }
+        None
+    }
+
     /// The endpoint generation of a backend, from
     /// [`ConfigSnapshot::endpoint_generations`]. `None` when the Service or
     /// the port does not exist (such a backend is never warm and never

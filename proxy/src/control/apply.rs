@@ -15,7 +15,7 @@ use crate::ServingConfig;
 use std::collections::BTreeSet;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
-use switchyard_proto::model::{BackendKey, ConfigSnapshot, ObjectName};
+use switchyard_proto::model::{BackendKey, ConfigSnapshot};
 use switchyard_proto::pb;
 use tokio::sync::watch;
 
@@ -113,13 +113,7 @@ fn applied(guard: &ApplyGuard) -> Vec<pb::AppliedGeneration> {
     guard
         .generations()
         .into_iter()
-        .map(
-            |(name, generation): (ObjectName, u64)| pb::AppliedGeneration {
-                namespace: name.namespace,
-                name: name.name,
-                generation,
-            },
-        )
+        .map(pb::AppliedGeneration::from)
         .collect()
 }
 

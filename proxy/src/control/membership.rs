@@ -204,12 +204,10 @@ async fn report(shared: &Shared) -> Result<(), ControlError> {
         .unwrap_or_else(|e| e.into_inner())
         .iter()
         .filter_map(|b| {
-            shared.dataplane.readiness(b).map(|r| pb::BackendReadiness {
-                backend: b.to_string(),
-                endpoints_generation: r.endpoints_generation,
-                healthy: r.healthy,
-                total: r.total,
-            })
+            shared
+                .dataplane
+                .readiness(b)
+                .map(|r| pb::BackendReadiness::from((b, r)))
         })
         .collect();
     // Sent even when empty: each report replaces the previous one on the

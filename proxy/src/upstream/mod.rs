@@ -41,18 +41,9 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use tracing::{debug, warn};
 
-/// Readiness of one backend through this proxy's data path.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct BackendReadiness {
-    /// Highest `meta.revision` of the Service and its EndpointSlices in the
-    /// snapshot the endpoints came from.
-    pub endpoints_generation: u64,
-    /// Endpoints whose latest health check (by thresholds) passes.
-    pub healthy: u32,
-    /// Endpoints eligible by their EndpointSlice conditions (the ones
-    /// health-checked).
-    pub total: u32,
-}
+/// A backend's readiness as this proxy's data path sees it: the model's
+/// readiness evidence (what the proxy reports to the leader).
+pub type BackendReadiness = switchyard_proto::model::BackendEvidence;
 
 /// What every upstream component shares: settings, metrics, the readiness
 /// change signal, and where to spawn tasks.
