@@ -1,6 +1,8 @@
 //! One child process under the harness's control.
 
 use anyhow::{Context, bail};
+use nix::sys::signal::Signal;
+use nix::unistd::Pid;
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read};
 use std::path::PathBuf;
@@ -157,19 +159,18 @@ impl Process {
         self.child.as_ref().map(|c| c.id() as i32)
     }
 
-    fn signal(&self, signal: i32) {
+    /// Signals the child — a PID this harness spawned and has not reaped
+    /// yet, so it cannot name an unrelated process. A child that already
+    /// exited is not an error here (the next wait reaps it).
+    fn signal(&self, signal: Signal) {
         if let Some(pid) = self.pid() {
-            // SAFETY: kill(2) on a PID this harness spawned and has not yet
-            // reaped, so it cannot name an unrelated process.
-            unsafe {
-                libc::kill(pid, signal);
-            }
+            let _ = nix::sys::signal::kill(Pid::from_raw(pid), signal);
         }
     }
 
     /// `SIGKILL` and reap.
     pub fn kill(&mut self) {
-        self.signal(libc::SIGKILL);
+        self.signal(Signal::SIGKILL);
         if let Some(mut child) = self.child.take() {
             let _ = child.wait();
         }
@@ -178,7 +179,7 @@ impl Process {
     /// `SIGTERM`, then wait up to `grace` for exit (`SIGKILL` after that).
     /// Returns the exit code when it exited by itself.
     pub fn terminate(&mut self, grace: Duration) -> Option<i32> {
-        self.signal(libc::SIGTERM);
+        self.signal(Signal::SIGTERM);
         let deadline = Instant::now() + grace;
         while let Some(child) = self.child.as_mut() {
             if let Ok(Some(status)) = child.try_wait() {
@@ -197,17 +198,17 @@ impl Process {
     /// Sends `SIGTERM` and returns at once (see [`Process::terminate`] to
     /// wait for the exit).
     pub fn ask_to_stop(&self) {
-        self.signal(libc::SIGTERM);
+        self.signal(Signal::SIGTERM);
     }
 
     /// `SIGSTOP`.
     pub fn pause(&self) {
-        self.signal(libc::SIGSTOP);
+        self.signal(Signal::SIGSTOP);
     }
 
     /// `SIGCONT`.
     pub fn resume(&self) {
-        self.signal(libc::SIGCONT);
+        self.signal(Signal::SIGCONT);
     }
 
     /// Starts it again with the same arguments (same data dir).
