@@ -5,7 +5,7 @@
 # p50/p99 latency of the Apply RPC (= commit latency: it returns once the
 # entry is committed on a majority and applied).
 #
-# The load comes from bench/apply-load (a workspace member), which calls
+# The load comes from examples/apply_load.rs (an example of the root package), which calls
 # AdminService.Apply over tonic like `switchyard apply` does, but keeps one
 # HTTP/2 connection per client: spawning the CLI per apply would measure
 # process start-up (this script also times the CLI once, to show how much).
@@ -39,9 +39,9 @@ die() { log "error: $*"; exit 1; }
 command -v ss >/dev/null || { apt-get update -qq && apt-get install -y -qq iproute2 >/dev/null; }
 
 log "building switchyard and apply-load (cargo build --release)"
-(cd "$REPO" && cargo build --release -p switchyard -p switchyard-apply-load) >&2
+(cd "$REPO" && cargo build --release --bin switchyard --example apply_load) >&2
 SY=$TD/release/switchyard
-LOAD=$TD/release/apply-load
+LOAD=$TD/release/examples/apply_load
 [ -x "$SY" ] && [ -x "$LOAD" ] || die "binaries missing under $TD/release"
 
 for p in $BASE $((BASE + 1)) $((BASE + 2)); do
@@ -123,7 +123,7 @@ mkdir -p "$(dirname "$OUT")"
 {
   echo "# Apply (commit) benchmark"
   echo
-  echo "3 coordinators on 127.0.0.1 (release build, sled, every append fsynced), $ROUNDS rounds x ${SECS} s per client count, interleaved. Each client owns one HTTPRoute and re-applies it back to back, alternating its backendRef between two Services (every apply is a new generation; checked). Client: bench/apply-load, one HTTP/2 connection per client straight to the leader; latency = Apply RPC round trip = commit + apply on the leader. $(nproc) CPUs, $(uname -r), data on $(df -T "$WORK" | awk 'NR==2 {print $2}'), loadavg at end $(cut -d' ' -f1-3 /proc/loadavg)."
+  echo "3 coordinators on 127.0.0.1 (release build, sled, every append fsynced), $ROUNDS rounds x ${SECS} s per client count, interleaved. Each client owns one HTTPRoute and re-applies it back to back, alternating its backendRef between two Services (every apply is a new generation; checked). Client: examples/apply_load.rs, one HTTP/2 connection per client straight to the leader; latency = Apply RPC round trip = commit + apply on the leader. $(nproc) CPUs, $(uname -r), data on $(df -T "$WORK" | awk 'NR==2 {print $2}'), loadavg at end $(cut -d' ' -f1-3 /proc/loadavg)."
   echo
   echo "| clients | round | applies | commits/s | p50 ms | p90 ms | p99 ms | max ms | errors | not new |"
   echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"

@@ -12,7 +12,7 @@
 //! Resources are parsed and serialized to JSON before the clock starts; each
 //! client has its own HTTP/2 connection to the leader.
 //!
-//! Usage: apply-load --coordinators H:P,H:P,H:P [--clients 8] [--seconds 10]
+//! Usage: apply_load --coordinators H:P,H:P,H:P [--clients 8] [--seconds 10]
 //!        [--warmup 5] [--setup]
 //! Prints one line: `RESULT clients=.. applies=.. errors=.. not_new=..
 //! seconds=.. rate=.. p50_ms=.. p90_ms=.. p99_ms=.. max_ms=.. mean_ms=..`.
