@@ -24,6 +24,8 @@
 
 mod decision;
 mod evidence;
+#[cfg(feature = "fault-injection")]
+mod faults;
 mod leases;
 mod verdict;
 
@@ -34,6 +36,8 @@ mod tests;
 
 pub use decision::Decision;
 pub use evidence::BackendEvidence;
+#[cfg(feature = "fault-injection")]
+pub use faults::EngineFaults;
 pub use leases::Leases;
 pub use verdict::{Verdict, evaluate};
 
@@ -55,29 +59,6 @@ impl Default for EngineSettings {
             lease_ttl_ms: 3_000,
         }
     }
-}
-
-/// Test-only switches that break one decision rule on purpose, so the
-/// seeded simulation (`chaos-tests`) can prove each of its invariant
-/// checkers catches a broken engine. Compiled only with the
-/// `fault-injection` feature; every switch is off by default, and off
-/// means the engine behaves exactly as without the feature.
-#[cfg(feature = "fault-injection")]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct EngineFaults {
-    /// Commit every pending transition, evidence or not (breaks invariant 1).
-    pub commit_without_evidence: bool,
-    /// Commit nothing while any route's policy is unmet (breaks invariant 6).
-    pub global_route_blocking: bool,
-    /// Time a transition out from when the leader took office rather than
-    /// from when it first saw the transition (breaks invariant 10).
-    pub timeout_from_leader_start: bool,
-    /// Leave backends whose Service is missing out of what a transition
-    /// needs, as before the fix (breaks invariant 1).
-    pub missing_backends_ready: bool,
-    /// Count evidence of any registration of a proxy id, as before the fix
-    /// (breaks invariant 1 after a fast restart).
-    pub evidence_across_registrations: bool,
 }
 
 /// One proxy's latest readiness report.

@@ -8,9 +8,9 @@
 //! (`crate::state`) or the decision logic (`crate::cutover`).
 
 mod admin;
+mod cutover_driver;
 mod errors;
 mod fleet;
-mod leader;
 pub mod metrics;
 mod status;
 
@@ -283,7 +283,7 @@ pub async fn run(
         status_changes,
         metrics,
     });
-    let leader_loop = tokio::spawn(leader::run(coordinator.clone()));
+    let leader_loop = tokio::spawn(cutover_driver::run(coordinator.clone()));
     let max = config.limits.max_message_bytes;
     let admin = AdminServiceServer::new(admin::Admin::new(coordinator.clone()))
         .max_decoding_message_size(max)

@@ -1,5 +1,5 @@
 //! Test-only switches that break one rule of the state machine on purpose,
-//! so the seeded simulation (`chaos-tests`) can prove its invariant
+//! so the seeded simulation (`sim/`) can prove its invariant
 //! checkers catch a broken core. Compiled only with the `fault-injection`
 //! feature. They live in a thread-local rather than in
 //! [`super::ReplicatedState`] (which is replicated data): the simulation

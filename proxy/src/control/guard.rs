@@ -50,7 +50,7 @@ pub struct GuardReport {
 }
 
 /// Test-only switches that break one rule of the guard on purpose, so the
-/// seeded simulation (`chaos-tests`) can prove its invariant checkers catch
+/// seeded simulation (`sim/`) can prove its invariant checkers catch
 /// a broken guard. Compiled only with the `fault-injection` feature; every
 /// switch is off by default, and off means no change in behaviour.
 #[cfg(feature = "fault-injection")]
