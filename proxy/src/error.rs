@@ -68,10 +68,25 @@ pub enum ConnectError {
     Timeout(Duration),
     /// TCP connect failed.
     #[error("connect failed: {0}")]
-    Io(#[from] std::io::Error),
+    Io(std::io::Error),
     /// The HTTP/1 handshake failed, or a pooled connection turned out closed.
     #[error("connection unusable: {0}")]
-    Http(#[from] hyper::Error),
+    Http(hyper::Error),
+}
+
+// By hand rather than `#[from]`: the messages above already print the
+// cause, and a `#[from]` would also make it the `source`, printed again by
+// every chain printer.
+impl From<std::io::Error> for ConnectError {
+    fn from(e: std::io::Error) -> Self {
+        ConnectError::Io(e)
+    }
+}
+
+impl From<hyper::Error> for ConnectError {
+    fn from(e: hyper::Error) -> Self {
+        ConnectError::Http(e)
+    }
 }
 
 /// A request the proxy could not complete.
@@ -96,27 +111,25 @@ pub enum ProxyError {
     },
     /// Connecting to the chosen endpoint failed (and no other endpoint was
     /// left to retry on).
-    #[error("connecting to {endpoint} of {backend} failed: {source}")]
+    #[error("connecting to {endpoint} of {backend} failed: {cause}")]
     Connect {
         /// The backend.
         backend: BackendKey,
         /// The endpoint.
         endpoint: SocketAddr,
         /// What went wrong.
-        #[source]
-        source: ConnectError,
+        cause: ConnectError,
     },
     /// The upstream connection failed after the request was (partly) sent:
     /// reset, closed, malformed response. Not safe to retry.
-    #[error("upstream {endpoint} of {backend} failed: {source}")]
+    #[error("upstream {endpoint} of {backend} failed: {cause}")]
     Upstream {
         /// The backend.
         backend: BackendKey,
         /// The endpoint.
         endpoint: SocketAddr,
         /// What hyper reported.
-        #[source]
-        source: hyper::Error,
+        cause: hyper::Error,
     },
     /// No response head within the request timeout.
     #[error("upstream {endpoint} of {backend} sent no response within {timeout:?}")]
@@ -130,7 +143,7 @@ pub enum ProxyError {
     },
     /// The request was refused before routing.
     #[error("bad request: {0}")]
-    BadRequest(#[from] BadRequest),
+    BadRequest(BadRequest),
     /// The client paused its request body longer than the body idle
     /// timeout.
     #[error("client request body to {backend} paused longer than {idle:?}")]
@@ -141,13 +154,12 @@ pub enum ProxyError {
         idle: Duration,
     },
     /// The client's request body failed while it was being forwarded.
-    #[error("client request body failed while forwarding to {backend}: {source}")]
+    #[error("client request body failed while forwarding to {backend}: {cause}")]
     DownstreamBody {
         /// The backend.
         backend: BackendKey,
         /// What hyper reported.
-        #[source]
-        source: hyper::Error,
+        cause: hyper::Error,
     },
 }
 
@@ -251,5 +263,11 @@ impl ProxyError {
             }
             ProxyError::DownstreamBody { .. } => "request body from client failed".to_owned(),
         }
+    }
+}
+
+impl From<BadRequest> for ProxyError {
+    fn from(why: BadRequest) -> Self {
+        ProxyError::BadRequest(why)
     }
 }

@@ -20,7 +20,7 @@ use time::{Duration, OffsetDateTime};
 pub enum CertError {
     /// rcgen refused (a name that is not a valid SAN...).
     #[error("certificate generation failed: {0}")]
-    Generate(#[from] rcgen::Error),
+    Generate(rcgen::Error),
     /// Writing a file failed.
     #[error("cannot write {path}: {error}")]
     Write {
@@ -42,6 +42,14 @@ pub enum CertError {
         "{0} already exists; pass --force to replace the whole set (every certificate signed by the old CA stops being trusted)"
     )]
     Exists(PathBuf),
+}
+
+// By hand rather than `#[from]`, so the cause is printed once (the message
+// above has it) rather than again as the `source`.
+impl From<rcgen::Error> for CertError {
+    fn from(e: rcgen::Error) -> Self {
+        CertError::Generate(e)
+    }
 }
 
 /// When a certificate is valid.

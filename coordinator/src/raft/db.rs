@@ -59,15 +59,14 @@ pub enum StoreError {
         reason: String,
     },
     /// sled failed to open or read the database.
-    #[error("sled store at {path}: {what}: {source}")]
+    #[error("sled store at {path}: {what}: {cause}")]
     Sled {
         /// The data directory.
         path: PathBuf,
         /// What was being done.
         what: &'static str,
         /// sled's error.
-        #[source]
-        source: sled::Error,
+        cause: sled::Error,
     },
     /// The store was closed (the node shut down).
     #[error("sled store at {path} is closed")]
@@ -126,14 +125,14 @@ impl Db {
             source => StoreError::Sled {
                 path: path.to_path_buf(),
                 what: "open",
-                source,
+                cause: source,
             },
         })?;
         let tree = |name: &'static str| {
             db.open_tree(name).map_err(|source| StoreError::Sled {
                 path: path.to_path_buf(),
                 what: "open tree",
-                source,
+                cause: source,
             })
         };
         Ok(Arc::new(Db {
@@ -187,7 +186,7 @@ impl ClusterMetaStore {
             .map_err(|source| StoreError::Sled {
                 path: self.path.clone(),
                 what: "read formation",
-                source,
+                cause: source,
             })?;
         raw.map(|bytes| {
             serde_json::from_slice(&bytes).map_err(|e| StoreError::Corrupt {
@@ -209,7 +208,11 @@ impl ClusterMetaStore {
         })?;
         let sled_err = |what| {
             let path = self.path.clone();
-            move |source| StoreError::Sled { path, what, source }
+            move |source| StoreError::Sled {
+                path,
+                what,
+                cause: source,
+            }
         };
         db.meta
             .insert(KEY_FORMATION, json)

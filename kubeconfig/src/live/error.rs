@@ -13,31 +13,31 @@
 pub enum LiveError {
     /// The kubeconfig file cannot be read, or the context is missing or
     /// unusable.
-    #[error("kubeconfig {path} (context {context:?}): {source}")]
+    #[error("kubeconfig {path} (context {context:?}): {cause}")]
     Kubeconfig {
         /// The file as given.
         path: String,
         /// The context asked for; `None` is the file's current context.
         context: Option<String>,
         /// kube's reason.
-        source: kube::config::KubeconfigError,
+        cause: kube::config::KubeconfigError,
     },
     /// Not running in a pod, or the pod has no ServiceAccount token.
-    #[error("in-cluster configuration: {source}")]
+    #[error("in-cluster configuration: {cause}")]
     InCluster {
         /// kube's reason.
-        source: kube::config::InClusterError,
+        cause: kube::config::InClusterError,
     },
     /// A client could not be built from a valid configuration.
-    #[error("cluster {cluster}: cannot build a client: {source}")]
+    #[error("cluster {cluster}: cannot build a client: {cause}")]
     Client {
         /// The cluster's name.
         cluster: String,
         /// kube's reason (boxed: kube's error is large).
-        source: Box<kube::Error>,
+        cause: Box<kube::Error>,
     },
     /// Reading or server-side-applying an object's status failed.
-    #[error("cluster {cluster}: status of {kind} {object}: {source}")]
+    #[error("cluster {cluster}: status of {kind} {object}: {cause}")]
     Status {
         /// The cluster's name.
         cluster: String,
@@ -46,7 +46,7 @@ pub enum LiveError {
         /// `namespace/name`.
         object: String,
         /// kube's reason (boxed: kube's error is large).
-        source: Box<kube::Error>,
+        cause: Box<kube::Error>,
     },
     /// The object changed between our read and our write every time we
     /// tried; the next publish tries again.

@@ -115,7 +115,7 @@ pub async fn connect(kubeconfig: &Path, context: Option<&str>) -> Result<Cluster
     let file = Kubeconfig::read_from(kubeconfig).map_err(|source| LiveError::Kubeconfig {
         path: path.clone(),
         context: context.map(str::to_string),
-        source,
+        cause: source,
     })?;
     let name = context
         .map(str::to_string)
@@ -134,11 +134,11 @@ pub async fn connect(kubeconfig: &Path, context: Option<&str>) -> Result<Cluster
         .map_err(|source| LiveError::Kubeconfig {
             path: path.clone(),
             context: context.map(str::to_string),
-            source,
+            cause: source,
         })?;
     let client = kube::Client::try_from(config).map_err(|source| LiveError::Client {
         cluster: name.clone(),
-        source: Box::new(source),
+        cause: Box::new(source),
     })?;
     Ok(ClusterSource { name, client })
 }
@@ -146,10 +146,11 @@ pub async fn connect(kubeconfig: &Path, context: Option<&str>) -> Result<Cluster
 /// A client for the cluster this process runs in (its ServiceAccount
 /// token and CA, `KUBERNETES_SERVICE_HOST`), tagged `name`.
 pub fn connect_in_cluster(name: &str) -> Result<ClusterSource, LiveError> {
-    let config = kube::Config::incluster().map_err(|source| LiveError::InCluster { source })?;
+    let config =
+        kube::Config::incluster().map_err(|source| LiveError::InCluster { cause: source })?;
     let client = kube::Client::try_from(config).map_err(|source| LiveError::Client {
         cluster: name.to_string(),
-        source: Box::new(source),
+        cause: Box::new(source),
     })?;
     Ok(ClusterSource {
         name: name.to_string(),

@@ -104,7 +104,7 @@ async fn write(
         cluster: cluster.to_string(),
         kind: kind.as_str(),
         object: name.to_string(),
-        source: Box::new(source),
+        cause: Box::new(source),
     };
     let params = PatchParams::apply(FIELD_MANAGER).force();
     for attempt in 1..=ATTEMPTS {

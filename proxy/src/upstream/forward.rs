@@ -220,7 +220,7 @@ pub async fn forward_timed(
                 last_error = Some(ProxyError::Connect {
                     backend: backend.key().clone(),
                     endpoint: endpoint.addr,
-                    source,
+                    cause: source,
                 });
                 continue;
             }
@@ -293,7 +293,7 @@ pub async fn forward_timed(
                     last_error = Some(ProxyError::Connect {
                         backend: backend.key().clone(),
                         endpoint: endpoint.addr,
-                        source: ConnectError::Http(error.into_error()),
+                        cause: ConnectError::Http(error.into_error()),
                     });
                 }
                 None => {
@@ -301,14 +301,14 @@ pub async fn forward_timed(
                     if client_body_failed.load(Ordering::Relaxed) {
                         return Err(ProxyError::DownstreamBody {
                             backend: backend.key().clone(),
-                            source,
+                            cause: source,
                         });
                     }
                     endpoint.record_failure();
                     return Err(ProxyError::Upstream {
                         backend: backend.key().clone(),
                         endpoint: endpoint.addr,
-                        source,
+                        cause: source,
                     });
                 }
             },
