@@ -51,7 +51,7 @@ type StatusStream = Pin<Box<dyn Stream<Item = Result<pb::StatusReply, Status>> +
 
 #[tonic::async_trait]
 impl AdminService for Admin {
-    #[tracing::instrument(skip_all, fields(rpc = "Apply"))]
+    #[tracing::instrument(skip_all, fields(rpc = "Apply", node_id = self.coordinator.config.node.id))]
     async fn apply(
         &self,
         request: Request<pb::ApplyRequest>,
@@ -73,7 +73,7 @@ impl AdminService for Admin {
         }))
     }
 
-    #[tracing::instrument(skip_all, fields(rpc = "Delete"))]
+    #[tracing::instrument(skip_all, fields(rpc = "Delete", node_id = self.coordinator.config.node.id))]
     async fn delete(
         &self,
         request: Request<pb::DeleteRequest>,
@@ -133,7 +133,7 @@ impl AdminService for Admin {
         Ok(Response::new(Box::pin(stream)))
     }
 
-    #[tracing::instrument(skip_all, fields(rpc = "AddCoordinator"))]
+    #[tracing::instrument(skip_all, fields(rpc = "AddCoordinator", node_id = self.coordinator.config.node.id))]
     async fn add_coordinator(
         &self,
         request: Request<pb::AddCoordinatorRequest>,
@@ -151,7 +151,7 @@ impl AdminService for Admin {
         membership_reply(voters)
     }
 
-    #[tracing::instrument(skip_all, fields(rpc = "RemoveCoordinator"))]
+    #[tracing::instrument(skip_all, fields(rpc = "RemoveCoordinator", node_id = self.coordinator.config.node.id))]
     async fn remove_coordinator(
         &self,
         request: Request<pb::RemoveCoordinatorRequest>,

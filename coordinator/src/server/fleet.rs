@@ -49,7 +49,7 @@ type WatchStream = Pin<Box<dyn Stream<Item = Result<pb::ConfigUpdate, Status>> +
 
 #[tonic::async_trait]
 impl FleetService for Fleet {
-    #[tracing::instrument(skip_all, fields(rpc = "Register"))]
+    #[tracing::instrument(skip_all, fields(rpc = "Register", node_id = self.coordinator.config.node.id, proxy = request.get_ref().proxy.as_ref().map(|p| p.id.as_str())))]
     async fn register(
         &self,
         request: Request<pb::RegisterRequest>,
@@ -79,6 +79,7 @@ impl FleetService for Fleet {
         }))
     }
 
+    #[tracing::instrument(skip_all, fields(rpc = "Heartbeat", node_id = self.coordinator.config.node.id, proxy = %request.get_ref().proxy_id))]
     async fn heartbeat(
         &self,
         request: Request<pb::HeartbeatRequest>,
@@ -100,7 +101,7 @@ impl FleetService for Fleet {
         }))
     }
 
-    #[tracing::instrument(skip_all, fields(rpc = "Deregister"))]
+    #[tracing::instrument(skip_all, fields(rpc = "Deregister", node_id = self.coordinator.config.node.id, proxy = %request.get_ref().proxy_id))]
     async fn deregister(
         &self,
         request: Request<pb::DeregisterRequest>,
@@ -128,7 +129,7 @@ impl FleetService for Fleet {
 
     type WatchStream = WatchStream;
 
-    #[tracing::instrument(skip_all, fields(rpc = "Watch"))]
+    #[tracing::instrument(skip_all, fields(rpc = "Watch", node_id = self.coordinator.config.node.id, proxy = %request.get_ref().proxy_id))]
     async fn watch(
         &self,
         request: Request<pb::WatchRequest>,
@@ -191,6 +192,7 @@ impl FleetService for Fleet {
         Ok(Response::new(Box::pin(stream)))
     }
 
+    #[tracing::instrument(skip_all, fields(rpc = "ReportReadiness", node_id = self.coordinator.config.node.id, proxy = %request.get_ref().proxy_id))]
     async fn report_readiness(
         &self,
         request: Request<pb::ReadinessReport>,

@@ -30,6 +30,7 @@ use switchyard_tls::authz::{self, Needed};
 use tokio::net::TcpListener;
 use tokio::sync::{Notify, watch};
 use tonic::service::interceptor::InterceptedService;
+use tracing::Instrument;
 
 /// Limits on what clients may send and on how much the store may hold.
 #[derive(Debug, Clone, Copy)]
@@ -283,7 +284,11 @@ pub async fn run(
         status_changes,
         metrics,
     });
-    let leader_loop = tokio::spawn(cutover_driver::run(coordinator.clone()));
+    // Every line the driver logs (decisions, leadership) names this
+    // coordinator; each decision's line names its route or proxy too.
+    let leader_loop = tokio::spawn(cutover_driver::run(coordinator.clone()).instrument(
+        tracing::info_span!("cutover_driver", node_id = config.node.id),
+    ));
     let max = config.limits.max_message_bytes;
     let admin = AdminServiceServer::new(admin::Admin::new(coordinator.clone()))
         .max_decoding_message_size(max)
