@@ -178,6 +178,7 @@ async fn bad_input_gets_the_right_status_quickly_and_the_proxy_stays_up() {
             if write.write_all(&[byte]).await.is_err() {
                 return;
             }
+            // This sleep is the test: a byte every 25 ms.
             tokio::time::sleep(Duration::from_millis(25)).await;
         }
     });

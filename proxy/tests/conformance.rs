@@ -320,14 +320,11 @@ async fn attempt(ctx: &FileCtx, case: &Value) -> Result<()> {
             mirror["backend"].as_str().unwrap_or_default()
         );
         // Mirrors are fire-and-forget: give the copy a moment to land.
-        let deadline = Instant::now() + Duration::from_secs(3);
-        while ctx.mirror_count(&target, &path) == 0 {
-            ensure!(
-                Instant::now() < deadline,
-                "{target} never received the mirrored {path}"
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        let what = format!("{target} to receive the mirrored {path}");
+        eventually(&what, Duration::from_secs(3), async || {
+            ctx.mirror_count(&target, &path) > 0
+        })
+        .await?;
     }
     Ok(())
 }

@@ -49,9 +49,8 @@ async fn wait_active(echo: &Echo, n: usize) {
                 anyhow::ensure!(now == n, "{now} in progress");
                 Ok(())
             }
-        },
-    )
-    .await;
+        })
+    .await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -128,7 +127,7 @@ async fn shutdown_finishes_in_flight_requests_and_closes_idle_connections() {
             Ok(())
         }
     })
-    .await;
+    .await.unwrap();
     // No new connections.
     assert!(tokio::net::TcpStream::connect(addr).await.is_err());
 }
@@ -173,6 +172,6 @@ async fn a_backend_that_stops_being_served_drains() {
             Ok(())
         }
     })
-    .await;
+    .await.unwrap();
     proxy.shutdown().await;
 }

@@ -63,9 +63,8 @@ async fn body_arrives(bodies: &Arc<Mutex<Vec<(String, Bytes)>>>, uri: &str, want
                 anyhow::ensure!(body.as_ref() == want, "got {body:?}");
                 Ok(())
             }
-        },
-    )
-    .await;
+        })
+    .await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

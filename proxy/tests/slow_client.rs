@@ -114,6 +114,7 @@ async fn a_slow_upload_is_not_a_slow_backend() {
     // pause comes near the body idle timeout.
     let started = Instant::now();
     for byte in b"0123456789" {
+        // This sleep is the test: a client that pauses between bytes.
         tokio::time::sleep(Duration::from_millis(80)).await;
         stream.write_all(&[*byte]).await.unwrap();
     }
@@ -225,9 +226,8 @@ async fn a_stall_after_the_response_started_cuts_the_response_and_blames_the_cli
             let n = slow.client_timeouts();
             anyhow::ensure!(n == 1.0, "{n}");
             Ok(())
-        },
-    )
-    .await;
+        })
+    .await.unwrap();
     assert_eq!(
         slow.metric("switchyard_proxy_upstream_body_errors_total{backend=\"slow/app:8080\"}"),
         0.0
