@@ -17,10 +17,10 @@ use switchyard_coordinator::raft::{
 use switchyard_coordinator::state::{Command, CommandError, DecisionBasis, ReplicatedState};
 use switchyard_proto::pb::RaftPayload;
 use switchyard_proto::pb::raft_service_client::RaftServiceClient;
+use switchyard_test_support::eventually;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
-use switchyard_test_support::eventually;
 use tokio_stream::wrappers::TcpListenerStream;
 
 /// How long any one wait of these tests may take.
@@ -293,14 +293,18 @@ async fn three_coordinators_elect_forward_fail_over_restart_and_grow() -> anyhow
     // --- a fourth coordinator joins; the log it needs is purged, so it can
     phase("fourth joins");
     // only catch up from a snapshot
-    let purged = eventually("leader purged its log after a snapshot", DEADLINE, async || {
-        nodes[&leader]
-            .node
-            .metrics()
-            .borrow()
-            .purged
-            .filter(|p| p.index > 0)
-    })
+    let purged = eventually(
+        "leader purged its log after a snapshot",
+        DEADLINE,
+        async || {
+            nodes[&leader]
+                .node
+                .metrics()
+                .borrow()
+                .purged
+                .filter(|p| p.index > 0)
+        },
+    )
     .await?;
     let (listener4, addr4) = bind("127.0.0.1:0").await?;
     let dir4 = root.path().join("node-4");

@@ -5,14 +5,14 @@
 mod live_support;
 
 use live_support::{Clients, WAIT, fast};
-use switchyard_test_support::fake_kube::{COLLECTIONS, FakeApiServer};
-use switchyard_test_support::fixtures::shop;
-use switchyard_test_support::eventually;
 use std::sync::{Arc, Mutex};
 use switchyard_kubeconfig::live::{
     ClusterSource, DesiredState, plan, run_while_leader, watch_clusters_with,
 };
 use switchyard_proto::model::{CONTROLLER_NAME, Resource};
+use switchyard_test_support::eventually;
+use switchyard_test_support::fake_kube::{COLLECTIONS, FakeApiServer};
+use switchyard_test_support::fixtures::shop;
 use tokio::sync::watch;
 
 /// A coordinator as far as this module is concerned: a leadership flag and
@@ -87,11 +87,16 @@ async fn only_the_leader_watches_and_a_new_leader_reapplies_nothing() {
     let stored = Mutex::new(Vec::new());
 
     a.leader.send_replace(true);
-    let state = eventually("a's desired state", WAIT, async || a.desired.borrow().clone()).await.unwrap();
+    let state = eventually("a's desired state", WAIT, async || {
+        a.desired.borrow().clone()
+    })
+    .await
+    .unwrap();
     eventually("a's watches open", WAIT, async || {
         (server.open_watches() == COLLECTIONS.len()).then_some(())
     })
-    .await.unwrap();
+    .await
+    .unwrap();
     let (apply, delete) = plan(&state.resources, &stored.lock().expect("store"));
     assert_eq!(apply.len(), state.resources.len());
     assert!(delete.is_empty());
@@ -110,24 +115,28 @@ async fn only_the_leader_watches_and_a_new_leader_reapplies_nothing() {
     eventually("a's watches closed", WAIT, async || {
         (server.open_watches() == 0).then_some(())
     })
-    .await.unwrap();
+    .await
+    .unwrap();
     let a_watches = watches_by(&server, "a");
     // ... b wins and lists for itself.
     b.leader.send_replace(true);
-    let state = eventually("b's desired state", WAIT, async || b.desired.borrow().clone()).await.unwrap();
+    let state = eventually("b's desired state", WAIT, async || {
+        b.desired.borrow().clone()
+    })
+    .await
+    .unwrap();
     let (apply, delete) = plan(&state.resources, &stored.lock().expect("store"));
     assert!(apply.is_empty(), "nothing re-applied: {apply:?}");
     assert!(delete.is_empty(), "nothing deleted: {delete:?}");
     eventually("b's watches open", WAIT, async || {
         (server.open_watches() == COLLECTIONS.len()).then_some(())
     })
-    .await.unwrap();
+    .await
+    .unwrap();
     assert_eq!(watches_by(&server, "a"), a_watches, "a stays quiet");
 
     // A change while b leads reaches b's plan only as that change.
-    server.apply(shop::slice(
-        "blue-a1", "blue", "10.0.0.1", "zone-a", false,
-    ));
+    server.apply(shop::slice("blue-a1", "blue", "10.0.0.1", "zone-a", false));
     let state = eventually("b sees the change", WAIT, async || {
         b.desired.borrow().clone().filter(|s| {
             s.resources
@@ -135,7 +144,8 @@ async fn only_the_leader_watches_and_a_new_leader_reapplies_nothing() {
                 .any(|r| matches!(r, Resource::EndpointSlice(e) if !e.endpoints[0].ready))
         })
     })
-    .await.unwrap();
+    .await
+    .unwrap();
     let (apply, _) = plan(&state.resources, &stored.lock().expect("store"));
     let keys: Vec<String> = apply.iter().map(|r| r.key().to_string()).collect();
     assert_eq!(keys, ["EndpointSlice shop/blue-a1"]);

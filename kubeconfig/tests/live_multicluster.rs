@@ -6,11 +6,11 @@
 mod live_support;
 
 use live_support::{Clients, WAIT, fast};
-use switchyard_test_support::fake_kube::FakeApiServer;
-use switchyard_test_support::fixtures::shop;
-use switchyard_test_support::eventually;
 use switchyard_kubeconfig::live::{DesiredState, connect, watch_clusters_with};
 use switchyard_proto::model::{CONTROLLER_NAME, EndpointSlice, Resource};
+use switchyard_test_support::eventually;
+use switchyard_test_support::fake_kube::FakeApiServer;
+use switchyard_test_support::fixtures::shop;
 use tokio::sync::watch;
 
 fn slices(state: &DesiredState) -> Vec<(String, String, String, String)> {
@@ -57,7 +57,9 @@ async fn two_clusters_merge_and_an_unreachable_one_keeps_its_endpoints() {
         })
         .await;
     });
-    let state = eventually("merged state", WAIT, async || rx.borrow().clone()).await.unwrap();
+    let state = eventually("merged state", WAIT, async || rx.borrow().clone())
+        .await
+        .unwrap();
     assert_eq!(
         slices(&state),
         [
@@ -83,7 +85,8 @@ async fn two_clusters_merge_and_an_unreachable_one_keeps_its_endpoints() {
             .clone()
             .filter(|s| s.clusters.iter().any(|c| c.name == "west" && !c.reachable))
     })
-    .await.unwrap();
+    .await
+    .unwrap();
     let west_health = state
         .clusters
         .iter()
@@ -104,9 +107,7 @@ async fn two_clusters_merge_and_an_unreachable_one_keeps_its_endpoints() {
     assert!(slices(&state).contains(&t("blue-w1.west", "west", "10.1.0.1", "zone-b")));
 
     // East keeps working meanwhile.
-    east.apply(shop::slice(
-        "blue-a1", "blue", "10.0.0.1", "zone-a", false,
-    ));
+    east.apply(shop::slice("blue-a1", "blue", "10.0.0.1", "zone-a", false));
     eventually("east still watched", WAIT, async || {
         rx.borrow().clone().filter(|s| {
             s.resources.iter().any(|r| {
@@ -124,7 +125,8 @@ async fn two_clusters_merge_and_an_unreachable_one_keeps_its_endpoints() {
             .clone()
             .filter(|s| s.clusters.iter().all(|c| c.reachable))
     })
-    .await.unwrap();
+    .await
+    .unwrap();
     let west_health = state
         .clusters
         .iter()
@@ -168,7 +170,8 @@ async fn connect_reads_a_kubeconfig_context() {
     let state = eventually("state through the kubeconfig client", WAIT, async || {
         rx.borrow().clone()
     })
-    .await.unwrap();
+    .await
+    .unwrap();
     assert_eq!(state.clusters[0].name, "west");
     task.abort();
     let missing = connect(&path, Some("nope"))

@@ -6,15 +6,15 @@
 mod live_support;
 
 use live_support::{Clients, WAIT, fast};
-use switchyard_test_support::fake_kube::{FakeApiServer, Recorded};
-use switchyard_test_support::fixtures::{GW, shop};
-use switchyard_test_support::eventually;
 use serde_json::{Value, json};
 use switchyard_kubeconfig::live::{
     CUTOVER_CONDITION, DesiredState, FIELD_MANAGER, REQUIRED_PERMISSIONS, StatusPublisher, World,
     WriteOutcome, route_parent_statuses, watch_clusters_with, write_route_status,
 };
 use switchyard_proto::model::{CONTROLLER_NAME, HttpRoute, ObjectName, Resource, RouteStatus};
+use switchyard_test_support::eventually;
+use switchyard_test_support::fake_kube::{FakeApiServer, Recorded};
+use switchyard_test_support::fixtures::{GW, shop};
 use tokio::sync::watch;
 
 fn other_controllers_status() -> Value {
@@ -36,7 +36,9 @@ async fn desired(server: &FakeApiServer) -> DesiredState {
         })
         .await;
     });
-    let state = eventually("desired state", WAIT, async || rx.borrow().clone()).await.unwrap();
+    let state = eventually("desired state", WAIT, async || rx.borrow().clone())
+        .await
+        .unwrap();
     drop(stop);
     task.await.expect("watchers stop");
     state

@@ -6,13 +6,13 @@
 mod live_support;
 
 use live_support::{Clients, WAIT, fast};
-use switchyard_test_support::fake_kube::FakeApiServer;
-use switchyard_test_support::fixtures::shop;
-use switchyard_test_support::eventually;
 use serde_json::json;
 use switchyard_kubeconfig::live::watch_clusters_with;
 use switchyard_kubeconfig::{Problem, parse_object};
 use switchyard_proto::model::{CONTROLLER_NAME, Resource};
+use switchyard_test_support::eventually;
+use switchyard_test_support::fake_kube::FakeApiServer;
+use switchyard_test_support::fixtures::shop;
 use tokio::sync::watch;
 
 #[tokio::test]
@@ -60,7 +60,8 @@ async fn a_cluster_object_with_fields_the_types_do_not_know_is_read() {
         };
         (has("HTTPRoute", "app") && has("Service", "blue")).then_some(state)
     })
-    .await.unwrap();
+    .await
+    .unwrap();
     let port = state.resources.iter().find_map(|r| match r {
         Resource::Service(s) if s.meta.name == "blue" => Some(s.ports[0].port),
         _ => None,

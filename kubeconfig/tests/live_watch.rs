@@ -5,11 +5,11 @@
 mod live_support;
 
 use live_support::{Clients, WAIT, fast};
-use switchyard_test_support::fake_kube::{COLLECTIONS, FakeApiServer};
-use switchyard_test_support::fixtures::{GW, shop};
-use switchyard_test_support::eventually;
 use switchyard_kubeconfig::live::{DesiredState, REQUIRED_PERMISSIONS, plan, watch_clusters_with};
 use switchyard_proto::model::{CONTROLLER_NAME, Resource};
+use switchyard_test_support::eventually;
+use switchyard_test_support::fake_kube::{COLLECTIONS, FakeApiServer};
+use switchyard_test_support::fixtures::{GW, shop};
 use tokio::sync::watch;
 
 fn keys(state: &DesiredState) -> Vec<String> {
@@ -62,7 +62,9 @@ fn current(rx: &watch::Receiver<Option<DesiredState>>) -> Option<DesiredState> {
 async fn initial_list_then_watch_mirror_updates_and_deletes() {
     let server = FakeApiServer::start(shop::cluster()).await;
     let (rx, stop, task) = spawn_watchers(&server);
-    let state = eventually("first desired state", WAIT, async || current(&rx)).await.unwrap();
+    let state = eventually("first desired state", WAIT, async || current(&rx))
+        .await
+        .unwrap();
     assert_eq!(
         keys(&state),
         [
@@ -88,7 +90,8 @@ async fn initial_list_then_watch_mirror_updates_and_deletes() {
             .collect();
         (r.iter().filter(|r| r.is_watch()).count() == COLLECTIONS.len()).then_some(r)
     })
-    .await.unwrap();
+    .await
+    .unwrap();
     assert_eq!(requests.len(), 2 * COLLECTIONS.len(), "{requests:#?}");
     for path in COLLECTIONS {
         let of_path: Vec<_> = requests.iter().filter(|r| r.path == path).collect();
@@ -100,9 +103,7 @@ async fn initial_list_then_watch_mirror_updates_and_deletes() {
     }
 
     // An update: the endpoint stops being ready.
-    server.apply(shop::slice(
-        "blue-a1", "blue", "10.0.0.1", "zone-a", false,
-    ));
+    server.apply(shop::slice("blue-a1", "blue", "10.0.0.1", "zone-a", false));
     eventually("the endpoint update", WAIT, async || {
         let s = current(&rx)?;
         s.resources.iter().find_map(|r| match r {
@@ -110,7 +111,8 @@ async fn initial_list_then_watch_mirror_updates_and_deletes() {
             _ => None,
         })
     })
-    .await.unwrap();
+    .await
+    .unwrap();
 
     // A delete of the route: the route, and the backend only it used, go;
     // plan turns that into deletes.
@@ -119,7 +121,8 @@ async fn initial_list_then_watch_mirror_updates_and_deletes() {
     let after = eventually("the route delete", WAIT, async || {
         current(&rx).filter(|s| !keys(s).contains(&"HTTPRoute shop/app".to_string()))
     })
-    .await.unwrap();
+    .await
+    .unwrap();
     let (apply, delete) = plan(&after.resources, &before.resources);
     assert!(apply.is_empty(), "{apply:?}");
     let deleted: Vec<String> = delete.iter().map(|k| k.to_string()).collect();
@@ -147,19 +150,19 @@ async fn initial_list_then_watch_mirror_updates_and_deletes() {
 #[tokio::test]
 async fn a_410_gone_relists_and_the_relist_replaces_the_set() {
     let mut objects = shop::cluster();
-    objects.push(shop::slice(
-        "blue-a2", "blue", "10.0.0.2", "zone-a", true,
-    ));
+    objects.push(shop::slice("blue-a2", "blue", "10.0.0.2", "zone-a", true));
     let server = FakeApiServer::start(objects).await;
     let (rx, stop, _task) = spawn_watchers(&server);
     eventually("first state with both slices", WAIT, async || {
         current(&rx).filter(|s| keys(s).contains(&"EndpointSlice shop/blue-a2".to_string()))
     })
-    .await.unwrap();
+    .await
+    .unwrap();
     eventually("watches open", WAIT, async || {
         (server.open_watches() == COLLECTIONS.len()).then_some(())
     })
-    .await.unwrap();
+    .await
+    .unwrap();
     let slices = "/apis/discovery.k8s.io/v1/endpointslices";
     let lists_before = server
         .requests()
@@ -172,7 +175,8 @@ async fn a_410_gone_relists_and_the_relist_replaces_the_set() {
     let state = eventually("the re-listed set", WAIT, async || {
         current(&rx).filter(|s| !keys(s).contains(&"EndpointSlice shop/blue-a2".to_string()))
     })
-    .await.unwrap();
+    .await
+    .unwrap();
     assert!(keys(&state).contains(&"EndpointSlice shop/blue-a1".to_string()));
     assert!(state.clusters[0].reachable, "{:?}", state.clusters[0]);
 
@@ -196,7 +200,8 @@ async fn a_410_gone_relists_and_the_relist_replaces_the_set() {
             .collect();
         r.last().filter(|l| l.is_watch()).map(|_| ())
     })
-    .await.unwrap();
+    .await
+    .unwrap();
     assert_rbac_covers(&server);
     drop(stop);
 }

@@ -32,9 +32,9 @@ use mutations::{mutated_document, token_soup};
 use proptest::prelude::*;
 use serde_json::Value;
 use std::sync::LazyLock;
-use switchyard_test_support::strategies;
 use switchyard_kubeconfig::{DEFAULT_CONFIG, parse_documents, parse_keys};
 use switchyard_proto::model::validate_resource;
+use switchyard_test_support::strategies;
 
 /// The name passed as `source`; every error must start with it.
 const SOURCE: &str = "hostile-input.yaml";
@@ -44,7 +44,10 @@ const SOURCE: &str = "hostile-input.yaml";
 const CASES: u32 = 256;
 
 fn config() -> ProptestConfig {
-    strategies::config(CASES, "cargo test -p switchyard-kubeconfig --test prop_yaml")
+    strategies::config(
+        CASES,
+        "cargo test -p switchyard-kubeconfig --test prop_yaml",
+    )
 }
 
 /// Real configuration texts to mutate: `default.yaml` as written (with its

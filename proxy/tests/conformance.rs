@@ -347,6 +347,8 @@ async fn run_case(ctx: &FileCtx, case: &Value) -> Result<()> {
                     return Err(error);
                 }
                 in_a_row = 0;
+                // The suite's pause between attempts (its own retry rule,
+                // not a wait for one event).
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
         }

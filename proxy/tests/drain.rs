@@ -49,8 +49,10 @@ async fn wait_active(echo: &Echo, n: usize) {
                 anyhow::ensure!(now == n, "{now} in progress");
                 Ok(())
             }
-        })
-    .await.unwrap();
+        },
+    )
+    .await
+    .unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -127,7 +129,8 @@ async fn shutdown_finishes_in_flight_requests_and_closes_idle_connections() {
             Ok(())
         }
     })
-    .await.unwrap();
+    .await
+    .unwrap();
     // No new connections.
     assert!(tokio::net::TcpStream::connect(addr).await.is_err());
 }
@@ -172,6 +175,7 @@ async fn a_backend_that_stops_being_served_drains() {
             Ok(())
         }
     })
-    .await.unwrap();
+    .await
+    .unwrap();
     proxy.shutdown().await;
 }

@@ -90,8 +90,10 @@ impl Limited {
                 let hits = self.limit_hits(limit);
                 anyhow::ensure!(hits == count, "{hits} hits");
                 Ok(())
-            })
-        .await.unwrap();
+            },
+        )
+        .await
+        .unwrap();
     }
 }
 
@@ -148,8 +150,10 @@ async fn past_max_connections_a_new_connection_is_closed_counted_and_room_comes_
             let open = limited.metric("switchyard_proxy_downstream_connections");
             anyhow::ensure!(open == 1.0, "{open} open");
             Ok(())
-        })
-    .await.unwrap();
+        },
+    )
+    .await
+    .unwrap();
     let reply = send(addr, get(HOST, "/")).await.unwrap();
     assert_eq!(reply.status, 200, "{reply:?}");
     assert_eq!(limited.limit_hits("connections"), 1.0);

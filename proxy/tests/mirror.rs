@@ -63,8 +63,10 @@ async fn body_arrives(bodies: &Arc<Mutex<Vec<(String, Bytes)>>>, uri: &str, want
                 anyhow::ensure!(body.as_ref() == want, "got {body:?}");
                 Ok(())
             }
-        })
-    .await.unwrap();
+        },
+    )
+    .await
+    .unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -142,8 +142,10 @@ async fn replacing_the_data_plane_under_keep_alive_load_drops_nothing() {
                     anyhow::ensure!(ok >= target, "{ok} < {target}");
                     Ok(())
                 }
-            })
-        .await.unwrap();
+            },
+        )
+        .await
+        .unwrap();
         let next = replacement(addr, &backend_addrs).await;
         let old = std::mem::replace(&mut proxy, next);
         old.shutdown().await;
@@ -160,8 +162,10 @@ async fn replacing_the_data_plane_under_keep_alive_load_drops_nothing() {
                 anyhow::ensure!(t.ok.load(Ordering::Relaxed) >= target);
                 Ok(())
             }
-        })
-    .await.unwrap();
+        },
+    )
+    .await
+    .unwrap();
     stop.store(true, Ordering::Relaxed);
     for c in clients {
         c.await.unwrap();

@@ -226,8 +226,10 @@ async fn a_stall_after_the_response_started_cuts_the_response_and_blames_the_cli
             let n = slow.client_timeouts();
             anyhow::ensure!(n == 1.0, "{n}");
             Ok(())
-        })
-    .await.unwrap();
+        },
+    )
+    .await
+    .unwrap();
     assert_eq!(
         slow.metric("switchyard_proxy_upstream_body_errors_total{backend=\"slow/app:8080\"}"),
         0.0

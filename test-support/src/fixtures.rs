@@ -136,7 +136,12 @@ pub mod shop {
         vec![
             with_generation(super::gateway_class("other", OTHER_CONTROLLER), 1),
             with_generation(
-                super::gateway("shop", "other", "other", json!([listener("http", 80, "HTTP")])),
+                super::gateway(
+                    "shop",
+                    "other",
+                    "other",
+                    json!([listener("http", 80, "HTTP")]),
+                ),
                 1,
             ),
         ]
@@ -145,7 +150,12 @@ pub mod shop {
     /// Gateway `shop/gw` of our class.
     pub fn gateway() -> Value {
         with_generation(
-            super::gateway("shop", "gw", "switchyard", json!([listener("http", 80, "HTTP")])),
+            super::gateway(
+                "shop",
+                "gw",
+                "switchyard",
+                json!([listener("http", 80, "HTTP")]),
+            ),
             2,
         )
     }

@@ -293,7 +293,8 @@ pub async fn wait_healthy(dp: &Arc<DataPlane>, backends: &[(BackendKey, u32)]) {
                 Ok(())
             }
         })
-        .await.unwrap();
+        .await
+        .unwrap();
     }
 }
 

@@ -157,4 +157,3 @@ pub fn resource() -> BoxedStrategy<Resource> {
     ]
     .boxed()
 }
-

@@ -228,7 +228,6 @@ pub fn object_name() -> BoxedStrategy<ObjectName> {
         .boxed()
 }
 
-
 /// A Service port: a name from the pools, mostly port 80.
 pub fn backend_key() -> impl Strategy<Value = BackendKey> {
     (object_name(), prop_oneof![Just(80u16), any::<u16>()])

@@ -260,4 +260,3 @@ pub fn valid_route() -> BoxedStrategy<Resource> {
         })
         .boxed()
 }
-
