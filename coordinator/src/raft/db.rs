@@ -230,7 +230,7 @@ pub const LOCK_FILE: &str = "db";
 ///
 /// # Correctness
 ///
-/// "No handle left" is not "closed": the strong count of the shared [`Db`]
+/// "No handle left" is not "closed": the strong count of the shared `Db`
 /// reaches zero *before* the last handle's drop runs sled's own (it flushes,
 /// fsyncs and joins sled's flusher thread, possibly on another thread), and
 /// sled's IO threads can hold the locked file a moment longer still. Only
