@@ -2,8 +2,9 @@
 //! dev-dependency, so nothing here reaches a binary a user runs.
 //!
 //! Layout:
-//! - [`eventually`]: waiting for a condition with a deadline (async and
-//!   blocking), failing with what was waited for and the last thing seen.
+//! - [`eventually`](mod@eventually): waiting for a condition with a
+//!   deadline (async and blocking), failing with what was waited for and
+//!   the last thing seen.
 //! - [`fake_kube`]: a fake Kubernetes API server on loopback (lists,
 //!   watches, `410 Gone`, status patches, every request recorded).
 //! - [`fixtures`]: Kubernetes objects for it and for YAML tests.
