@@ -94,7 +94,7 @@ impl Cluster {
                 "--rpc-timeout",
                 "500ms",
                 // These tests are about Raft and input handling; TLS has
-                // its own (tests/security.rs), and the fleet tests run it.
+                // its own (tests/security_*.rs), and the fleet tests run it.
                 "--insecure",
             ]
             .iter()
