@@ -11,6 +11,8 @@ use switchyard::demo::fleet::{Fleet, FleetOptions};
 use switchyard::demo::manifests;
 use switchyard::demo::start_serving;
 use switchyard_chaos_tests::http_get;
+use switchyard_test_support::eventually;
+use switchyard_test_support::eventually::holds;
 
 mod scenario;
 use scenario::{SERIAL, rounds};
@@ -98,16 +100,14 @@ async fn a_leader_cut_off_commits_nothing_and_the_majority_completes() -> anyhow
     // After healing every coordinator agrees.
     fleet.heal();
     for address in fleet.coordinator_addresses.clone() {
-        let what = format!("{address} never converged");
-        scenario::eventually(Duration::from_secs(20), &what, || async {
+        let what = format!("{address} to converge");
+        eventually(&what, Duration::from_secs(20), async || {
             let seen = generations_at(&fleet, &address).await.ok();
-            if seen == Some((Some(generation), None)) {
-                Ok(())
-            } else {
-                Err(format!("{seen:?}"))
-            }
+            holds(seen == Some((Some(generation), None)), || {
+                format!("(active, pending) generations {seen:?}")
+            })
         })
-        .await;
+        .await?;
     }
     let report = prober.stop().await;
     scenario::report(
@@ -132,6 +132,8 @@ async fn all_coordinators_killed_mid_transition_resume_it() -> anyhow::Result<()
         coordinator.kill();
     }
     // Every coordinator is down: the proxies keep serving what they had.
+    // This sleep is the fault: the coordinators stay down for a second
+    // while the prober runs, with the transition pending.
     let before = prober.report();
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert!(
@@ -203,15 +205,23 @@ async fn a_paused_proxy_stops_counting_and_warms_before_serving_when_back() -> a
         .observe_after(tokio::time::Instant::now(), Duration::from_secs(20))
         .await
         .expect("the resumed proxy answers");
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     let mut latest = seen;
-    while latest.backend != "v2" && tokio::time::Instant::now() < deadline {
-        latest = back
-            .observe_after(latest.sent_at, Duration::from_secs(5))
-            .await
-            .expect("answers");
-    }
-    assert_eq!(latest.backend, "v2", "the resumed proxy never moved to v2");
+    eventually(
+        "the resumed proxy to move to v2",
+        Duration::from_secs(20),
+        async || {
+            if latest.backend != "v2" {
+                latest = back
+                    .observe_after(latest.sent_at, Duration::from_secs(5))
+                    .await
+                    .expect("answers");
+            }
+            holds(latest.backend == "v2", || {
+                format!("answered by {}", latest.backend)
+            })
+        },
+    )
+    .await?;
     let resumed = back.stop().await;
     assert_eq!(
         resumed.failed, 0,
@@ -266,8 +276,8 @@ async fn a_coordinator_restarted_again_and_again_loses_no_acknowledged_apply() -
         "too few applies went through: {acknowledged:?}"
     );
     for address in fleet.coordinator_addresses.clone() {
-        let what = format!("{address} lost acknowledged applies");
-        scenario::eventually(Duration::from_secs(20), &what, || async {
+        let what = format!("{address} to hold every acknowledged apply");
+        eventually(&what, Duration::from_secs(20), async || {
             let mut client = switchyard::client::AdminClient::new(
                 vec![address.clone()],
                 Duration::from_secs(2),
@@ -280,13 +290,9 @@ async fn a_coordinator_restarted_again_and_again_loses_no_acknowledged_apply() -
                 .unwrap_or_default();
             let missing: Vec<&String> =
                 acknowledged.iter().filter(|n| !names.contains(n)).collect();
-            if missing.is_empty() {
-                Ok(())
-            } else {
-                Err(format!("{missing:?}"))
-            }
+            holds(missing.is_empty(), || format!("missing {missing:?}"))
         })
-        .await;
+        .await?;
     }
     let report = prober.stop().await;
     scenario::report(
@@ -318,6 +324,8 @@ async fn a_backend_flapping_during_warm_up_is_waited_for() -> anyhow::Result<()>
     // Killed and started again on the same address, twice, while the
     // proxies warm it.
     for _ in 0..rounds(2) {
+        // This sleep is the fault's schedule (a flap every 300 ms), not a
+        // wait for something.
         tokio::time::sleep(Duration::from_millis(300)).await;
         if let Some(backend) = fleet.backends.get_mut("v2") {
             backend.kill();

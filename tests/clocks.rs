@@ -21,6 +21,7 @@ use switchyard::demo::fleet::{Fleet, FleetOptions};
 use switchyard::demo::manifests;
 use switchyard::demo::prober::Prober;
 use switchyard::demo::start_serving;
+use switchyard_test_support::eventually;
 
 // Only `SERIAL` of the shared scenario helpers is used here.
 #[allow(dead_code)]
@@ -81,21 +82,18 @@ async fn time_a_doomed_cutover(
         .await?;
     let applied = Instant::now();
     during().await;
-    loop {
-        let status = fleet.client().fetch_status().await?;
+    let within = Duration::from_secs(60).saturating_sub(applied.elapsed());
+    let why = eventually("the transition to end", within, async || {
+        // A status that cannot be read fails the test, as before.
+        let status = fleet.client().fetch_status().await.expect("status");
         let row = &status.routes[0];
-        if row.pending_generation.is_none() {
-            return Ok((
-                applied.elapsed(),
-                row.last_failure.clone().unwrap_or_default(),
-            ));
+        match row.pending_generation {
+            None => Ok(row.last_failure.clone().unwrap_or_default()),
+            Some(_) => Err(format!("still pending: {row:?}")),
         }
-        anyhow::ensure!(
-            applied.elapsed() < Duration::from_secs(60),
-            "still pending after 60 s: {row:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    })
+    .await?;
+    Ok((applied.elapsed(), why))
 }
 
 fn no_failed_requests(probe: &switchyard::demo::prober::ProbeReport) {
@@ -164,6 +162,8 @@ async fn wall_clock_jumps_both_ways_during_a_transition_change_nothing() -> anyh
     let through = fleet.coordinator_addresses[0].clone();
     let jumps = async || {
         for (after, setting) in [(500, "+1800s"), (1_500, "-1800s"), (1_500, "+600s")] {
+            // This sleep is the fault's schedule: the clocks jump at these
+            // times while the transition runs.
             tokio::time::sleep(Duration::from_millis(after)).await;
             let _ = std::fs::write(&file, format!("{setting}\n"));
         }

@@ -129,9 +129,8 @@ fn bad_input_is_refused_clearly_and_changes_nothing() -> anyhow::Result<()> {
         assert!(node.is_running(), "{} crashed", node.name());
     }
     for i in 0..3 {
-        let status = eventually(Duration::from_secs(5), "status", || {
-            Ok(Some(cluster.status_of(i)?))
-        })?;
+        let status =
+            eventually_blocking("status", Duration::from_secs(5), || cluster.status_of(i))?;
         assert_eq!(
             replicated_routes(&status),
             before,
@@ -196,15 +195,14 @@ fn a_coordinator_with_disagreeing_peers_is_refused_and_the_cluster_is_unharmed()
     let mut rogue = Process::start(ProcessSpec::new("rogue-4", BIN, args))?;
 
     // The members notice and say so in their logs, naming both peer lists.
-    eventually(
-        Duration::from_secs(10),
+    eventually_blocking(
         "a member to log the disagreement",
+        Duration::from_secs(10),
         || {
-            Ok(cluster
+            cluster
                 .nodes
                 .iter()
                 .any(|n| n.log_text().contains(&own) && n.log_text().contains("disagree"))
-                .then_some(()))
         },
     )?;
     assert!(
@@ -309,9 +307,8 @@ fn store_limits_refuse_growth_whole_count_the_hits_and_never_block_deletes() -> 
         &["apply refused: 4 endpoint addresses would exceed --max-endpoints 3 (0 stored now)"],
     )?;
     for i in 0..3 {
-        let status = eventually(Duration::from_secs(5), "status", || {
-            Ok(Some(cluster.status_of(i)?))
-        })?;
+        let status =
+            eventually_blocking("status", Duration::from_secs(5), || cluster.status_of(i))?;
         assert_eq!(
             replicated_routes(&status),
             three,
@@ -348,12 +345,16 @@ fn store_limits_refuse_growth_whole_count_the_hits_and_never_block_deletes() -> 
     let out = cli(&["delete", "-f", &b, "--coordinators", &second, "--insecure"])?;
     assert_eq!(out.code, 0, "delete over the limit: {}", out.stderr);
     for i in 0..3 {
-        eventually(
-            Duration::from_secs(5),
+        eventually_blocking(
             "the delete on every replica",
-            || {
+            Duration::from_secs(5),
+            || -> anyhow::Result<()> {
                 let routes = replicated_routes(&cluster.status_of(i)?);
-                Ok((routes.as_array().map(Vec::len) == Some(2)).then_some(()))
+                anyhow::ensure!(
+                    routes.as_array().map(Vec::len) == Some(2),
+                    "routes: {routes}"
+                );
+                Ok(())
             },
         )?;
     }
@@ -404,21 +405,28 @@ fn annotated_route_yaml(name: &str, bytes: usize) -> String {
 fn applies_that_would_stop_configuration_for_every_proxy_are_refused() -> anyhow::Result<()> {
     // Before: two routes with 2.2 MB annotations were each accepted, and
     // from then on no proxy received a configuration (one gRPC message
-    // over the 4 MiB limit), and no later change reached them.
-    let mut cluster = Cluster::start(&["--max-object-bytes", "2000000"])?;
+    // over the 4 MiB limit), and no later change reached them. The same
+    // arithmetic at a smaller scale keeps the test quick under load:
+    // objects up to 60 kB, configuration up to 90% of 160 kB.
+    let mut cluster = Cluster::start(&[
+        "--max-object-bytes",
+        "60000",
+        "--max-message-bytes",
+        "160000",
+    ])?;
     cluster.wait_leader(Duration::from_secs(15))?;
     rejected(
         &cluster,
         "big.yaml",
-        &annotated_route_yaml("big", 2_200_000),
-        &["HTTPRoute demo/big", "--max-object-bytes 2000000"],
+        &annotated_route_yaml("big", 70_000),
+        &["HTTPRoute demo/big", "--max-object-bytes 60000"],
     )?;
     // Objects that fit, until the configuration proxies receive would not.
     for name in ["a", "b"] {
         let file = write(
             cluster.dir.path(),
             &format!("{name}.yaml"),
-            &annotated_route_yaml(name, 1_500_000),
+            &annotated_route_yaml(name, 50_000),
         );
         let out = cli(&[
             "apply",
@@ -433,7 +441,7 @@ fn applies_that_would_stop_configuration_for_every_proxy_are_refused() -> anyhow
     rejected(
         &cluster,
         "c.yaml",
-        &annotated_route_yaml("c", 1_500_000),
+        &annotated_route_yaml("c", 50_000),
         &["bytes of configuration for proxies", "--max-message-bytes"],
     )?;
     let mut hits = 0;

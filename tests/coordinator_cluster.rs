@@ -55,11 +55,15 @@ fn applies_survive_leader_kill_and_full_restart() -> anyhow::Result<()> {
 
     // Every survivor agrees on the routes.
     let survivors: Vec<usize> = (0..3).filter(|i| *i != leader).collect();
-    let routes = eventually(Duration::from_secs(10), "survivors to agree", || {
+    let routes = eventually_blocking("survivors to agree", Duration::from_secs(10), || {
         let a = cluster.status_of(survivors[0])?;
         let b = cluster.status_of(survivors[1])?;
         let (a, b) = (replicated_routes(&a), replicated_routes(&b));
-        Ok((a == b && a[0]["pending_generation"] == second_generation).then_some(a))
+        anyhow::ensure!(
+            a == b && a[0]["pending_generation"] == second_generation,
+            "survivors hold {a} and {b}"
+        );
+        Ok(a)
     })?;
     assert_eq!(routes.as_array().map(Vec::len), Some(1));
     assert_eq!(routes[0]["namespace"], "demo");
@@ -75,9 +79,10 @@ fn applies_survive_leader_kill_and_full_restart() -> anyhow::Result<()> {
     }
     cluster.wait_leader(Duration::from_secs(15))?;
     for i in 0..3 {
-        let restored = eventually(Duration::from_secs(10), "state restored", || {
+        let restored = eventually_blocking("state restored", Duration::from_secs(10), || {
             let status = replicated_routes(&cluster.status_of(i)?);
-            Ok((status == routes).then_some(status))
+            anyhow::ensure!(status == routes, "coordinator {} holds {status}", i + 1);
+            Ok(status)
         })?;
         assert_eq!(restored, routes, "coordinator {} after restart", i + 1);
     }

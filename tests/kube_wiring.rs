@@ -6,54 +6,18 @@
 //! in the cluster is deleted from switchyard. An unreadable kubeconfig
 //! stops the coordinator before it serves.
 
-#[path = "support/fake_kube.rs"]
-mod fake_kube;
 mod support;
 
 use anyhow::Context;
-use fake_kube::FakeKube;
-use serde_json::{Value, json};
+use serde_json::Value;
 use std::time::Duration;
-use support::{BIN, eventually, status_at, write};
+use support::{BIN, eventually_blocking, status_at, write};
 use switchyard_chaos_tests::{Process, ProcessSpec, free_port};
 use switchyard_proto::model::ConfigSnapshot;
 use switchyard_proto::pb::WatchRequest;
 use switchyard_proto::pb::fleet_service_client::FleetServiceClient;
-
-const GW: &str = "gateway.networking.k8s.io/v1";
-
-/// A namespace, our GatewayClass and Gateway, route `shop/app` to Service
-/// `blue` (one ready endpoint), and a Service no route uses.
-fn cluster() -> Vec<Value> {
-    vec![
-        json!({"apiVersion": "v1", "kind": "Namespace",
-               "metadata": {"name": "shop", "labels": {"kubernetes.io/metadata.name": "shop"}}}),
-        json!({"apiVersion": GW, "kind": "GatewayClass",
-               "metadata": {"name": "switchyard", "generation": 1},
-               "spec": {"controllerName": "switchyard.io/gateway-controller"}}),
-        json!({"apiVersion": GW, "kind": "Gateway",
-               "metadata": {"name": "gw", "namespace": "shop", "generation": 1},
-               "spec": {"gatewayClassName": "switchyard",
-                        "listeners": [{"name": "http", "port": 80, "protocol": "HTTP"}]}}),
-        json!({"apiVersion": GW, "kind": "HTTPRoute",
-               "metadata": {"name": "app", "namespace": "shop", "generation": 1},
-               "spec": {"parentRefs": [{"name": "gw"}],
-                        "rules": [{"backendRefs": [{"name": "blue", "port": 80}]}]}}),
-        json!({"apiVersion": "v1", "kind": "Service",
-               "metadata": {"name": "blue", "namespace": "shop"},
-               "spec": {"ports": [{"port": 80, "targetPort": 8080, "protocol": "TCP"}]}}),
-        json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
-               "metadata": {"name": "blue-a1", "namespace": "shop",
-                            "labels": {"kubernetes.io/service-name": "blue"}},
-               "addressType": "IPv4",
-               "ports": [{"port": 8080, "protocol": "TCP"}],
-               "endpoints": [{"addresses": ["10.0.0.1"], "zone": "zone-a",
-                              "conditions": {"ready": true}}]}),
-        json!({"apiVersion": "v1", "kind": "Service",
-               "metadata": {"name": "unrelated", "namespace": "shop"},
-               "spec": {"ports": [{"port": 80}]}}),
-    ]
-}
+use switchyard_test_support::fake_kube::FakeApiServer;
+use switchyard_test_support::fixtures::{GW, shop};
 
 /// The `shop/app` row of `status -o json`, if any.
 fn app_row(status: &Value) -> Option<Value> {
@@ -100,7 +64,11 @@ fn snapshot(address: &str) -> anyhow::Result<ConfigSnapshot> {
 
 #[test]
 fn a_live_cluster_drives_the_coordinator_and_gets_status_back() -> anyhow::Result<()> {
-    let kube = FakeKube::start(cluster());
+    // The shared `shop` cluster: route `shop/app` to Service `blue` (one
+    // ready endpoint) on our Gateway and another controller's, and a
+    // Service with a slice that no route uses. The fake runs on its own
+    // runtime: this test blocks on the CLI.
+    let kube = FakeApiServer::start_on_own_runtime(shop::cluster());
     let dir = tempfile::tempdir()?;
     let kubeconfig = write(dir.path(), "kubeconfig.yaml", &kube.kubeconfig("fake-ctx"));
     let address = format!("127.0.0.1:{}", free_port());
@@ -134,21 +102,22 @@ fn a_live_cluster_drives_the_coordinator_and_gets_status_back() -> anyhow::Resul
     let wait = Duration::from_secs(20);
 
     // The route reaches Raft: a first generation, pending (no proxies).
-    let row = eventually(wait, "route shop/app in status", || {
-        Ok(app_row(&status_at(&address)?))
+    let row = eventually_blocking("route shop/app in status", wait, || {
+        app_row(&status_at(&address)?).context("no row for shop/app")
     })?;
     let generation = row["pending_generation"].clone();
     assert!(generation.as_u64().is_some(), "{row}");
 
     // Its Service and slice reach the proxies' configuration (tagged with
     // the cluster's name); the Service no served route uses does not.
-    let snap = eventually(wait, "services in the configuration", || {
+    let snap = eventually_blocking("services in the configuration", wait, || {
         let snap = snapshot(&address)?;
-        Ok(snap
+        let found = snap
             .endpoint_slices
             .iter()
-            .any(|s| s.meta.name == "blue-a1")
-            .then_some(snap))
+            .any(|s| s.meta.name == "blue-a1");
+        anyhow::ensure!(found, "slices: {:?}", snap.endpoint_slices);
+        Ok(snap)
     })?;
     let services: Vec<&str> = snap.services.iter().map(|s| s.meta.name.as_str()).collect();
     assert_eq!(services, ["blue"], "{snap:?}");
@@ -156,11 +125,10 @@ fn a_live_cluster_drives_the_coordinator_and_gets_status_back() -> anyhow::Resul
 
     // Status goes back with server-side apply, our controller's entry.
     let route_status = "/apis/gateway.networking.k8s.io/v1/namespaces/shop/httproutes/app/status";
-    let patch = eventually(wait, "a status PATCH of the route", || {
-        Ok(kube
-            .requests()
+    let patch = eventually_blocking("a status PATCH of the route", wait, || {
+        kube.requests()
             .into_iter()
-            .find(|r| r.method == "PATCH" && r.path == route_status))
+            .find(|r| r.method == "PATCH" && r.path == route_status)
     })?;
     let parents = &patch.body.as_ref().expect("a JSON body")["status"]["parents"];
     assert_eq!(
@@ -168,15 +136,15 @@ fn a_live_cluster_drives_the_coordinator_and_gets_status_back() -> anyhow::Resul
         "{parents}"
     );
     let gateway_status = "/apis/gateway.networking.k8s.io/v1/namespaces/shop/gateways/gw/status";
-    eventually(wait, "a status PATCH of the Gateway", || {
-        Ok(kube
-            .requests()
+    eventually_blocking("a status PATCH of the Gateway", wait, || {
+        kube.requests()
             .iter()
             .any(|r| r.method == "PATCH" && r.path == gateway_status)
-            .then_some(()))
     })?;
     // Writing status changes the object in the cluster, not its spec: no
     // new plan follows, so no new generation (over two status intervals).
+    // This sleep is the test: nothing may happen during it, and there is
+    // no event to wait for instead (an unchanged status is not written).
     std::thread::sleep(Duration::from_secs(2));
     let row = app_row(&status_at(&address)?).expect("route still stored");
     assert_eq!(row["pending_generation"], generation, "{row}");
@@ -189,14 +157,14 @@ fn a_live_cluster_drives_the_coordinator_and_gets_status_back() -> anyhow::Resul
     // A restart is a new term on the same log: its first plan finds
     // everything already stored.
     coordinator.restart()?;
-    let log = eventually(wait, "the first plan after the restart", || {
+    let log = eventually_blocking("the first plan after the restart", wait, || {
         let log = coordinator.log_text();
         let after = log
             .split("--- restarted ---")
             .nth(1)
             .unwrap_or("")
             .to_string();
-        Ok(after.contains("first plan of this term").then_some(after))
+        after.contains("first plan of this term").then_some(after)
     })?;
     let first = plain(
         log.lines()
@@ -212,8 +180,10 @@ fn a_live_cluster_drives_the_coordinator_and_gets_status_back() -> anyhow::Resul
 
     // A route deleted in the cluster is deleted from switchyard.
     kube.delete(GW, "HTTPRoute", "shop", "app");
-    eventually(wait, "route shop/app gone from status", || {
-        Ok(app_row(&status_at(&address)?).is_none().then_some(()))
+    eventually_blocking("route shop/app gone from status", wait, || {
+        let row = app_row(&status_at(&address)?);
+        anyhow::ensure!(row.is_none(), "still there: {row:?}");
+        Ok(())
     })?;
     Ok(())
 }

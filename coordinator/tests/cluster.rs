@@ -17,11 +17,13 @@ use switchyard_coordinator::raft::{
 use switchyard_coordinator::state::{Command, CommandError, DecisionBasis, ReplicatedState};
 use switchyard_proto::pb::RaftPayload;
 use switchyard_proto::pb::raft_service_client::RaftServiceClient;
+use switchyard_test_support::eventually;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tokio_stream::wrappers::TcpListenerStream;
 
+/// How long any one wait of these tests may take.
 const DEADLINE: Duration = Duration::from_secs(30);
 
 fn settings() -> RaftSettings {
@@ -115,34 +117,23 @@ impl Running {
     }
 }
 
-/// Polls `check` until it returns `Some`, or fails after [`DEADLINE`].
-async fn eventually<T>(what: &str, mut check: impl FnMut() -> Option<T>) -> anyhow::Result<T> {
-    let deadline = Instant::now() + DEADLINE;
-    loop {
-        if let Some(value) = check() {
-            return Ok(value);
-        }
-        if Instant::now() > deadline {
-            bail!("timed out after {DEADLINE:?} waiting for {what}");
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
 /// Waits until every node in `nodes` names the same leader, one of them.
 async fn agreed_leader(nodes: &[&Running]) -> anyhow::Result<u64> {
-    eventually("a leader all nodes agree on", || {
+    let agreed = eventually("a leader all nodes agree on", DEADLINE, async || {
         let leaders: Vec<_> = nodes
             .iter()
             .map(|r| r.node.leader().map(|(id, _)| id))
             .collect();
-        let first = leaders[0]?;
+        let seen = || format!("leaders as each node sees them: {leaders:?}");
+        let first = leaders[0].ok_or_else(seen)?;
         let is_member = nodes
             .iter()
             .any(|r| r.node.id() == first && r.node.is_leader());
-        (is_member && leaders.iter().all(|l| *l == Some(first))).then_some(first)
+        let agreed = is_member && leaders.iter().all(|l| *l == Some(first));
+        agreed.then_some(first).ok_or_else(seen)
     })
-    .await
+    .await?;
+    Ok(agreed)
 }
 
 async fn propose_ok(node: &Node, command: Command) -> anyhow::Result<()> {
@@ -155,11 +146,15 @@ async fn propose_ok(node: &Node, command: Command) -> anyhow::Result<()> {
 }
 
 async fn converge(nodes: &[&Running], what: &str) -> anyhow::Result<Arc<ReplicatedState>> {
-    eventually(what, || {
+    let converged = eventually(what, DEADLINE, async || {
         let first = nodes[0].state();
-        nodes.iter().all(|r| *r.state() == *first).then_some(first)
+        let applied: Vec<u64> = nodes.iter().map(|r| r.state().last_index).collect();
+        let same = nodes.iter().all(|r| *r.state() == *first);
+        same.then_some(first)
+            .ok_or_else(|| format!("states differ; last applied index per node: {applied:?}"))
     })
-    .await
+    .await?;
+    Ok(converged)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -298,14 +293,18 @@ async fn three_coordinators_elect_forward_fail_over_restart_and_grow() -> anyhow
     // --- a fourth coordinator joins; the log it needs is purged, so it can
     phase("fourth joins");
     // only catch up from a snapshot
-    let purged = eventually("leader purged its log after a snapshot", || {
-        nodes[&leader]
-            .node
-            .metrics()
-            .borrow()
-            .purged
-            .filter(|p| p.index > 0)
-    })
+    let purged = eventually(
+        "leader purged its log after a snapshot",
+        DEADLINE,
+        async || {
+            nodes[&leader]
+                .node
+                .metrics()
+                .borrow()
+                .purged
+                .filter(|p| p.index > 0)
+        },
+    )
     .await?;
     let (listener4, addr4) = bind("127.0.0.1:0").await?;
     let dir4 = root.path().join("node-4");
@@ -369,7 +368,7 @@ async fn three_coordinators_elect_forward_fail_over_restart_and_grow() -> anyhow
     let dir9 = root.path().join("node-9");
     let node9 = start(9, listener9, &addr9, &wrong_peers, &dir9).await?;
     // It campaigns (its term grows) but its vote requests never get through.
-    eventually("node 9 campaigned a few times", || {
+    eventually("node 9 campaigned a few times", DEADLINE, async || {
         (node9.node.metrics().borrow().current_term >= 3).then_some(())
     })
     .await?;

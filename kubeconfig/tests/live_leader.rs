@@ -4,13 +4,15 @@
 
 mod live_support;
 
-use live_support::fixtures;
-use live_support::{COLLECTIONS, FakeApiServer, eventually, fast};
+use live_support::{Clients, WAIT, fast};
 use std::sync::{Arc, Mutex};
 use switchyard_kubeconfig::live::{
     ClusterSource, DesiredState, Plan, Stored, plan, run_while_leader, watch_clusters_with,
 };
 use switchyard_proto::model::{CONTROLLER_NAME, Resource};
+use switchyard_test_support::eventually;
+use switchyard_test_support::fake_kube::{COLLECTIONS, FakeApiServer};
+use switchyard_test_support::fixtures::shop;
 use tokio::sync::watch;
 
 /// A coordinator as far as this module is concerned: a leadership flag and
@@ -73,7 +75,7 @@ fn watches_by(server: &FakeApiServer, client: &str) -> usize {
 
 #[tokio::test]
 async fn only_the_leader_watches_and_a_new_leader_reapplies_nothing() {
-    let server = FakeApiServer::start(fixtures::cluster()).await;
+    let server = FakeApiServer::start(shop::cluster()).await;
     // The same cluster name on both (it is stored in EndpointSlices), told
     // apart on the wire by the client tag.
     let source = |tag: &str| ClusterSource {
@@ -85,11 +87,16 @@ async fn only_the_leader_watches_and_a_new_leader_reapplies_nothing() {
     let stored = Mutex::new(Vec::new());
 
     a.leader.send_replace(true);
-    let state = eventually("a's desired state", || a.desired.borrow().clone()).await;
-    eventually("a's watches open", || {
+    let state = eventually("a's desired state", WAIT, async || {
+        a.desired.borrow().clone()
+    })
+    .await
+    .unwrap();
+    eventually("a's watches open", WAIT, async || {
         (server.open_watches() == COLLECTIONS.len()).then_some(())
     })
-    .await;
+    .await
+    .unwrap();
     let Plan { apply, delete } = plan(&state.resources, &stored_view(&stored));
     assert_eq!(apply.len(), state.resources.len());
     assert!(delete.is_empty());
@@ -105,35 +112,40 @@ async fn only_the_leader_watches_and_a_new_leader_reapplies_nothing() {
 
     // Failover: a loses leadership, its watchers stop...
     a.leader.send_replace(false);
-    eventually("a's watches closed", || {
+    eventually("a's watches closed", WAIT, async || {
         (server.open_watches() == 0).then_some(())
     })
-    .await;
+    .await
+    .unwrap();
     let a_watches = watches_by(&server, "a");
     // ... b wins and lists for itself.
     b.leader.send_replace(true);
-    let state = eventually("b's desired state", || b.desired.borrow().clone()).await;
+    let state = eventually("b's desired state", WAIT, async || {
+        b.desired.borrow().clone()
+    })
+    .await
+    .unwrap();
     let Plan { apply, delete } = plan(&state.resources, &stored_view(&stored));
     assert!(apply.is_empty(), "nothing re-applied: {apply:?}");
     assert!(delete.is_empty(), "nothing deleted: {delete:?}");
-    eventually("b's watches open", || {
+    eventually("b's watches open", WAIT, async || {
         (server.open_watches() == COLLECTIONS.len()).then_some(())
     })
-    .await;
+    .await
+    .unwrap();
     assert_eq!(watches_by(&server, "a"), a_watches, "a stays quiet");
 
     // A change while b leads reaches b's plan only as that change.
-    server.apply(fixtures::slice(
-        "blue-a1", "blue", "10.0.0.1", "zone-a", false,
-    ));
-    let state = eventually("b sees the change", || {
+    server.apply(shop::slice("blue-a1", "blue", "10.0.0.1", "zone-a", false));
+    let state = eventually("b sees the change", WAIT, async || {
         b.desired.borrow().clone().filter(|s| {
             s.resources
                 .iter()
                 .any(|r| matches!(r, Resource::EndpointSlice(e) if !e.endpoints[0].ready))
         })
     })
-    .await;
+    .await
+    .unwrap();
     let apply = plan(&state.resources, &stored_view(&stored)).apply;
     let keys: Vec<String> = apply.iter().map(|r| r.key().to_string()).collect();
     assert_eq!(keys, ["EndpointSlice shop/blue-a1"]);

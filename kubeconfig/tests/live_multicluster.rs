@@ -5,10 +5,12 @@
 
 mod live_support;
 
-use live_support::fixtures;
-use live_support::{FakeApiServer, eventually, fast};
+use live_support::{Clients, WAIT, fast};
 use switchyard_kubeconfig::live::{DesiredState, connect, watch_clusters_with};
 use switchyard_proto::model::{CONTROLLER_NAME, EndpointSlice, Resource};
+use switchyard_test_support::eventually;
+use switchyard_test_support::fake_kube::FakeApiServer;
+use switchyard_test_support::fixtures::shop;
 use tokio::sync::watch;
 
 fn slices(state: &DesiredState) -> Vec<(String, String, String, String)> {
@@ -38,12 +40,12 @@ fn t(a: &str, b: &str, c: &str, d: &str) -> (String, String, String, String) {
 
 #[tokio::test]
 async fn two_clusters_merge_and_an_unreachable_one_keeps_its_endpoints() {
-    let east = FakeApiServer::start(fixtures::cluster()).await;
+    let east = FakeApiServer::start(shop::cluster()).await;
     // West serves the same Service from its own pods, in another zone.
     let west = FakeApiServer::start(vec![
-        fixtures::namespace(),
-        fixtures::service("blue"),
-        fixtures::slice("blue-w1", "blue", "10.1.0.1", "zone-b", true),
+        shop::namespace(),
+        shop::service("blue"),
+        shop::slice("blue-w1", "blue", "10.1.0.1", "zone-b", true),
     ])
     .await;
     let (tx, rx) = watch::channel(None);
@@ -55,7 +57,9 @@ async fn two_clusters_merge_and_an_unreachable_one_keeps_its_endpoints() {
         })
         .await;
     });
-    let state = eventually("merged state", || rx.borrow().clone()).await;
+    let state = eventually("merged state", WAIT, async || rx.borrow().clone())
+        .await
+        .unwrap();
     assert_eq!(
         slices(&state),
         [
@@ -76,12 +80,13 @@ async fn two_clusters_merge_and_an_unreachable_one_keeps_its_endpoints() {
 
     // West goes away: its endpoints stay, it is reported unreachable.
     west.stop();
-    let state = eventually("west unreachable", || {
+    let state = eventually("west unreachable", WAIT, async || {
         rx.borrow()
             .clone()
             .filter(|s| s.clusters.iter().any(|c| c.name == "west" && !c.reachable))
     })
-    .await;
+    .await
+    .unwrap();
     let west_health = state
         .clusters
         .iter()
@@ -102,27 +107,26 @@ async fn two_clusters_merge_and_an_unreachable_one_keeps_its_endpoints() {
     assert!(slices(&state).contains(&t("blue-w1.west", "west", "10.1.0.1", "zone-b")));
 
     // East keeps working meanwhile.
-    east.apply(fixtures::slice(
-        "blue-a1", "blue", "10.0.0.1", "zone-a", false,
-    ));
-    eventually("east still watched", || {
+    east.apply(shop::slice("blue-a1", "blue", "10.0.0.1", "zone-a", false));
+    eventually("east still watched", WAIT, async || {
         rx.borrow().clone().filter(|s| {
             s.resources.iter().any(|r| {
                 matches!(r, Resource::EndpointSlice(e) if e.cluster.as_deref() == Some("east") && !e.endpoints[0].ready)
             })
         })
     })
-    .await;
+    .await.unwrap();
 
     // West comes back with nothing changed: its resumed watches have no
     // event to send, and the probe marks it reachable again.
     west.resume().await;
-    let state = eventually("west reachable again", || {
+    let state = eventually("west reachable again", WAIT, async || {
         rx.borrow()
             .clone()
             .filter(|s| s.clusters.iter().all(|c| c.reachable))
     })
-    .await;
+    .await
+    .unwrap();
     let west_health = state
         .clusters
         .iter()
@@ -136,7 +140,7 @@ async fn two_clusters_merge_and_an_unreachable_one_keeps_its_endpoints() {
 
 #[tokio::test]
 async fn connect_reads_a_kubeconfig_context() {
-    let server = FakeApiServer::start(fixtures::cluster()).await;
+    let server = FakeApiServer::start(shop::cluster()).await;
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("config");
     let url = format!("http://{}", server.addr);
@@ -163,10 +167,11 @@ async fn connect_reads_a_kubeconfig_context() {
         )
         .await;
     });
-    let state = eventually("state through the kubeconfig client", || {
+    let state = eventually("state through the kubeconfig client", WAIT, async || {
         rx.borrow().clone()
     })
-    .await;
+    .await
+    .unwrap();
     assert_eq!(state.clusters[0].name, "west");
     task.abort();
     let missing = connect(&path, Some("nope"))

@@ -2,17 +2,21 @@
 //! apply requests (method, content type, field manager, force, the body's
 //! conditions), other controllers' entries kept, no write when nothing
 //! changed, a retry after 409, and the publisher end to end.
+// Helpers here panic to report a broken fixture, as tests do.
+#![allow(clippy::unwrap_used)]
 
 mod live_support;
 
-use live_support::fixtures::{self, GW};
-use live_support::{FakeApiServer, Recorded, eventually, fast};
+use live_support::{Clients, WAIT, fast};
 use serde_json::{Value, json};
 use switchyard_kubeconfig::live::{
     CUTOVER_CONDITION, DesiredState, FIELD_MANAGER, REQUIRED_PERMISSIONS, StatusPublisher, World,
     WriteOutcome, route_parent_statuses, watch_clusters_with, write_route_status,
 };
 use switchyard_proto::model::{CONTROLLER_NAME, HttpRoute, ObjectName, Resource, RouteStatus};
+use switchyard_test_support::eventually;
+use switchyard_test_support::fake_kube::{FakeApiServer, Recorded};
+use switchyard_test_support::fixtures::{GW, shop};
 use tokio::sync::watch;
 
 fn other_controllers_status() -> Value {
@@ -34,7 +38,9 @@ async fn desired(server: &FakeApiServer) -> DesiredState {
         })
         .await;
     });
-    let state = eventually("desired state", || rx.borrow().clone()).await;
+    let state = eventually("desired state", WAIT, async || rx.borrow().clone())
+        .await
+        .unwrap();
     drop(stop);
     task.await.expect("watchers stop");
     state
@@ -79,9 +85,9 @@ fn assert_server_side_apply(p: &Recorded, path: &str) {
 
 #[tokio::test]
 async fn route_status_is_server_side_applied_keeping_other_controllers_entries() {
-    let mut route = fixtures::route("blue", 5);
+    let mut route = shop::route("blue", 5);
     route["status"] = other_controllers_status();
-    let mut objects = fixtures::cluster();
+    let mut objects = shop::cluster();
     objects.retain(|o| o["kind"] != "HTTPRoute");
     objects.push(route);
     let server = FakeApiServer::start(objects).await;
@@ -168,7 +174,7 @@ async fn route_status_is_server_side_applied_keeping_other_controllers_entries()
 
 #[tokio::test]
 async fn a_conflict_is_retried_from_a_fresh_read() {
-    let server = FakeApiServer::start(fixtures::cluster()).await;
+    let server = FakeApiServer::start(shop::cluster()).await;
     let state = desired(&server).await;
     let route = route_of(&state);
     let world = World::new(&state.resources, CONTROLLER_NAME);
@@ -206,7 +212,7 @@ async fn a_conflict_is_retried_from_a_fresh_read() {
 
 #[tokio::test]
 async fn the_publisher_writes_routes_and_gateways_once() {
-    let server = FakeApiServer::start(fixtures::cluster()).await;
+    let server = FakeApiServer::start(shop::cluster()).await;
     let state = desired(&server).await;
     let mut publisher = StatusPublisher::new(vec![server.source("east")], CONTROLLER_NAME);
     let before = server.requests().len();
@@ -268,9 +274,9 @@ async fn the_publisher_writes_routes_and_gateways_once() {
 
 #[tokio::test]
 async fn a_route_no_longer_served_loses_our_entry_and_keeps_theirs() {
-    let mut route = fixtures::route("blue", 5);
+    let mut route = shop::route("blue", 5);
     route["status"] = other_controllers_status();
-    let mut objects = fixtures::cluster();
+    let mut objects = shop::cluster();
     objects.retain(|o| o["kind"] != "HTTPRoute");
     objects.push(route);
     let server = FakeApiServer::start(objects).await;
@@ -304,7 +310,7 @@ async fn a_route_no_longer_served_loses_our_entry_and_keeps_theirs() {
     assert_eq!(stored["status"], other_controllers_status());
 
     // Served again, then deleted: the withdrawal finds it gone, no error.
-    server.apply(fixtures::route("blue", 6));
+    server.apply(shop::route("blue", 6));
     let served = desired(&server).await;
     assert!(
         publisher

@@ -5,19 +5,21 @@
 
 mod live_support;
 
-use live_support::fixtures;
-use live_support::{FakeApiServer, eventually, fast};
+use live_support::{Clients, WAIT, fast};
 use serde_json::json;
 use switchyard_kubeconfig::live::watch_clusters_with;
 use switchyard_kubeconfig::{Problem, parse_object};
 use switchyard_proto::model::{CONTROLLER_NAME, Resource};
+use switchyard_test_support::eventually;
+use switchyard_test_support::fake_kube::FakeApiServer;
+use switchyard_test_support::fixtures::shop;
 use tokio::sync::watch;
 
 #[tokio::test]
 async fn a_cluster_object_with_fields_the_types_do_not_know_is_read() {
-    let mut route = fixtures::route("blue", 1);
+    let mut route = shop::route("blue", 1);
     route["spec"]["rules"][0]["sessionPersistence"] = json!({"sessionName": "s"});
-    let mut service = fixtures::service("blue");
+    let mut service = shop::service("blue");
     service["spec"]["ports"][0]["futurePortField"] = json!(true);
 
     // From a file, both are refused.
@@ -29,7 +31,7 @@ async fn a_cluster_object_with_fields_the_types_do_not_know_is_read() {
         );
     }
 
-    let mut objects: Vec<_> = fixtures::cluster()
+    let mut objects: Vec<_> = shop::cluster()
         .into_iter()
         .filter(|o| {
             let name = o["metadata"]["name"].as_str();
@@ -48,7 +50,7 @@ async fn a_cluster_object_with_fields_the_types_do_not_know_is_read() {
         })
         .await;
     });
-    let state = eventually("the route and its Service", || {
+    let state = eventually("the route and its Service", WAIT, async || {
         let state = rx.borrow().clone()?;
         let has = |kind: &str, name: &str| {
             state
@@ -58,7 +60,8 @@ async fn a_cluster_object_with_fields_the_types_do_not_know_is_read() {
         };
         (has("HTTPRoute", "app") && has("Service", "blue")).then_some(state)
     })
-    .await;
+    .await
+    .unwrap();
     let port = state.resources.iter().find_map(|r| match r {
         Resource::Service(s) if s.meta.name == "blue" => Some(s.ports[0].port),
         _ => None,

@@ -4,12 +4,14 @@
 
 mod live_support;
 
-use live_support::fixtures::{self, GW};
-use live_support::{COLLECTIONS, FakeApiServer, eventually, fast};
+use live_support::{Clients, WAIT, fast};
 use switchyard_kubeconfig::live::{
     DesiredState, Plan, REQUIRED_PERMISSIONS, Stored, plan, watch_clusters_with,
 };
 use switchyard_proto::model::{CONTROLLER_NAME, Resource};
+use switchyard_test_support::eventually;
+use switchyard_test_support::fake_kube::{COLLECTIONS, FakeApiServer};
+use switchyard_test_support::fixtures::{GW, shop};
 use tokio::sync::watch;
 
 fn keys(state: &DesiredState) -> Vec<String> {
@@ -60,9 +62,11 @@ fn current(rx: &watch::Receiver<Option<DesiredState>>) -> Option<DesiredState> {
 
 #[tokio::test]
 async fn initial_list_then_watch_mirror_updates_and_deletes() {
-    let server = FakeApiServer::start(fixtures::cluster()).await;
+    let server = FakeApiServer::start(shop::cluster()).await;
     let (rx, stop, task) = spawn_watchers(&server);
-    let state = eventually("first desired state", || current(&rx)).await;
+    let state = eventually("first desired state", WAIT, async || current(&rx))
+        .await
+        .unwrap();
     assert_eq!(
         keys(&state),
         [
@@ -80,7 +84,7 @@ async fn initial_list_then_watch_mirror_updates_and_deletes() {
 
     // Exactly: per collection one list, then one watch from the list's
     // resourceVersion; nothing else.
-    let requests = eventually("a watch per collection", || {
+    let requests = eventually("a watch per collection", WAIT, async || {
         let r: Vec<_> = server
             .requests()
             .into_iter()
@@ -88,7 +92,8 @@ async fn initial_list_then_watch_mirror_updates_and_deletes() {
             .collect();
         (r.iter().filter(|r| r.is_watch()).count() == COLLECTIONS.len()).then_some(r)
     })
-    .await;
+    .await
+    .unwrap();
     assert_eq!(requests.len(), 2 * COLLECTIONS.len(), "{requests:#?}");
     for path in COLLECTIONS {
         let of_path: Vec<_> = requests.iter().filter(|r| r.path == path).collect();
@@ -100,26 +105,26 @@ async fn initial_list_then_watch_mirror_updates_and_deletes() {
     }
 
     // An update: the endpoint stops being ready.
-    server.apply(fixtures::slice(
-        "blue-a1", "blue", "10.0.0.1", "zone-a", false,
-    ));
-    eventually("the endpoint update", || {
+    server.apply(shop::slice("blue-a1", "blue", "10.0.0.1", "zone-a", false));
+    eventually("the endpoint update", WAIT, async || {
         let s = current(&rx)?;
         s.resources.iter().find_map(|r| match r {
             Resource::EndpointSlice(e) if !e.endpoints[0].ready => Some(()),
             _ => None,
         })
     })
-    .await;
+    .await
+    .unwrap();
 
     // A delete of the route: the route, and the backend only it used, go;
     // plan turns that into deletes.
     let before = current(&rx).expect("state");
     server.delete(GW, "HTTPRoute", "shop", "app");
-    let after = eventually("the route delete", || {
+    let after = eventually("the route delete", WAIT, async || {
         current(&rx).filter(|s| !keys(s).contains(&"HTTPRoute shop/app".to_string()))
     })
-    .await;
+    .await
+    .unwrap();
     let before = Stored {
         resources: before.resources.clone(),
         specless_routes: Vec::new(),
@@ -150,20 +155,20 @@ async fn initial_list_then_watch_mirror_updates_and_deletes() {
 
 #[tokio::test]
 async fn a_410_gone_relists_and_the_relist_replaces_the_set() {
-    let mut objects = fixtures::cluster();
-    objects.push(fixtures::slice(
-        "blue-a2", "blue", "10.0.0.2", "zone-a", true,
-    ));
+    let mut objects = shop::cluster();
+    objects.push(shop::slice("blue-a2", "blue", "10.0.0.2", "zone-a", true));
     let server = FakeApiServer::start(objects).await;
     let (rx, stop, _task) = spawn_watchers(&server);
-    eventually("first state with both slices", || {
+    eventually("first state with both slices", WAIT, async || {
         current(&rx).filter(|s| keys(s).contains(&"EndpointSlice shop/blue-a2".to_string()))
     })
-    .await;
-    eventually("watches open", || {
+    .await
+    .unwrap();
+    eventually("watches open", WAIT, async || {
         (server.open_watches() == COLLECTIONS.len()).then_some(())
     })
-    .await;
+    .await
+    .unwrap();
     let slices = "/apis/discovery.k8s.io/v1/endpointslices";
     let lists_before = server
         .requests()
@@ -173,10 +178,11 @@ async fn a_410_gone_relists_and_the_relist_replaces_the_set() {
 
     // The slice goes while the watch is broken; the watch then gets 410.
     server.delete_unseen_then_expire("discovery.k8s.io/v1", "EndpointSlice", "shop", "blue-a2");
-    let state = eventually("the re-listed set", || {
+    let state = eventually("the re-listed set", WAIT, async || {
         current(&rx).filter(|s| !keys(s).contains(&"EndpointSlice shop/blue-a2".to_string()))
     })
-    .await;
+    .await
+    .unwrap();
     assert!(keys(&state).contains(&"EndpointSlice shop/blue-a1".to_string()));
     assert!(state.clusters[0].reachable, "{:?}", state.clusters[0]);
 
@@ -192,7 +198,7 @@ async fn a_410_gone_relists_and_the_relist_replaces_the_set() {
         "exactly one re-list: {after:#?}"
     );
     // ... followed by a fresh watch from the new list's version.
-    eventually("a new watch after the re-list", || {
+    eventually("a new watch after the re-list", WAIT, async || {
         let r: Vec<_> = server
             .requests()
             .into_iter()
@@ -200,7 +206,8 @@ async fn a_410_gone_relists_and_the_relist_replaces_the_set() {
             .collect();
         r.last().filter(|l| l.is_watch()).map(|_| ())
     })
-    .await;
+    .await
+    .unwrap();
     assert_rbac_covers(&server);
     drop(stop);
 }

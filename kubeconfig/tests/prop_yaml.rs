@@ -25,15 +25,16 @@
 //! bug becomes a named test); every run prints a seed that
 //! `PROPTEST_RNG_SEED` replays.
 
+#[path = "prop_yaml/mutations.rs"]
+mod mutations;
+
+use mutations::{mutated_document, token_soup};
 use proptest::prelude::*;
-use proptest::sample::Index;
-use proptest::test_runner::RngSeed;
 use serde_json::Value;
-use std::hash::{BuildHasher, Hasher};
-use std::path::PathBuf;
 use std::sync::LazyLock;
 use switchyard_kubeconfig::{DEFAULT_CONFIG, parse_documents, parse_keys};
 use switchyard_proto::model::validate_resource;
+use switchyard_test_support::strategies;
 
 /// The name passed as `source`; every error must start with it.
 const SOURCE: &str = "hostile-input.yaml";
@@ -42,48 +43,19 @@ const SOURCE: &str = "hostile-input.yaml";
 /// two cores; raise with `PROPTEST_CASES` for a longer hunt.
 const CASES: u32 = 256;
 
-/// Proptest's defaults (which read `PROPTEST_*`), with our case count
-/// unless `PROPTEST_CASES` is set (`with_cases` would override the env var),
-/// no failure persistence, and a printed seed. libtest shows the print only
-/// when the test fails.
 fn config() -> ProptestConfig {
-    let mut config = ProptestConfig::default();
-    if std::env::var_os("PROPTEST_CASES").is_none() {
-        config.cases = CASES;
-    }
-    config.failure_persistence = None;
-    let seed = match config.rng_seed {
-        RngSeed::Fixed(seed) => seed,
-        RngSeed::Random => std::collections::hash_map::RandomState::new()
-            .build_hasher()
-            .finish(),
-    };
-    config.rng_seed = RngSeed::Fixed(seed);
-    eprintln!(
-        "proptest seed {seed}; reproduce: PROPTEST_RNG_SEED={seed} \
-         cargo test -p switchyard-kubeconfig --test prop_yaml"
-    );
-    config
+    strategies::config(
+        CASES,
+        "cargo test -p switchyard-kubeconfig --test prop_yaml",
+    )
 }
 
 /// Real configuration texts to mutate: `default.yaml` as written (with its
 /// comments), then one multi-document stream per conformance file.
 static CORPUS: LazyLock<Vec<String>> = LazyLock::new(|| {
-    let dir = switchyard_test_support::gateway_api_cases();
-    let entries = std::fs::read_dir(&dir).unwrap_or_else(|e| {
-        panic!(
-            "conformance data not found at {} ({e}); this test needs it and does not skip",
-            dir.display()
-        )
-    });
-    let mut paths: Vec<PathBuf> = entries
-        .map(|e| e.expect("readable directory entry").path())
-        .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
-        .collect();
-    // Sorted so a seed replays the same corpus order.
-    paths.sort();
     let mut corpus = vec![DEFAULT_CONFIG.to_string()];
-    for path in paths {
+    // Sorted, so a seed replays the same corpus order.
+    for path in switchyard_test_support::gateway_api_case_files() {
         let text = std::fs::read_to_string(&path).expect("readable conformance file");
         let data: Value = yaml_serde::from_str(&text).expect("conformance file is YAML");
         let docs: Vec<String> = ["gateways", "routes"]
@@ -138,243 +110,6 @@ fn check_keys_agree(text: &str) -> Result<(), TestCaseError> {
         prop_assert_eq!(keys, expected);
     }
     Ok(())
-}
-
-/// One edit of a text. Indexes are resolved against the text as it is when
-/// the edit applies, so any sequence of edits is valid.
-#[derive(Debug, Clone)]
-enum Mutation {
-    DeleteLine(Index),
-    DuplicateLine(Index),
-    SwapLines(Index, Index),
-    /// Replace one character with another (any Unicode scalar).
-    FlipChar(Index, char),
-    /// Add (positive) or remove (negative) leading spaces of a line.
-    Indent(Index, i8),
-    /// Replace the value of a `key: value` or `- value` line.
-    ReplaceScalar(Index, String),
-    InsertLine(Index, String),
-    /// Cut the text at a character.
-    Truncate(Index),
-}
-
-/// Values that break parsers and translators: numbers out of every integer
-/// range, negatives where ports go, long and odd Unicode strings, YAML
-/// syntax in scalar position, and strings the validators must reject.
-fn hostile_scalar() -> impl Strategy<Value = String> {
-    let fixed = prop::sample::select(vec![
-        "99999999999999999999999999999",
-        "18446744073709551616",
-        "-9223372036854775809",
-        "4294967296",
-        "65536",
-        "0",
-        "-1",
-        "-0",
-        "1e309",
-        "-.inf",
-        ".nan",
-        "0x7fffffff",
-        "0o777",
-        "1_000",
-        "~",
-        "null",
-        "true",
-        "[]",
-        "{}",
-        "[a, [b, {c: d}]]",
-        "''",
-        "\"\"",
-        "*undefined_alias",
-        "&anchor value",
-        "!!binary aGVsbG8=",
-        "!custom tag",
-        "!!int not-a-number",
-        "? complex key",
-        "|",
-        ">-",
-        "\"unterminated",
-        "'unterminated",
-        "\"\\u0000\"",
-        "\"\\uD800\"",
-        "\"\\xff\"",
-        "/(",
-        "(?P<x",
-        "[z-a]",
-        "a{1000000}",
-        "*.example.com",
-        "*",
-        "Bad_Name",
-        "example.com:8080",
-        "[::1]",
-        "http://x/y",
-        "Gateway",
-        "HTTPRoute",
-        "gateway.networking.k8s.io/v1",
-        "v1",
-        "PathPrefix",
-        "RegularExpression",
-        "RequestRedirect",
-        "URLRewrite",
-        "\u{202e}rtl",
-        "\u{feff}bom",
-        "ünïcödé",
-        "日本語",
-        "🦀",
-    ])
-    .prop_map(str::to_string);
-    prop_oneof![
-        4 => fixed,
-        1 => any::<i64>().prop_map(|n| n.to_string()),
-        1 => any::<f64>().prop_map(|n| n.to_string()),
-        1 => ("[a-z0-9.-]{1,4}", 60usize..5000).prop_map(|(s, n)| s.repeat(n)),
-        1 => "\\PC{1,40}",
-    ]
-}
-
-fn mutation() -> impl Strategy<Value = Mutation> {
-    prop_oneof![
-        2 => any::<Index>().prop_map(Mutation::DeleteLine),
-        1 => any::<Index>().prop_map(Mutation::DuplicateLine),
-        1 => (any::<Index>(), any::<Index>()).prop_map(|(a, b)| Mutation::SwapLines(a, b)),
-        2 => (any::<Index>(), any::<char>()).prop_map(|(i, c)| Mutation::FlipChar(i, c)),
-        1 => (any::<Index>(), -8i8..=8).prop_map(|(i, d)| Mutation::Indent(i, d)),
-        4 => (any::<Index>(), hostile_scalar()).prop_map(|(i, s)| Mutation::ReplaceScalar(i, s)),
-        1 => (any::<Index>(), "\\PC{0,40}").prop_map(|(i, s)| Mutation::InsertLine(i, s)),
-        1 => any::<Index>().prop_map(Mutation::Truncate),
-    ]
-}
-
-/// Applies one mutation to `text`.
-fn mutate(text: &str, m: &Mutation) -> String {
-    let mut lines: Vec<String> = text.split('\n').map(str::to_string).collect();
-    // `split` always yields at least one (possibly empty) line.
-    let n = lines.len();
-    match m {
-        Mutation::DeleteLine(i) => {
-            lines.remove(i.index(n));
-        }
-        Mutation::DuplicateLine(i) => {
-            let at = i.index(n);
-            lines.insert(at, lines[at].clone());
-        }
-        Mutation::SwapLines(a, b) => lines.swap(a.index(n), b.index(n)),
-        Mutation::Indent(i, delta) => {
-            let line = &mut lines[i.index(n)];
-            if *delta >= 0 {
-                line.insert_str(0, &" ".repeat(delta.unsigned_abs().into()));
-            } else {
-                let trim = line
-                    .len()
-                    .saturating_sub(line.trim_start_matches(' ').len())
-                    .min(delta.unsigned_abs().into());
-                line.drain(..trim);
-            }
-        }
-        Mutation::ReplaceScalar(i, value) => {
-            let line = &mut lines[i.index(n)];
-            let cut = line
-                .find(": ")
-                .map(|p| p + 2)
-                .or_else(|| line.find("- ").map(|p| p + 2))
-                .unwrap_or(line.len() - line.trim_start().len());
-            line.replace_range(cut.., value);
-        }
-        Mutation::InsertLine(i, new) => lines.insert(i.index(n + 1), new.clone()),
-        Mutation::FlipChar(i, c) => {
-            let chars: Vec<char> = text.chars().collect();
-            if chars.is_empty() {
-                return c.to_string();
-            }
-            let at = i.index(chars.len());
-            return chars[..at]
-                .iter()
-                .chain(std::iter::once(c))
-                .chain(&chars[at + 1..])
-                .collect();
-        }
-        Mutation::Truncate(i) => {
-            return text
-                .chars()
-                .take(i.index(text.chars().count() + 1))
-                .collect();
-        }
-    }
-    lines.join("\n")
-}
-
-/// A corpus entry with 1..=8 mutations applied, plus the mutations (shown
-/// when a case fails, since the text alone hides what was changed).
-fn mutated_document() -> impl Strategy<Value = (String, Vec<Mutation>)> {
-    (any::<Index>(), prop::collection::vec(mutation(), 1..=8)).prop_map(|(pick, mutations)| {
-        let mut text = CORPUS[pick.index(CORPUS.len())].clone();
-        for m in &mutations {
-            text = mutate(&text, m);
-        }
-        (text, mutations)
-    })
-}
-
-/// YAML's structural tokens and some valid keys, glued at random: reaches
-/// the YAML parser's odd states (flow in block, anchors, tags, directives)
-/// far more often than uniform random text.
-fn token_soup() -> impl Strategy<Value = String> {
-    let token = prop::sample::select(vec![
-        "\n",
-        "\n  ",
-        "\n    ",
-        "\n- ",
-        "- ",
-        ": ",
-        ":",
-        "? ",
-        "---\n",
-        "...\n",
-        "[",
-        "]",
-        "{",
-        "}",
-        ",",
-        "&a ",
-        "*a",
-        "!!str ",
-        "!t ",
-        "%YAML 1.2\n",
-        "%TAG ! tag:x,2000:\n",
-        "#c\n",
-        "|\n",
-        ">\n",
-        "'",
-        "\"",
-        "\\",
-        "\t",
-        "\u{0}",
-        "\u{85}",
-        "\u{2028}",
-        "apiVersion",
-        "kind",
-        "metadata",
-        "name",
-        "namespace",
-        "spec",
-        "rules",
-        "matches",
-        "path",
-        "value",
-        "port",
-        "HTTPRoute",
-        "Gateway",
-        "Service",
-        "EndpointSlice",
-        "v1",
-        "gateway.networking.k8s.io/v1",
-        "discovery.k8s.io/v1",
-        "x",
-        "80",
-        "-1",
-        "1e9",
-    ]);
-    prop::collection::vec(token, 0..120).prop_map(|t| t.concat())
 }
 
 proptest! {

@@ -3,6 +3,8 @@
 //! client gets the body as the transfer coding framed it, with no
 //! `Content-Length`, and the upstream connection that carried it is never
 //! used again (what follows on it cannot be trusted).
+// Helpers here panic to report a broken fixture, as tests do.
+#![allow(clippy::unwrap_used)]
 
 mod support;
 

@@ -1,5 +1,7 @@
 //! Bad input from clients and bad behaviour from backends get the right
 //! answer, quickly, and the proxy keeps serving good requests afterwards.
+// Helpers here panic to report a broken fixture, as tests do.
+#![allow(clippy::unwrap_used)]
 
 mod support;
 
@@ -178,6 +180,7 @@ async fn bad_input_gets_the_right_status_quickly_and_the_proxy_stays_up() {
             if write.write_all(&[byte]).await.is_err() {
                 return;
             }
+            // This sleep is the test: a byte every 25 ms.
             tokio::time::sleep(Duration::from_millis(25)).await;
         }
     });

@@ -6,6 +6,8 @@
 //! Kubernetes parser, and every case judged by the suite's rules (3 passes
 //! in a row, within a deadline). TLS cases are skipped with a printed
 //! reason; nothing else is.
+// Helpers here panic to report a broken fixture, as tests do.
+#![allow(clippy::unwrap_used)]
 
 #[path = "conformance_support/distribution.rs"]
 mod distribution;
@@ -320,14 +322,11 @@ async fn attempt(ctx: &FileCtx, case: &Value) -> Result<()> {
             mirror["backend"].as_str().unwrap_or_default()
         );
         // Mirrors are fire-and-forget: give the copy a moment to land.
-        let deadline = Instant::now() + Duration::from_secs(3);
-        while ctx.mirror_count(&target, &path) == 0 {
-            ensure!(
-                Instant::now() < deadline,
-                "{target} never received the mirrored {path}"
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        let what = format!("{target} to receive the mirrored {path}");
+        eventually(&what, Duration::from_secs(3), async || {
+            ctx.mirror_count(&target, &path) > 0
+        })
+        .await?;
     }
     Ok(())
 }
@@ -350,6 +349,8 @@ async fn run_case(ctx: &FileCtx, case: &Value) -> Result<()> {
                     return Err(error);
                 }
                 in_a_row = 0;
+                // The suite's pause between attempts (its own retry rule,
+                // not a wait for one event).
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
         }

@@ -3,6 +3,8 @@
 //! connections close after the grace period, and no new connection is
 //! accepted. When a backend stops being served, its requests in flight
 //! finish and its connections close afterwards.
+// Helpers here panic to report a broken fixture, as tests do.
+#![allow(clippy::unwrap_used)]
 
 mod support;
 
@@ -51,7 +53,8 @@ async fn wait_active(echo: &Echo, n: usize) {
             }
         },
     )
-    .await;
+    .await
+    .unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -128,7 +131,8 @@ async fn shutdown_finishes_in_flight_requests_and_closes_idle_connections() {
             Ok(())
         }
     })
-    .await;
+    .await
+    .unwrap();
     // No new connections.
     assert!(tokio::net::TcpStream::connect(addr).await.is_err());
 }
@@ -173,6 +177,7 @@ async fn a_backend_that_stops_being_served_drains() {
             Ok(())
         }
     })
-    .await;
+    .await
+    .unwrap();
     proxy.shutdown().await;
 }

@@ -14,6 +14,8 @@
 //! - Forwarding headers carry the real peer, not the client's claims
 //!   (and keep what trusted hops wrote).
 //! - Reasons given to clients name no route, Service or namespace.
+// Helpers here panic to report a broken fixture, as tests do.
+#![allow(clippy::unwrap_used)]
 
 mod support;
 

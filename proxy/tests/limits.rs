@@ -3,6 +3,8 @@
 //! open ones keep working, and room comes back when one closes; every
 //! limit hit shows in `switchyard_proxy_limit_hits_total` as `/metrics`
 //! would expose it.
+// Helpers here panic to report a broken fixture, as tests do.
+#![allow(clippy::unwrap_used)]
 
 mod support;
 
@@ -92,7 +94,8 @@ impl Limited {
                 Ok(())
             },
         )
-        .await;
+        .await
+        .unwrap();
     }
 }
 
@@ -151,7 +154,8 @@ async fn past_max_connections_a_new_connection_is_closed_counted_and_room_comes_
             Ok(())
         },
     )
-    .await;
+    .await
+    .unwrap();
     let reply = send(addr, get(HOST, "/")).await.unwrap();
     assert_eq!(reply.status, 200, "{reply:?}");
     assert_eq!(limited.limit_hits("connections"), 1.0);

@@ -1,6 +1,8 @@
 //! Request mirrors get a full copy of the request, body included (fixed
 //! length or chunked), and a mirror that never answers does not delay the
 //! main response.
+// Helpers here panic to report a broken fixture, as tests do.
+#![allow(clippy::unwrap_used)]
 
 mod support;
 
@@ -65,7 +67,8 @@ async fn body_arrives(bodies: &Arc<Mutex<Vec<(String, Bytes)>>>, uri: &str, want
             }
         },
     )
-    .await;
+    .await
+    .unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -18,35 +18,18 @@ mod support;
 
 use proptest::prelude::*;
 use proptest::sample::select;
-use proptest::test_runner::RngSeed;
 use std::borrow::Cow;
-use std::hash::{BuildHasher, Hasher};
 use std::sync::LazyLock;
 use support::*;
 use switchyard_proxy::router::{Decision, RouteTable};
 use switchyard_proxy::server::{inbound, path};
 use switchyard_proxy::settings::PathSettings;
+use switchyard_test_support::strategies;
 
 const NS: &str = "prop-path";
 
 fn config() -> ProptestConfig {
-    let mut config = ProptestConfig::default();
-    if std::env::var_os("PROPTEST_CASES").is_none() {
-        config.cases = 512;
-    }
-    config.failure_persistence = None;
-    let seed = match config.rng_seed {
-        RngSeed::Fixed(seed) => seed,
-        RngSeed::Random => std::collections::hash_map::RandomState::new()
-            .build_hasher()
-            .finish(),
-    };
-    config.rng_seed = RngSeed::Fixed(seed);
-    eprintln!(
-        "proptest seed {seed}; reproduce: PROPTEST_RNG_SEED={seed} \
-         cargo test -p switchyard-proxy --test prop_path"
-    );
-    config
+    strategies::config(512, "cargo test -p switchyard-proxy --test prop_path")
 }
 
 const ROUTES: &str = r#"

@@ -3,6 +3,8 @@
 //! regex once and shares it with every later table (an unrelated snapshot
 //! recompiles nothing); and the distinct regexes of all served routes are
 //! held to the proxy's budget, oldest route first.
+// Helpers here panic to report a broken fixture, as tests do.
+#![allow(clippy::unwrap_used)]
 
 mod support;
 

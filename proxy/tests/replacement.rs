@@ -3,6 +3,8 @@
 //! of 32 keep-alive client connections. No request fails. Clients retry
 //! nothing; they only reconnect after a response that said
 //! `Connection: close`, as any HTTP/1.1 client must.
+// Helpers here panic to report a broken fixture, as tests do.
+#![allow(clippy::unwrap_used)]
 
 mod support;
 
@@ -144,7 +146,8 @@ async fn replacing_the_data_plane_under_keep_alive_load_drops_nothing() {
                 }
             },
         )
-        .await;
+        .await
+        .unwrap();
         let next = replacement(addr, &backend_addrs).await;
         let old = std::mem::replace(&mut proxy, next);
         old.shutdown().await;
@@ -163,7 +166,8 @@ async fn replacing_the_data_plane_under_keep_alive_load_drops_nothing() {
             }
         },
     )
-    .await;
+    .await
+    .unwrap();
     stop.store(true, Ordering::Relaxed);
     for c in clients {
         c.await.unwrap();

@@ -126,7 +126,8 @@ async fn route_change_under_load_drops_nothing() {
             Ok(())
         }
     })
-    .await;
+    .await
+    .unwrap();
     let mut next = snapshot.clone();
     next.version = 2;
     proxy.install(next, vec![route("green")]);
@@ -141,7 +142,8 @@ async fn route_change_under_load_drops_nothing() {
             Ok(())
         }
     })
-    .await;
+    .await
+    .unwrap();
     stop.store(true, Ordering::Relaxed);
     for l in loops {
         l.await.unwrap();

@@ -4,6 +4,8 @@
 //! response), the failure is counted as the client's
 //! (`errors{blame="downstream",kind="client_body_timeout"}`), and the
 //! endpoint is never ejected for it.
+// Helpers here panic to report a broken fixture, as tests do.
+#![allow(clippy::unwrap_used)]
 
 mod support;
 
@@ -114,6 +116,7 @@ async fn a_slow_upload_is_not_a_slow_backend() {
     // pause comes near the body idle timeout.
     let started = Instant::now();
     for byte in b"0123456789" {
+        // This sleep is the test: a client that pauses between bytes.
         tokio::time::sleep(Duration::from_millis(80)).await;
         stream.write_all(&[*byte]).await.unwrap();
     }
@@ -227,7 +230,8 @@ async fn a_stall_after_the_response_started_cuts_the_response_and_blames_the_cli
             Ok(())
         },
     )
-    .await;
+    .await
+    .unwrap();
     assert_eq!(
         slow.metric("switchyard_proxy_upstream_body_errors_total{backend=\"slow/app:8080\"}"),
         0.0

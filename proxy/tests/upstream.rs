@@ -82,7 +82,8 @@ async fn health_checks_decide_traffic_and_readiness() {
             Ok(())
         }
     })
-    .await;
+    .await
+    .unwrap();
     for _ in 0..20 {
         let reply = send(proxy.addrs[0], get("app.example", "/")).await.unwrap();
         assert_eq!(reply.status, 200);
@@ -97,7 +98,8 @@ async fn health_checks_decide_traffic_and_readiness() {
         anyhow::ensure!(reply.headers.contains_key("x-switchyard-reason"));
         Ok(())
     })
-    .await;
+    .await
+    .unwrap();
     // Recovery takes `healthy_threshold` passes, then traffic returns.
     pods[0].unhealthy.store(false, Ordering::Relaxed);
     pods[1].unhealthy.store(false, Ordering::Relaxed);
@@ -138,7 +140,8 @@ async fn connect_failures_are_retried_on_another_endpoint() {
             Ok(())
         },
     )
-    .await;
+    .await
+    .unwrap();
     for i in 0..40 {
         let reply = send(proxy.addrs[0], get("app.example", "/")).await.unwrap();
         assert_eq!(reply.status, 200, "request {i}: {reply:?}");

@@ -1,9 +1,28 @@
 //! Test plumbing shared by the workspace's tests; only ever a
 //! dev-dependency, so nothing here reaches a binary a user runs.
 //!
-//! Owns: where the repository's test data lives (the Gateway API
-//! conformance cases in `tests/data/gateway-api/`), found one way by every
-//! runner, which fails — never skips — when the data is missing.
+//! Layout:
+//! - [`eventually`](mod@eventually): waiting for a condition with a
+//!   deadline (async and blocking), failing with what was waited for and
+//!   the last thing seen.
+//! - [`fake_kube`]: a fake Kubernetes API server on loopback (lists,
+//!   watches, `410 Gone`, status patches, every request recorded).
+//! - [`fixtures`]: Kubernetes objects for it and for YAML tests.
+//! - [`strategies`]: proptest strategies for the model's values, and the
+//!   proptest configuration every property file uses.
+//! - here: where the repository's test data lives (the Gateway API
+//!   conformance cases in `tests/data/gateway-api/`), found one way by
+//!   every runner, which fails — never skips — when the data is missing.
+//!
+//! Does not own: anything one test file alone uses (it stays next to that
+//! test), or the product's own harnesses (processes, fleets, probers).
+
+pub mod eventually;
+pub mod fake_kube;
+pub mod fixtures;
+pub mod strategies;
+
+pub use eventually::{eventually, eventually_blocking};
 
 use std::path::PathBuf;
 
@@ -20,8 +39,8 @@ pub fn gateway_api_cases() -> PathBuf {
     dir
 }
 
-/// Every case file (`*.yaml`) of [`gateway_api_cases`], sorted by name;
-/// panics when there are none.
+/// Every case file (`*.yaml`) of [`gateway_api_cases`], sorted by name (so
+/// a seed replays the same order); panics when there are none.
 pub fn gateway_api_case_files() -> Vec<PathBuf> {
     let dir = gateway_api_cases();
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)

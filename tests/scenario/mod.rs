@@ -43,28 +43,6 @@ pub fn report(
     }
 }
 
-/// (Used by `chaos.rs`; each test binary compiles this module and uses
-/// part of it.)
-///
-/// Polls `check` every 50 ms until it returns `Ok`, or panics after
-/// `timeout` with `what` and the last `Err` (the state it saw).
-#[allow(dead_code)]
-pub async fn eventually<F, Fut>(timeout: std::time::Duration, what: &str, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<(), String>>,
-{
-    let deadline = tokio::time::Instant::now() + timeout;
-    loop {
-        let seen = match check().await {
-            Ok(()) => return,
-            Err(seen) => seen,
-        };
-        assert!(tokio::time::Instant::now() < deadline, "{what}: {seen}");
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
-}
-
 /// Waits until the apply at `index` is Ready, then checks that the next
 /// response the prober sees comes from `backend`.
 #[allow(dead_code)]

@@ -1,6 +1,7 @@
 //! Shared pieces of the process-level tests: a 3-coordinator cluster of
-//! real `switchyard` processes, the CLI as a subprocess, and polling with
-//! deadlines instead of sleeps.
+//! real `switchyard` processes and the CLI as a subprocess. Waiting is
+//! `switchyard_test_support`'s (re-exported here in its blocking form,
+//! since these tests block on subprocesses).
 
 #![allow(dead_code)]
 
@@ -8,31 +9,13 @@ use anyhow::{Context, bail};
 use serde_json::Value;
 use std::path::Path;
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use switchyard_chaos_tests::{Process, ProcessSpec, free_port};
+
+pub use switchyard_test_support::eventually_blocking;
 
 /// The binary under test.
 pub const BIN: &str = env!("CARGO_BIN_EXE_switchyard");
-
-/// Polls `check` every 20 ms until it returns `Some`, or fails after
-/// `timeout` with the last error.
-pub fn eventually<T>(
-    timeout: Duration,
-    what: &str,
-    mut check: impl FnMut() -> anyhow::Result<Option<T>>,
-) -> anyhow::Result<T> {
-    let deadline = Instant::now() + timeout;
-    let mut last = String::from("never checked");
-    while Instant::now() < deadline {
-        match check() {
-            Ok(Some(v)) => return Ok(v),
-            Ok(None) => last = "condition not met".into(),
-            Err(e) => last = format!("{e:#}"),
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    bail!("timed out after {timeout:?} waiting for {what}: {last}")
-}
 
 /// What a CLI run printed.
 #[derive(Debug)]
@@ -111,7 +94,7 @@ impl Cluster {
                 "--rpc-timeout",
                 "500ms",
                 // These tests are about Raft and input handling; TLS has
-                // its own (tests/security.rs), and the fleet tests run it.
+                // its own (tests/security_*.rs), and the fleet tests run it.
                 "--insecure",
             ]
             .iter()
@@ -147,17 +130,17 @@ impl Cluster {
         let running: Vec<usize> = (0..self.nodes.len())
             .filter(|i| self.nodes[*i].is_running())
             .collect();
-        eventually(timeout, "an agreed leader", || {
-            let mut leader = None;
-            for i in &running {
-                let l = self.status_of(*i)?["leader"].as_u64();
-                if l.is_none() || (leader.is_some() && leader != l) {
-                    return Ok(None);
-                }
-                leader = l;
+        let leader = eventually_blocking("an agreed leader", timeout, || {
+            let leaders = running
+                .iter()
+                .map(|i| Ok(self.status_of(*i)?["leader"].as_u64()))
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            match leaders.first() {
+                Some(Some(l)) if leaders.iter().all(|x| *x == Some(*l)) => Ok((l - 1) as usize),
+                _ => bail!("leaders as each running coordinator sees them: {leaders:?}"),
             }
-            Ok(leader.map(|l| (l - 1) as usize))
-        })
+        })?;
+        Ok(leader)
     }
 }
 

@@ -1,5 +1,7 @@
 //! The TLS listener and connector against each other, in process: who gets
 //! through the handshake, what identity the server sees, and reloading.
+// Helpers here panic to report a broken fixture, as tests do.
+#![allow(clippy::unwrap_used)]
 
 use rustls_pki_types::pem::PemObject;
 use std::path::Path;

@@ -221,20 +221,53 @@ impl ClusterMetaStore {
     }
 }
 
+/// The file of a data directory that sled holds an exclusive `flock` on
+/// while the database is open (sled's `Config::db_path`). A test opens a
+/// store and checks that this is the file it locks, so a sled upgrade that
+/// moves the lock cannot go unnoticed.
+pub const LOCK_FILE: &str = "db";
+
 /// Observes whether the store is still open somewhere in this process, so a
 /// shutdown can wait until the directory lock is really released before the
 /// same directory is opened again.
+///
+/// # Correctness
+///
+/// "No handle left" is not "closed": the strong count of the shared `Db`
+/// reaches zero *before* the last handle's drop runs sled's own (it flushes,
+/// fsyncs and joins sled's flusher thread, possibly on another thread), and
+/// sled's IO threads can hold the locked file a moment longer still. Only
+/// when the directory's lock can be taken is the store closed, so
+/// [`StoreLiveness::is_open`] checks both.
 #[derive(Clone)]
-pub struct StoreLiveness(Weak<Db>);
+pub struct StoreLiveness {
+    db: Weak<Db>,
+    lock_file: PathBuf,
+}
 
 impl StoreLiveness {
     pub(crate) fn new(db: &Arc<Db>) -> Self {
-        StoreLiveness(Arc::downgrade(db))
+        StoreLiveness {
+            db: Arc::downgrade(db),
+            lock_file: db.path.join(LOCK_FILE),
+        }
     }
 
-    /// True while any log store, state store or metadata handle is alive.
+    /// True while any log store, state store or metadata handle is alive,
+    /// or while sled still holds the directory's lock.
     pub fn is_open(&self) -> bool {
-        self.0.strong_count() > 0
+        self.db.strong_count() > 0 || lock_held(&self.lock_file)
+    }
+}
+
+/// Whether someone holds the exclusive `flock` sled takes on `path`: a
+/// probe on a descriptor of its own (flock locks belong to the open file,
+/// so sled's lock in this same process blocks it), released at once by
+/// closing it. A file that cannot be opened holds no lock.
+fn lock_held(path: &Path) -> bool {
+    match std::fs::File::open(path) {
+        Ok(file) => matches!(file.try_lock(), Err(std::fs::TryLockError::WouldBlock)),
+        Err(_) => false,
     }
 }
 

@@ -449,7 +449,9 @@ impl Node {
             tracing::warn!(node_id = id, error = %e, "Raft shutdown reported an error");
         }
         // The store is owned by openraft's tasks, which end shortly after
-        // the core; poll their handles' liveness rather than guess a delay.
+        // the core, and sled releases the directory's lock after the last
+        // handle is gone (see `StoreLiveness`); poll for both rather than
+        // guess a delay.
         let deadline = Instant::now() + Duration::from_secs(10);
         while self.inner.liveness.is_open() && Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(5)).await;

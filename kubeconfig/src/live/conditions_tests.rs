@@ -1,44 +1,34 @@
 use super::*;
 use crate::parse_documents;
+use serde_json::{Value, json};
 use switchyard_proto::model::CONTROLLER_NAME;
+use switchyard_test_support::fixtures::{self, listener};
 
-const WORLD: &str = r#"
-apiVersion: gateway.networking.k8s.io/v1
-kind: GatewayClass
-metadata: {name: ours}
-spec: {controllerName: switchyard.io/gateway-controller}
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: GatewayClass
-metadata: {name: theirs}
-spec: {controllerName: example.com/other}
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: {name: gw, namespace: shop}
-spec:
-  gatewayClassName: ours
-  listeners:
-  - {name: http, port: 80, protocol: HTTP, hostname: "*.example.com"}
-  - {name: tls, port: 443, protocol: HTTPS}
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: {name: other, namespace: shop}
-spec:
-  gatewayClassName: theirs
-  listeners: [{name: http, port: 80, protocol: HTTP}]
----
-apiVersion: v1
-kind: Service
-metadata: {name: blue, namespace: shop}
-spec: {ports: [{port: 80}]}
----
-apiVersion: v1
-kind: Service
-metadata: {name: db, namespace: data}
-spec: {ports: [{port: 5432}]}
-"#;
+/// Our GatewayClass with Gateway `shop/gw` (an HTTP listener for
+/// `*.example.com`, an HTTPS one), another controller's Gateway
+/// `shop/other`, Service `shop/blue` and Service `data/db`.
+fn world() -> Vec<Value> {
+    let mut http = listener("http", 80, "HTTP");
+    http["hostname"] = json!("*.example.com");
+    vec![
+        fixtures::gateway_class("ours", CONTROLLER_NAME),
+        fixtures::gateway_class("theirs", fixtures::OTHER_CONTROLLER),
+        fixtures::gateway(
+            "shop",
+            "gw",
+            "ours",
+            json!([http, listener("tls", 443, "HTTPS")]),
+        ),
+        fixtures::gateway(
+            "shop",
+            "other",
+            "theirs",
+            json!([listener("http", 80, "HTTP")]),
+        ),
+        fixtures::service("shop", "blue", json!([{"port": 80}])),
+        fixtures::service("data", "db", json!([{"port": 5432}])),
+    ]
+}
 
 fn route(namespace: &str, extra: &str) -> HttpRoute {
     let yaml = format!(
@@ -51,7 +41,8 @@ fn route(namespace: &str, extra: &str) -> HttpRoute {
 }
 
 fn world_with(more: &str) -> Vec<Resource> {
-    parse_documents("world", &format!("{WORLD}---\n{more}\n")).unwrap()
+    let world = fixtures::yaml(&world());
+    parse_documents("world", &format!("{world}---\n{more}\n")).unwrap()
 }
 
 fn condition<'a>(s: &'a RouteParentStatus, type_: &str) -> &'a Condition {

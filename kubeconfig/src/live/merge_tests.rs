@@ -1,106 +1,57 @@
 use super::*;
 use crate::parse_documents;
+use serde_json::{Value, json};
 use switchyard_proto::model::{CONTROLLER_NAME, validate_resource};
+use switchyard_test_support::fixtures::{self, endpoint, listener};
 
-const CLUSTER: &str = r#"
-apiVersion: gateway.networking.k8s.io/v1
-kind: GatewayClass
-metadata: {name: ours}
-spec: {controllerName: switchyard.io/gateway-controller}
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: GatewayClass
-metadata: {name: theirs}
-spec: {controllerName: example.com/other}
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: {name: gw, namespace: infra}
-spec:
-  gatewayClassName: ours
-  listeners: [{name: http, port: 80, protocol: HTTP, allowedRoutes: {namespaces: {from: All}}}]
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: {name: other-gw, namespace: infra}
-spec:
-  gatewayClassName: theirs
-  listeners: [{name: http, port: 80, protocol: HTTP}]
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata: {name: app, namespace: shop}
-spec:
-  parentRefs: [{name: gw, namespace: infra}, {name: other-gw, namespace: infra}]
-  rules:
-  - backendRefs: [{name: blue, port: 80}, {name: db, namespace: data, port: 80}]
-    filters:
-    - type: RequestMirror
-      requestMirror: {backendRef: {name: shadow, port: 80}}
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata: {name: not-ours, namespace: shop}
-spec:
-  parentRefs: [{name: other-gw, namespace: infra}]
-  rules: [{backendRefs: [{name: unrelated, port: 80}]}]
----
-apiVersion: v1
-kind: Namespace
-metadata: {name: shop, labels: {team: a}}
----
-apiVersion: v1
-kind: Namespace
-metadata: {name: kube-system}
----
-apiVersion: gateway.networking.k8s.io/v1beta1
-kind: ReferenceGrant
-metadata: {name: allow-shop, namespace: data}
-spec:
-  from: [{group: gateway.networking.k8s.io, kind: HTTPRoute, namespace: shop}]
-  to: [{group: "", kind: Service}]
----
-apiVersion: gateway.networking.k8s.io/v1beta1
-kind: ReferenceGrant
-metadata: {name: unrelated, namespace: elsewhere}
-spec:
-  from: [{group: gateway.networking.k8s.io, kind: HTTPRoute, namespace: shop}]
-  to: [{group: "", kind: Service}]
----
-apiVersion: v1
-kind: Service
-metadata: {name: blue, namespace: shop}
-spec: {ports: [{port: 80, targetPort: 8080}]}
----
-apiVersion: v1
-kind: Service
-metadata: {name: shadow, namespace: shop}
-spec: {ports: [{port: 80}]}
----
-apiVersion: v1
-kind: Service
-metadata: {name: db, namespace: data}
-spec: {ports: [{port: 80}]}
----
-apiVersion: v1
-kind: Service
-metadata: {name: unrelated, namespace: shop}
-spec: {ports: [{port: 80}]}
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: {name: blue-1, namespace: shop, labels: {kubernetes.io/service-name: blue}}
-addressType: IPv4
-ports: [{port: 8080}]
-endpoints: [{addresses: [10.0.0.1], zone: zone-a}]
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: {name: unrelated-1, namespace: shop, labels: {kubernetes.io/service-name: unrelated}}
-addressType: IPv4
-ports: [{port: 80}]
-endpoints: [{addresses: [10.0.0.9]}]
-"#;
+/// Two GatewayClasses (ours and another controller's) with a Gateway
+/// each; a route on both with a cross-namespace backend (granted) and a
+/// mirror; a route on theirs only; namespaces, an unrelated grant,
+/// Services and slices, some used by no route of ours.
+fn cluster() -> String {
+    let http = listener("http", 80, "HTTP");
+    let mut all_namespaces = http.clone();
+    all_namespaces["allowedRoutes"] = json!({"namespaces": {"from": "All"}});
+    let to_services = json!([{"group": "", "kind": "Service"}]);
+    fixtures::yaml(&[
+        fixtures::gateway_class("ours", CONTROLLER_NAME),
+        fixtures::gateway_class("theirs", fixtures::OTHER_CONTROLLER),
+        fixtures::gateway("infra", "gw", "ours", json!([all_namespaces])),
+        fixtures::gateway("infra", "other-gw", "theirs", json!([http])),
+        fixtures::route(
+            "shop",
+            "app",
+            json!({"parentRefs": [{"name": "gw", "namespace": "infra"},
+                                  {"name": "other-gw", "namespace": "infra"}],
+                   "rules": [{"backendRefs": [{"name": "blue", "port": 80},
+                                              {"name": "db", "namespace": "data", "port": 80}],
+                              "filters": [{"type": "RequestMirror",
+                                           "requestMirror": {"backendRef": {"name": "shadow", "port": 80}}}]}]}),
+        ),
+        fixtures::route(
+            "shop",
+            "not-ours",
+            json!({"parentRefs": [{"name": "other-gw", "namespace": "infra"}],
+                   "rules": [{"backendRefs": [{"name": "unrelated", "port": 80}]}]}),
+        ),
+        fixtures::with_labels(fixtures::namespace("shop"), json!({"team": "a"})),
+        fixtures::namespace("kube-system"),
+        fixtures::reference_grant("data", "allow-shop", "shop", to_services.clone()),
+        fixtures::reference_grant("elsewhere", "unrelated", "shop", to_services),
+        fixtures::service("shop", "blue", json!([{"port": 80, "targetPort": 8080}])),
+        fixtures::service("shop", "shadow", json!([{"port": 80}])),
+        fixtures::service("data", "db", json!([{"port": 80}])),
+        fixtures::service("shop", "unrelated", json!([{"port": 80}])),
+        slice("blue-1", "blue", "10.0.0.1", Some("zone-a")),
+        fixtures::slice(
+            "shop",
+            "unrelated-1",
+            "unrelated",
+            json!([{"port": 80}]),
+            json!([endpoint("10.0.0.9", None, None)]),
+        ),
+    ])
+}
 
 fn keys(resources: &[Resource]) -> Vec<String> {
     resources.iter().map(|r| r.key().to_string()).collect()
@@ -108,7 +59,7 @@ fn keys(resources: &[Resource]) -> Vec<String> {
 
 #[test]
 fn only_what_our_gateway_class_serves_is_kept_in_apply_order() {
-    let all = parse_documents("cluster.yaml", CLUSTER).unwrap();
+    let all = parse_documents("cluster.yaml", &cluster()).unwrap();
     let served = select_served(all, CONTROLLER_NAME);
     assert_eq!(
         keys(&served),
@@ -134,25 +85,31 @@ fn only_what_our_gateway_class_serves_is_kept_in_apply_order() {
 
 #[test]
 fn nothing_is_served_without_our_gateway_class() {
-    let all = parse_documents("cluster.yaml", CLUSTER).unwrap();
+    let all = parse_documents("cluster.yaml", &cluster()).unwrap();
     assert!(select_served(all, "example.com/nobody").is_empty());
 }
 
-fn slice(name: &str, service: &str, address: &str, zone: &str) -> String {
-    format!(
-        "apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {{name: {name}, namespace: shop, labels: {{kubernetes.io/service-name: {service}}}}}\naddressType: IPv4\nports: [{{port: 8080}}]\nendpoints: [{{addresses: [{address}], zone: {zone}}}]\n"
+/// A slice of `service` in `shop`: one endpoint on port 8080, no
+/// conditions (so ready).
+fn slice(name: &str, service: &str, address: &str, zone: Option<&str>) -> Value {
+    fixtures::slice(
+        "shop",
+        name,
+        service,
+        json!([{"port": 8080}]),
+        json!([endpoint(address, zone, None)]),
     )
 }
 
 #[test]
 fn endpoints_of_one_service_in_two_clusters_are_merged_and_tagged() {
-    let east = parse_documents("east", CLUSTER).unwrap();
+    let east = parse_documents("east", &cluster()).unwrap();
     // The west cluster has only the backend: the same Service and a slice
     // whose name equals east's.
-    let west_yaml = format!(
-        "apiVersion: v1\nkind: Service\nmetadata: {{name: blue, namespace: shop}}\nspec: {{ports: [{{port: 80, targetPort: 9090}}]}}\n---\n{}",
-        slice("blue-1", "blue", "10.1.0.1", "zone-b")
-    );
+    let west_yaml = fixtures::yaml(&[
+        fixtures::service("shop", "blue", json!([{"port": 80, "targetPort": 9090}])),
+        slice("blue-1", "blue", "10.1.0.1", Some("zone-b")),
+    ]);
     let west = parse_documents("west", &west_yaml).unwrap();
     let merged = merge_clusters(
         &[
@@ -209,7 +166,7 @@ fn endpoints_of_one_service_in_two_clusters_are_merged_and_tagged() {
 
 #[test]
 fn one_cluster_keeps_slice_names_and_tags_the_cluster() {
-    let east = parse_documents("east", CLUSTER).unwrap();
+    let east = parse_documents("east", &cluster()).unwrap();
     let merged = merge_clusters(
         &[ClusterObjects {
             name: "east".into(),

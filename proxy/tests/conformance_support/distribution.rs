@@ -150,7 +150,8 @@ pub(crate) async fn mirror(ctx: &FileCtx, case: &Value, dist: &Value) -> Result<
                 Ok(())
             }
         })
-        .await;
+        .await
+        .unwrap();
         let count = ctx.mirror_count(&target, &sent_path) as f64;
         if (min..=max).contains(&count) {
             return Ok(());

@@ -154,6 +154,7 @@ async fn answer(state: &EchoState, req: Request<Incoming>) -> Response<Full<Byte
         .and_then(|v| v.parse::<u64>().ok())
     {
         state.active.fetch_add(1, Ordering::Relaxed);
+        // A slow backend is what was asked for, not a wait.
         tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
         state.active.fetch_sub(1, Ordering::Relaxed);
     }

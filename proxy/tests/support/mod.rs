@@ -1,14 +1,16 @@
 //! Shared pieces of the proxy's integration tests: fake backends, model
-//! fixtures, a proxy started in-process, an HTTP client, and polling with
-//! deadlines instead of sleeps.
+//! fixtures, a proxy started in-process and an HTTP client. Waiting with
+//! deadlines instead of sleeps is `switchyard_test_support`'s
+//! `eventually`, re-exported here.
 #![allow(dead_code)]
+// Helpers of tests: a panic is how they report a broken fixture.
+#![allow(clippy::unwrap_used)]
 
 pub mod client;
 pub mod echo;
 pub mod raw;
 
 use std::collections::BTreeSet;
-use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,26 +22,7 @@ use switchyard_proxy::{
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-/// Polls `check` every 20 ms until it returns `Ok` or `within` passes, then
-/// panics with the last error. Returns the value of the first success.
-pub async fn eventually<T, F, Fut>(what: &str, within: Duration, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = anyhow::Result<T>>,
-{
-    let deadline = tokio::time::Instant::now() + within;
-    loop {
-        match check().await {
-            Ok(value) => return value,
-            Err(error) => {
-                if tokio::time::Instant::now() >= deadline {
-                    panic!("{what}: not true within {within:?}; last error: {error:#}");
-                }
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
+pub use switchyard_test_support::eventually;
 
 /// Settings for tests: fast health checks, short timeouts.
 pub fn test_settings() -> DataPlaneSettings {
@@ -312,7 +295,8 @@ pub async fn wait_healthy(dp: &Arc<DataPlane>, backends: &[(BackendKey, u32)]) {
                 Ok(())
             }
         })
-        .await;
+        .await
+        .unwrap();
     }
 }
 

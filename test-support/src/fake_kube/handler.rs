@@ -1,19 +1,23 @@
 //! The fake server's request handling: lists, watch streams, object GETs,
-//! status PATCHes and `/version`.
+//! status PATCHes and `/version`, each request recorded first.
 
-use super::{Body, COLLECTIONS, Recorded, State};
+use super::{COLLECTIONS, Recorded, State, gone, watch_line};
 use bytes::Bytes;
-use futures::StreamExt;
-use http_body_util::{BodyExt, Full, StreamBody};
-use hyper::body::{Frame, Incoming};
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full};
+use hyper::body::{Body, Frame, Incoming};
 use hyper::{Method, Request, Response, StatusCode};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::convert::Infallible;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 use tokio::sync::mpsc;
 
-fn json_response(status: StatusCode, value: &Value) -> Response<Body> {
+type ResponseBody = BoxBody<Bytes, Infallible>;
+
+fn json_response(status: StatusCode, value: &Value) -> Response<ResponseBody> {
     Response::builder()
         .status(status)
         .header("content-type", "application/json")
@@ -21,7 +25,7 @@ fn json_response(status: StatusCode, value: &Value) -> Response<Body> {
         .expect("response")
 }
 
-fn status_response(code: u16, reason: &str, message: &str) -> Response<Body> {
+fn status_response(code: u16, reason: &str, message: &str) -> Response<ResponseBody> {
     let status = StatusCode::from_u16(code).expect("status code");
     json_response(
         status,
@@ -30,7 +34,26 @@ fn status_response(code: u16, reason: &str, message: &str) -> Response<Body> {
     )
 }
 
-pub(super) async fn handle(state: &Arc<Mutex<State>>, req: Request<Incoming>) -> Response<Body> {
+/// A watch stream's body: the lines sent to its channel, until every
+/// sender is gone (the server stopped, or the watch expired).
+struct Lines(mpsc::UnboundedReceiver<Bytes>);
+
+impl Body for Lines {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        self.0.poll_recv(cx).map(|b| b.map(|b| Ok(Frame::data(b))))
+    }
+}
+
+pub(super) async fn handle(
+    state: &Arc<Mutex<State>>,
+    req: Request<Incoming>,
+) -> Response<ResponseBody> {
     let method = req.method().clone();
     let path = req.uri().path().to_string();
     let query: BTreeMap<String, String> = req
@@ -67,7 +90,7 @@ pub(super) async fn handle(state: &Arc<Mutex<State>>, req: Request<Incoming>) ->
         client,
         body,
     };
-    let mut s = state.lock().expect("state");
+    let mut s = state.lock().expect("fake server state");
     s.requests.push(recorded.clone());
     if path == "/version" {
         return json_response(
@@ -122,7 +145,7 @@ fn parse_object_path(path: &str) -> Option<(String, String, String, Option<Strin
     }
 }
 
-fn list(s: &State, path: &str) -> Response<Body> {
+fn list(s: &State, path: &str) -> Response<ResponseBody> {
     let c = &s.collections[path];
     let items: Vec<&Value> = c.objects.values().collect();
     let (api_version, kind) = match path.rsplit_once('/') {
@@ -142,7 +165,7 @@ fn list(s: &State, path: &str) -> Response<Body> {
     )
 }
 
-fn watch(s: &mut State, path: &str, req: &Recorded) -> Response<Body> {
+fn watch(s: &mut State, path: &str, req: &Recorded) -> Response<ResponseBody> {
     let from: u64 = req
         .query
         .get("resourceVersion")
@@ -151,41 +174,34 @@ fn watch(s: &mut State, path: &str, req: &Recorded) -> Response<Body> {
     let c = s.collections.get_mut(path).expect("collection");
     let (tx, rx) = mpsc::unbounded_channel::<Bytes>();
     if from < c.compacted {
-        let gone = json!({"type": "ERROR", "object": {
-            "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-            "message": "too old resource version", "reason": "Expired", "code": 410}});
-        let mut bytes = serde_json::to_vec(&gone).expect("json");
-        bytes.push(b'\n');
-        let _ = tx.send(Bytes::from(bytes));
-        drop(tx);
+        // The one line, then the stream ends (the sender is dropped).
+        let _ = tx.send(gone());
     } else {
         for (rv, kind, object) in &c.events {
             if *rv > from {
-                let line = json!({"type": kind, "object": object});
-                let mut bytes = serde_json::to_vec(&line).expect("json");
-                bytes.push(b'\n');
-                let _ = tx.send(Bytes::from(bytes));
+                let _ = tx.send(watch_line(&json!({"type": kind, "object": object})));
             }
         }
         c.watchers.push(tx);
     }
-    let stream =
-        futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|b| (b, rx)) })
-            .map(|b| Ok::<_, Infallible>(Frame::data(b)));
     Response::builder()
         .status(StatusCode::OK)
         .header("content-type", "application/json")
-        .body(BodyExt::boxed(StreamBody::new(stream)))
+        .body(Lines(rx).boxed())
         .expect("response")
 }
 
+/// Server-side apply of `status`, as far as the fake models it: the
+/// patch's `status` replaces the stored one. A `metadata.resourceVersion`
+/// in the patch must match the stored object's (409 otherwise), and
+/// injected conflicts come first.
 fn patch_status(
     s: &mut State,
     collection: &str,
     namespace: String,
     name: String,
     req: &Recorded,
-) -> Response<Body> {
+) -> Response<ResponseBody> {
     if s.conflicts > 0 {
         s.conflicts -= 1;
         return status_response(409, "Conflict", "the object has been modified");
