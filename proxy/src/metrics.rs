@@ -3,7 +3,7 @@
 //!
 //! It owns metric names, labels and help texts; it does not decide when to
 //! count (the server and upstream code do) nor how to expose them (the
-//! [`crate::admin`] endpoint does).
+//! binary's admin endpoint, `switchyard_admin_http`, does).
 
 use crate::router::RespondKind;
 use prometheus_client::encoding::EncodeLabelSet;
