@@ -10,7 +10,7 @@ use switchyard::demo::fleet::{Fleet, FleetOptions};
 use switchyard::demo::manifests;
 use switchyard::demo::prober::Prober;
 use switchyard::demo::{DemoOptions, render, run, start_serving};
-use switchyard_chaos_tests::http_get;
+use switchyard_harness::http_get;
 
 mod scenario;
 use scenario::{SERIAL, rounds};

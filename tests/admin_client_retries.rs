@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 use switchyard::client::{AdminClient, ClientError, LEADER_HEADER};
-use switchyard_chaos_tests::free_port;
+use switchyard_harness::free_port;
 use switchyard_proto::pb::admin_service_server::{AdminService, AdminServiceServer};
 use switchyard_proto::pb::{self};
 use switchyard_tls::Security;

@@ -10,7 +10,7 @@ use std::time::Duration;
 use switchyard::demo::fleet::{Fleet, FleetOptions};
 use switchyard::demo::manifests;
 use switchyard::demo::start_serving;
-use switchyard_chaos_tests::http_get;
+use switchyard_harness::http_get;
 use switchyard_test_support::eventually;
 use switchyard_test_support::eventually::holds;
 

@@ -15,7 +15,7 @@ use anyhow::Context;
 use std::path::Path;
 use std::time::{Duration, Instant};
 use support::{BIN, Output, cli, route_yaml, write};
-use switchyard_chaos_tests::{Process, ProcessSpec, free_port};
+use switchyard_harness::{Process, ProcessSpec, free_port};
 use switchyard_proxy::control::coordinators::DEFAULT_COORDINATOR_PORT;
 
 /// "Gave up at once": far below the 10 s default `--timeout`.

@@ -8,7 +8,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 use support::*;
-use switchyard_chaos_tests::{Process, ProcessSpec, free_port, http_get};
+use switchyard_harness::{Process, ProcessSpec, free_port, http_get};
 
 /// Applies `text` as a file and expects a failure whose stderr contains
 /// every one of `needles`.

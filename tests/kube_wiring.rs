@@ -12,7 +12,7 @@ use anyhow::Context;
 use serde_json::Value;
 use std::time::Duration;
 use support::{BIN, eventually_blocking, status_at, write};
-use switchyard_chaos_tests::{Process, ProcessSpec, free_port};
+use switchyard_harness::{Process, ProcessSpec, free_port};
 use switchyard_proto::model::ConfigSnapshot;
 use switchyard_proto::pb::WatchRequest;
 use switchyard_proto::pb::fleet_service_client::FleetServiceClient;

@@ -12,7 +12,7 @@ use std::time::Duration;
 use switchyard::demo::fleet::{Fleet, FleetOptions};
 use switchyard::demo::manifests;
 use switchyard::demo::start_serving;
-use switchyard_chaos_tests::{Process, ProcessSpec, free_port};
+use switchyard_harness::{Process, ProcessSpec, free_port};
 use switchyard_test_support::eventually;
 use switchyard_test_support::eventually::holds;
 use switchyard_tls::certs::file_stem;

@@ -13,7 +13,7 @@ mod support;
 
 use security::*;
 use std::time::Duration;
-use switchyard_chaos_tests::{Process, ProcessSpec, free_port};
+use switchyard_harness::{Process, ProcessSpec, free_port};
 use switchyard_test_support::eventually_blocking;
 use switchyard_tls::Identity;
 use switchyard_tls::Security;

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
-use switchyard_chaos_tests::{Process, ProcessSpec, Relay, free_port};
+use switchyard_harness::{Process, ProcessSpec, Relay, free_port};
 use switchyard_proto::model::ObjectName;
 use switchyard_proto::pb;
 use switchyard_tls::certs::{Authority, Validity, file_stem};

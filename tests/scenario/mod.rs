@@ -2,7 +2,7 @@
 //! and the report row each scenario adds.
 
 use switchyard::demo::prober::ProbeReport;
-use switchyard_chaos_tests::report::{Row, record};
+use switchyard_harness::report::{Row, record};
 
 /// Scenarios start whole deployments; on two cores they run one at a time.
 pub static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());

@@ -10,7 +10,7 @@ use serde_json::Value;
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
-use switchyard_chaos_tests::{Process, ProcessSpec, free_port};
+use switchyard_harness::{Process, ProcessSpec, free_port};
 
 pub use switchyard_test_support::eventually_blocking;
 

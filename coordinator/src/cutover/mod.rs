@@ -30,8 +30,6 @@ mod leases;
 mod verdict;
 
 #[cfg(test)]
-mod safety_tests;
-#[cfg(test)]
 mod tests;
 
 pub use decision::Decision;

@@ -92,8 +92,4 @@ pub struct ReplicatedState {
 }
 
 #[cfg(test)]
-mod fence_tests;
-#[cfg(test)]
-mod limits_tests;
-#[cfg(test)]
 mod tests;

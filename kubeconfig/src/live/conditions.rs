@@ -243,5 +243,4 @@ fn cutover_condition(status: Option<&RouteStatus>, generation: Option<i64>) -> C
 }
 
 #[cfg(test)]
-#[path = "conditions_tests.rs"]
 mod tests;

@@ -234,5 +234,4 @@ pub(crate) fn cluster_label(cluster: &str) -> String {
 }
 
 #[cfg(test)]
-#[path = "merge_tests.rs"]
 mod tests;

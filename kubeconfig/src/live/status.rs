@@ -286,5 +286,4 @@ fn parent_ref(p: &RouteParentStatus) -> HttpRouteStatusParentsParentRef {
 }
 
 #[cfg(test)]
-#[path = "status_tests.rs"]
 mod tests;

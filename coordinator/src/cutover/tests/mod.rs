@@ -8,6 +8,8 @@ use crate::state::{Command, DecisionBasis, LogPosition, ReplicatedState};
 use std::collections::BTreeMap;
 use switchyard_proto::model::*;
 
+mod safety;
+
 pub(super) const TTL: u64 = 1_000;
 /// The term every test state is written in and every engine leads.
 pub(super) const TERM: u64 = 1;

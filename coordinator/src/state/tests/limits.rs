@@ -2,8 +2,8 @@
 //! change nothing, only growth past a limit is refused, deletes always
 //! work, and the decision depends on the log entry alone.
 
-use super::tests::route;
-use super::*;
+use super::route;
+use crate::state::*;
 use switchyard_proto::model::*;
 
 fn namespace(name: &str) -> Resource {
@@ -87,10 +87,7 @@ fn annotated_route(name: &str, bytes: usize) -> Resource {
 /// was (but for `last_index`); returns the refusal.
 fn refused(s: &mut ReplicatedState, index: u64, command: &Command) -> CommandError {
     let mut before = s.clone();
-    let err = s
-        .apply(super::tests::at(index), command)
-        .0
-        .expect_err("refused");
+    let err = s.apply(super::at(index), command).0.expect_err("refused");
     before.last_index = index;
     before.last_term = 1;
     assert_eq!(*s, before, "a refused apply changed the state");
@@ -102,7 +99,7 @@ fn an_apply_past_max_routes_is_refused_whole_with_the_counts() {
     let mut s = ReplicatedState::default();
     let lim = limits(2, 100);
     s.apply(
-        super::tests::at(1),
+        super::at(1),
         &apply(vec![route("a", "blue"), route("b", "blue")], lim),
     )
     .0
@@ -127,7 +124,7 @@ fn an_apply_past_max_routes_is_refused_whole_with_the_counts() {
         "apply refused: 3 HTTPRoutes would exceed --max-routes 2 (2 stored now)"
     );
     // Changing a stored route does not add one.
-    s.apply(super::tests::at(3), &apply(vec![route("a", "green")], lim))
+    s.apply(super::at(3), &apply(vec![route("a", "green")], lim))
         .0
         .expect("an update is not growth");
 }
@@ -136,17 +133,14 @@ fn an_apply_past_max_routes_is_refused_whole_with_the_counts() {
 fn endpoints_are_addresses_and_a_replaced_slice_counts_only_its_difference() {
     let mut s = ReplicatedState::default();
     let lim = limits(100, 4);
-    s.apply(super::tests::at(1), &apply(vec![slice("s1", &[1, 2])], lim))
+    s.apply(super::at(1), &apply(vec![slice("s1", &[1, 2])], lim))
         .0
         .expect("3 addresses");
     assert_eq!(s.endpoint_count(), 3);
     // Replacing s1 with 4 addresses: 3 - 3 + 4 = 4, at the limit.
-    s.apply(
-        super::tests::at(2),
-        &apply(vec![slice("s1", &[1, 1, 1, 1])], lim),
-    )
-    .0
-    .expect("replacement within the limit");
+    s.apply(super::at(2), &apply(vec![slice("s1", &[1, 1, 1, 1])], lim))
+        .0
+        .expect("replacement within the limit");
     assert_eq!(s.endpoint_count(), 4);
     let err = refused(&mut s, 3, &apply(vec![slice("s2", &[1])], lim));
     assert_eq!(
@@ -155,7 +149,7 @@ fn endpoints_are_addresses_and_a_replaced_slice_counts_only_its_difference() {
     );
     // Shrinking s1 while adding s2 stays within it.
     s.apply(
-        super::tests::at(4),
+        super::at(4),
         &apply(vec![slice("s1", &[1, 1]), slice("s2", &[2])], lim),
     )
     .0
@@ -169,7 +163,7 @@ fn over_a_limit_deletes_and_non_growing_applies_still_work() {
     // limit is lower than what is stored.
     let mut s = ReplicatedState::default();
     let routes = vec![route("a", "blue"), route("b", "blue"), route("c", "blue")];
-    s.apply(super::tests::at(1), &apply(routes, None))
+    s.apply(super::at(1), &apply(routes, None))
         .0
         .expect("no limits: accepted");
     let lim = limits(1, 100);
@@ -183,13 +177,13 @@ fn over_a_limit_deletes_and_non_growing_applies_still_work() {
             max: 1,
         }
     ));
-    s.apply(super::tests::at(3), &apply(vec![route("a", "green")], lim))
+    s.apply(super::at(3), &apply(vec![route("a", "green")], lim))
         .0
         .expect("an update keeps the count where it is");
     let delete = Command::Delete {
         keys: vec![Resource::key(&route("b", "blue"))],
     };
-    s.apply(super::tests::at(4), &delete)
+    s.apply(super::at(4), &delete)
         .0
         .expect("deletes are never limited");
     assert_eq!(s.routes.len(), 2);
@@ -208,20 +202,20 @@ fn every_replica_decides_the_same_from_the_entry_alone() {
     let mut leader = ReplicatedState::default();
     let mut follower = ReplicatedState::default();
     for (i, command) in history.iter().enumerate() {
-        leader.apply(super::tests::at(i as u64 + 1), command);
-        follower.apply(super::tests::at(i as u64 + 1), command);
+        leader.apply(super::at(i as u64 + 1), command);
+        follower.apply(super::at(i as u64 + 1), command);
     }
     let over = apply(vec![route("b", "blue"), slice("s2", &[1])], limits(1, 10));
     let wire = serde_json::to_vec(&over).expect("encode");
     let decoded: Command = serde_json::from_slice(&wire).expect("decode");
     assert_eq!(decoded, over);
-    let on_leader = leader.apply(super::tests::at(3), &over);
-    let on_follower = follower.apply(super::tests::at(3), &decoded);
+    let on_leader = leader.apply(super::at(3), &over);
+    let on_follower = follower.apply(super::at(3), &decoded);
     assert_eq!(on_leader, on_follower);
     assert!(on_leader.0.is_err());
     assert_eq!(leader, follower);
     // And again: the same entry, the same answer.
-    assert_eq!(leader.clone().apply(super::tests::at(3), &over), on_leader);
+    assert_eq!(leader.clone().apply(super::at(3), &over), on_leader);
 }
 
 #[test]
@@ -236,7 +230,7 @@ fn an_entry_written_before_limits_existed_decodes_without_them() {
     assert!(matches!(&decoded, Command::Apply { limits: None, .. }));
     let mut s = ReplicatedState::default();
     // With limits of 0 it would be refused; as written then, it is not.
-    s.apply(super::tests::at(1), &decoded)
+    s.apply(super::at(1), &decoded)
         .0
         .expect("accepted as it was then");
 }
@@ -269,7 +263,7 @@ fn an_apply_that_would_make_the_configuration_undeliverable_is_refused() {
     let lim = sizes(1 << 20, 2_500_000);
     for (i, name) in ["a", "b"].iter().enumerate() {
         s.apply(
-            super::tests::at(i as u64 + 1),
+            super::at(i as u64 + 1),
             &apply(vec![annotated_route(name, 900_000)], lim),
         )
         .0
@@ -282,12 +276,9 @@ fn an_apply_that_would_make_the_configuration_undeliverable_is_refused() {
     );
     assert!(err.to_string().contains("--max-message-bytes"), "{err}");
     // Replacing an object by a smaller one, and deleting, always work.
-    s.apply(
-        super::tests::at(4),
-        &apply(vec![annotated_route("a", 10)], lim),
-    )
-    .0
-    .expect("a smaller pending spec fits");
+    s.apply(super::at(4), &apply(vec![annotated_route("a", 10)], lim))
+        .0
+        .expect("a smaller pending spec fits");
     assert!(s.config_bytes() < 2_500_000 + 900_000);
 }
 
@@ -313,7 +304,7 @@ fn validation_rules_travel_in_the_entry_so_replays_answer_as_before() {
     let err = refused(&mut today, 1, &entry(Some(1)));
     assert!(matches!(err, CommandError::Invalid(_)), "{err}");
     let mut then = ReplicatedState::default();
-    then.apply(super::tests::at(1), &entry(None))
+    then.apply(super::at(1), &entry(None))
         .0
         .expect("accepted under the rules of its time");
 }

@@ -3,8 +3,8 @@
 //! their term and their evidence, and registrations that a predecessor's
 //! goodbye or expiry cannot remove.
 
-use super::tests::{apply, at, commit, force, name, ok, route, service};
-use super::*;
+use super::{apply, at, commit, force, name, ok, route, service};
+use crate::state::*;
 use switchyard_proto::model::*;
 
 fn slice(service: &str, addresses: &[&str]) -> Resource {

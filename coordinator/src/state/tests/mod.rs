@@ -4,6 +4,9 @@
 use super::*;
 use switchyard_proto::model::*;
 
+mod fence;
+mod limits;
+
 /// A route in `default` sending everything to `backend`:80 (also used by
 /// `limits_tests`).
 pub(super) fn route(name: &str, backend: &str) -> Resource {

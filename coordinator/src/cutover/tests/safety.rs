@@ -4,10 +4,8 @@
 //! at all while no proxy is live), and a new leader judges nothing before
 //! its term's own entry is applied.
 
-use super::tests::*;
 use super::*;
 use crate::state::{Command, LogPosition, ReplicatedState};
-use switchyard_proto::model::*;
 
 fn missing() -> BackendKey {
     BackendKey::new("default", "missing", 80)
