@@ -10,7 +10,7 @@ use serde_json::Value;
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
-use switchyard_harness::{Process, ProcessSpec, free_port};
+use switchyard_harness::{Process, ProcessSpec, free_port, http_get};
 
 pub use switchyard_test_support::eventually_blocking;
 
@@ -205,4 +205,65 @@ pub fn replicated_routes(status: &Value) -> Value {
             })
             .collect(),
     )
+}
+
+/// Applies `text` as a file and expects a failure whose stderr contains
+/// every one of `needles`.
+pub fn rejected(cluster: &Cluster, name: &str, text: &str, needles: &[&str]) -> anyhow::Result<()> {
+    rejected_at(cluster, &cluster.all(), name, text, needles)
+}
+
+/// [`rejected`], sent to `coordinators` only.
+pub fn rejected_at(
+    cluster: &Cluster,
+    coordinators: &str,
+    name: &str,
+    text: &str,
+    needles: &[&str],
+) -> anyhow::Result<()> {
+    let file = write(cluster.dir.path(), name, text);
+    let out = cli(&[
+        "apply",
+        "-f",
+        &file,
+        "--coordinators",
+        coordinators,
+        "--insecure",
+    ])?;
+    assert_ne!(out.code, 0, "{name} was accepted: {}", out.stdout);
+    for needle in needles {
+        assert!(
+            out.stderr.contains(needle),
+            "{name}: stderr lacks {needle:?}: {}",
+            out.stderr
+        );
+    }
+    // Besides the warning every --insecure run prints.
+    let reasons = out
+        .stderr
+        .trim()
+        .lines()
+        .filter(|l| !l.contains("--insecure: gRPC runs without TLS"))
+        .count();
+    assert_eq!(
+        reasons, 1,
+        "{name}: one-line reason expected: {}",
+        out.stderr
+    );
+    Ok(())
+}
+
+/// `switchyard_coordinator_limit_hits_total{limit="LIMIT"}` on coordinator
+/// `index`, from its `/metrics`.
+pub fn limit_hits(cluster: &Cluster, index: usize, limit: &str) -> anyhow::Result<u64> {
+    let text = http_get(&cluster.nodes[index].address("admin")?, "/metrics")?;
+    let series = format!("switchyard_coordinator_limit_hits_total{{limit=\"{limit}\"}} ");
+    let value = text
+        .lines()
+        .find_map(|line| line.strip_prefix(&series))
+        .with_context(|| format!("coordinator {} has no {series}in:\n{text}", index + 1))?;
+    value
+        .trim()
+        .parse()
+        .with_context(|| format!("{series}{value} is not a count"))
 }
