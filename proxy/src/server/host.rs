@@ -114,28 +114,11 @@ fn parse_host_port(text: &str) -> Option<HostPort<'_>> {
             None => (text, None),
         }
     };
+    // `reg-name`: unreserved, sub-delims and percent-encodings.
     let reg_name_ok = host.starts_with('[')
-        || host.bytes().all(|b| {
-            b.is_ascii_alphanumeric()
-                || matches!(
-                    b,
-                    b'-' | b'.'
-                        | b'_'
-                        | b'~'
-                        | b'!'
-                        | b'$'
-                        | b'&'
-                        | b'\''
-                        | b'('
-                        | b')'
-                        | b'*'
-                        | b'+'
-                        | b','
-                        | b';'
-                        | b'='
-                        | b'%'
-                )
-        });
+        || host
+            .bytes()
+            .all(|b| super::path::is_unreserved_or_sub_delim(b) || b == b'%');
     if !reg_name_ok || (host.is_empty() && port.is_some()) {
         return None;
     }

@@ -88,26 +88,16 @@ impl fmt::Display for PathError {
 /// Whether `b` may stand in a path as itself: RFC 3986 `pchar` minus
 /// `%`, plus `/`.
 fn is_path_char(b: u8) -> bool {
-    b.is_ascii_alphanumeric()
+    is_unreserved_or_sub_delim(b) || matches!(b, b':' | b'@' | b'/')
+}
+
+/// RFC 3986 `unreserved / sub-delims`: what a path segment and a
+/// host's `reg-name` both allow as themselves.
+pub(super) fn is_unreserved_or_sub_delim(b: u8) -> bool {
+    is_unreserved(b)
         || matches!(
             b,
-            b'-' | b'.'
-                | b'_'
-                | b'~'
-                | b'!'
-                | b'$'
-                | b'&'
-                | b'\''
-                | b'('
-                | b')'
-                | b'*'
-                | b'+'
-                | b','
-                | b';'
-                | b'='
-                | b':'
-                | b'@'
-                | b'/'
+            b'!' | b'$' | b'&' | b'\'' | b'(' | b')' | b'*' | b'+' | b',' | b';' | b'='
         )
 }
 
