@@ -227,5 +227,36 @@ fn apply_wait_says_why_a_route_is_served_nowhere_and_fails() -> anyhow::Result<(
         "{row}"
     );
     assert_eq!(row["ready"], false, "{row}");
+
+    // A Gateway whose GatewayClass does not exist serves nothing either.
+    let yaml = format!(
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: classless, namespace: demo}}\n\
+         spec:\n  gatewayClassName: missing\n  listeners: [{{name: http, port: 8080, protocol: HTTP}}]\n---\n{}",
+        route_yaml("classy", "blue").replace(
+            "parentRefs: [{name: gateway}]",
+            "parentRefs: [{name: classless}]",
+        )
+    );
+    let file = write(cluster.dir.path(), "classless.yaml", &yaml);
+    let out = cli(&[
+        "apply",
+        "-f",
+        &file,
+        "--wait",
+        "--wait-timeout",
+        "10s",
+        "--coordinators",
+        &cluster.all(),
+        "--insecure",
+    ])?;
+    assert_ne!(out.code, 0, "apply --wait succeeded: {}", out.stdout);
+    assert!(
+        out.stderr.contains("is not served")
+            && out
+                .stderr
+                .contains("Gateway demo/classless is of GatewayClass \"missing\""),
+        "{}",
+        out.stderr
+    );
     Ok(())
 }
