@@ -30,7 +30,11 @@ pub struct ProxyArgs {
     /// Failure domain this replica runs in; per-zone readiness policies count by it.
     #[arg(long, env = "SWITCHYARD_ZONE", default_value = "default")]
     pub zone: String,
-    /// Coordinator gRPC addresses, [ZONE=]HOST:PORT,...; those in --zone are tried first.
+    /// Read the zone from this file instead of --zone (which it excludes), once at start-up: in
+    /// Kubernetes the file `switchyard node-zone` wrote from the node's topology label.
+    #[arg(long, env = "SWITCHYARD_ZONE_FILE", value_name = "FILE", conflicts_with = "zone")]
+    pub zone_file: Option<PathBuf>,
+    /// Coordinator gRPC addresses, [ZONE=]HOST:PORT,...; those in this proxy's zone are tried first.
     #[arg(long, env = "SWITCHYARD_COORDINATORS", value_delimiter = ',', value_parser = CoordinatorAddress::parse,
           required_unless_present = "config")]
     pub coordinators: Vec<CoordinatorAddress>,
@@ -69,6 +73,10 @@ pub struct ProxyArgs {
     /// well and far below the descriptor limits containers usually get.
     #[arg(long, default_value_t = 10_000)]
     pub max_connections: usize,
+    /// After SIGTERM, how long requests in flight may take to finish before their connections
+    /// are closed. Keep a pod's terminationGracePeriodSeconds above its preStop delay plus this.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    pub drain_timeout: Duration,
     /// Time between two health checks of one endpoint.
     #[arg(long, default_value = "1s", value_parser = parse_duration)]
     pub health_interval: Duration,
@@ -177,6 +185,10 @@ pub async fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
     if args.max_connections == 0 {
         bail!("--max-connections must be at least 1");
     }
+    let zone = match &args.zone_file {
+        Some(path) => super::node_zone::read_zone_file(path)?,
+        None => args.zone.clone(),
+    };
     // The certificate must name this proxy: the coordinators accept its
     // registration and evidence only as that id.
     let security = match &args.config {
@@ -215,6 +227,7 @@ pub async fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
             encoded_slashes: args.encoded_slashes,
         },
         expose_reasons: args.expose_reasons,
+        drain_timeout: args.drain_timeout,
         ..Default::default()
     };
     let dataplane = DataPlane::new(settings, &mut registry);
@@ -260,7 +273,7 @@ pub async fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
         None => {
             let config = ControlConfig {
                 proxy_id: args.id.clone(),
-                zone: args.zone.clone(),
+                zone: zone.clone(),
                 admin_address,
                 coordinators: args.coordinators,
                 rpc_timeout: args.rpc_timeout,
@@ -276,7 +289,7 @@ pub async fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
             )))
         }
     };
-    tracing::info!(id = %args.id, zone = %args.zone, "proxy starting");
+    tracing::info!(id = %args.id, zone = %zone, "proxy starting");
     println!("{line}");
     std::io::stdout().flush()?;
 

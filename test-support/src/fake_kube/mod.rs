@@ -133,6 +133,8 @@ pub fn collection_of(api_version: &str, kind: &str) -> String {
         "Gateway" => "gateways",
         "HTTPRoute" => "httproutes",
         "ReferenceGrant" => "referencegrants",
+        // Cluster-scoped; read one by one (`switchyard node-zone`), never listed.
+        "Node" => "nodes",
         other => panic!("kind {other} not served by the fake"),
     };
     let root = if api_version.contains('/') {
