@@ -108,7 +108,7 @@ pub(super) async fn handle(
         };
     }
     let Some((collection, namespace, name, sub)) =
-        parse_object_path(&path).or_else(|| parse_cluster_scoped_path(&path))
+        parse_object_path(&path).or_else(|| super::cluster_scoped::parse_path(&path))
     else {
         return status_response(404, "NotFound", "no such path");
     };
@@ -224,19 +224,4 @@ fn patch_status(
     object["status"] = body["status"].clone();
     let stored = s.put(object);
     json_response(StatusCode::OK, &stored)
-}
-
-/// `/api/v1/plural/name` (a cluster-scoped object, such as a Node) into
-/// (collection, "", name, no subresource).
-fn parse_cluster_scoped_path(path: &str) -> Option<(String, String, String, Option<String>)> {
-    match path.trim_start_matches('/').split('/').collect::<Vec<_>>().as_slice() {
-        ["api", v, plural, name] => Some((format!("/api/{v}/{plural}"), String::new(), name.to_string(), None)),
-        ["apis", g, v, plural, name] => Some((
-            format!("/apis/{g}/{v}/{plural}"),
-            String::new(),
-            name.to_string(),
-            None,
-        )),
-        _ => None,
-    }
 }

@@ -17,6 +17,7 @@
 //! builds its own from [`FakeApiServer::addr`]); the objects themselves
 //! ([`crate::fixtures`]).
 
+mod cluster_scoped;
 mod handler;
 
 use bytes::Bytes;
@@ -133,7 +134,7 @@ pub fn collection_of(api_version: &str, kind: &str) -> String {
         "Gateway" => "gateways",
         "HTTPRoute" => "httproutes",
         "ReferenceGrant" => "referencegrants",
-        // Cluster-scoped; read one by one (`switchyard node-zone`), never listed.
+        // Cluster-scoped, read one at a time (cluster_scoped.rs).
         "Node" => "nodes",
         other => panic!("kind {other} not served by the fake"),
     };
