@@ -137,7 +137,12 @@ fn node_zone_errors_name_what_is_wrong() -> anyhow::Result<()> {
     fails("no --node", &run, 2, &["--node"]);
 
     let run = with(&["--node", "bare", "--fallback-zone", "a b"])?;
-    fails("bad fallback", &run, 2, &["--fallback-zone", "is not a zone"]);
+    fails(
+        "bad fallback",
+        &run,
+        2,
+        &["--fallback-zone", "is not a zone"],
+    );
 
     let missing = dir.path().join("missing-dir/zone");
     let missing = missing.to_string_lossy();

@@ -2,10 +2,11 @@
 //! field fails: each document is decoded into its k8s-openapi or
 //! gateway-api type, encoded again, and must equal the input); the
 //! ClusterRoles grant exactly what the code uses (the coordinators'
-//! `live::REQUIRED_PERMISSIONS`, Events included; the proxies'
-//! `node_zone::REQUIRED_PERMISSIONS`), bound to the accounts the pods run
-//! as; only the zone init container holds an API token; and the namespace
-//! enforces Pod Security "restricted".
+//! `live::REQUIRED_PERMISSIONS` plus [`AWAITING_CODE`], the grants for code
+//! of other branches; the proxies' `node_zone::REQUIRED_PERMISSIONS`),
+//! bound to the accounts the pods run as; only the zone init container
+//! holds an API token; and the namespace enforces Pod Security
+//! "restricted".
 //!
 //! The pod templates against the restricted profile: `deploy_pod_security.rs`;
 //! the group's and the fleet's layout: `deploy_topology.rs`.
@@ -18,18 +19,28 @@ use k8s_openapi::api::apps::v1::Deployment;
 use std::collections::BTreeSet;
 use switchyard_kubeconfig::live::REQUIRED_PERMISSIONS;
 
-/// Granted to the coordinators for code that lands on another branch
-/// (GatewayClass status, cutover Events): it adds these to
-/// `REQUIRED_PERMISSIONS`. Once it has, this list only repeats them and
-/// can be emptied.
+/// Granted to the coordinators for code that lands on other branches of
+/// issue 13 and adds these to `REQUIRED_PERMISSIONS`: GatewayClass status
+/// (item 1), Gateway addresses from the proxies' LoadBalancer Service
+/// (item 2), ServiceExport/ServiceImport (item 6), cutover Events (item
+/// 9). The ClusterRole may grant `REQUIRED_PERMISSIONS` and these, nothing
+/// else, and must grant all of both. Once the code lists an entry itself,
+/// it only repeats here and can be deleted.
 const AWAITING_CODE: &[(&str, &str, &str)] = &[
     ("gateway.networking.k8s.io", "gatewayclasses/status", "get"),
-    ("gateway.networking.k8s.io", "gatewayclasses/status", "patch"),
-    ("gateway.networking.k8s.io", "gatewayclasses/status", "update"),
-    ("", "events", "create"),
-    ("", "events", "patch"),
+    (
+        "gateway.networking.k8s.io",
+        "gatewayclasses/status",
+        "patch",
+    ),
+    ("", "services", "get"),
+    ("multicluster.x-k8s.io", "serviceexports", "get"),
+    ("multicluster.x-k8s.io", "serviceexports", "list"),
+    ("multicluster.x-k8s.io", "serviceexports", "watch"),
+    ("multicluster.x-k8s.io", "serviceimports", "get"),
+    ("multicluster.x-k8s.io", "serviceimports", "list"),
+    ("multicluster.x-k8s.io", "serviceimports", "watch"),
     ("events.k8s.io", "events", "create"),
-    ("events.k8s.io", "events", "patch"),
 ];
 
 #[test]
@@ -71,7 +82,10 @@ fn the_coordinators_role_grants_exactly_what_the_code_uses() -> Result<()> {
     let missing: Vec<_> = required.difference(&granted).collect();
     let extra: Vec<_> = granted.difference(&allowed).collect();
     assert!(missing.is_empty(), "the ClusterRole lacks {missing:?}");
-    assert!(extra.is_empty(), "the ClusterRole grants more than used: {extra:?}");
+    assert!(
+        extra.is_empty(),
+        "the ClusterRole grants more than used: {extra:?}"
+    );
     let pending: Vec<_> = owned(AWAITING_CODE).difference(&granted).cloned().collect();
     assert!(pending.is_empty(), "AWAITING_CODE not granted: {pending:?}");
 
@@ -97,14 +111,20 @@ fn the_coordinators_role_grants_exactly_what_the_code_uses() -> Result<()> {
 }
 
 #[test]
-fn coordinators_may_record_events_in_both_event_groups() -> Result<()> {
+fn coordinators_may_create_events_and_read_what_gateway_status_needs() -> Result<()> {
     let m = manifests()?;
     let granted = grants(m.cluster_role("switchyard-coordinator")?);
-    for group in ["", "events.k8s.io"] {
-        for verb in ["create", "patch"] {
-            let want = (group.to_string(), "events".to_string(), verb.to_string());
-            assert!(granted.contains(&want), "{want:?} in {granted:?}");
-        }
+    for (group, resource, verb) in [
+        ("events.k8s.io", "events", "create"),
+        (
+            "gateway.networking.k8s.io",
+            "gatewayclasses/status",
+            "patch",
+        ),
+        ("", "services", "get"),
+    ] {
+        let want = (group.to_string(), resource.to_string(), verb.to_string());
+        assert!(granted.contains(&want), "{want:?} in {granted:?}");
     }
     Ok(())
 }
@@ -182,8 +202,14 @@ fn the_namespace_enforces_pod_security_restricted() -> Result<()> {
     };
     let labels = namespace.metadata.labels.clone().unwrap_or_default();
     let label = |k: &str| labels.get(k).map(String::as_str);
-    assert_eq!(label("pod-security.kubernetes.io/enforce"), Some("restricted"));
-    assert_eq!(label("pod-security.kubernetes.io/enforce-version"), Some("v1.30"));
+    assert_eq!(
+        label("pod-security.kubernetes.io/enforce"),
+        Some("restricted")
+    );
+    assert_eq!(
+        label("pod-security.kubernetes.io/enforce-version"),
+        Some("v1.30")
+    );
     for mode in ["warn", "audit"] {
         let key = format!("pod-security.kubernetes.io/{mode}");
         assert_eq!(label(&key), Some("restricted"), "{key}");
@@ -194,8 +220,16 @@ fn the_namespace_enforces_pod_security_restricted() -> Result<()> {
         .stateful_sets
         .iter()
         .map(|s| ("StatefulSet", &s.metadata.namespace))
-        .chain(m.deployments.iter().map(|d| ("Deployment", &d.metadata.namespace)))
-        .chain(m.services.iter().map(|s| ("Service", &s.metadata.namespace)))
+        .chain(
+            m.deployments
+                .iter()
+                .map(|d| ("Deployment", &d.metadata.namespace)),
+        )
+        .chain(
+            m.services
+                .iter()
+                .map(|s| ("Service", &s.metadata.namespace)),
+        )
     {
         assert_eq!(ns.as_deref(), name, "{kind}");
     }

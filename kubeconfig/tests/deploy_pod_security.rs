@@ -8,7 +8,7 @@
 mod deploy_support;
 mod pod_security;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use deploy_support::{deploy_dir, manifests, pod_spec};
 
 #[test]
@@ -46,10 +46,16 @@ fn unpinned(image: &str) -> Option<&'static str> {
 fn the_pin_rule_can_fail() {
     for (image, why) in [
         ("switchyard", "no tag (means latest)"),
-        ("registry.example.com:5000/switchyard", "no tag (means latest)"),
+        (
+            "registry.example.com:5000/switchyard",
+            "no tag (means latest)",
+        ),
         ("registry.example.com/switchyard:latest", "the latest tag"),
         ("switchyard:", "an empty tag"),
-        ("switchyard@sha256:abc", "a digest that is not sha256:<64 hex>"),
+        (
+            "switchyard@sha256:abc",
+            "a digest that is not sha256:<64 hex>",
+        ),
     ] {
         assert_eq!(unpinned(image), Some(why), "{image}");
     }
@@ -97,9 +103,29 @@ fn the_containerfile_base_images_are_pinned() -> Result<()> {
         .filter_map(|l| l.trim().strip_prefix("FROM "))
         .filter_map(|rest| rest.split_whitespace().next())
         .collect();
-    assert_eq!(bases.len(), 2, "a build and a run stage: {bases:?}");
-    for base in bases {
+    let [builder, runtime] = bases.as_slice() else {
+        anyhow::bail!("a build and a run stage: {bases:?}");
+    };
+    for base in &bases {
         assert_eq!(unpinned(base), None, "FROM {base}");
     }
+    // The builder is the toolchain the workspace names, to the patch
+    // release (`1.95` becomes `1.95.N`), on the runtime's Debian release.
+    let tag = |image: &str| image.rsplit_once(':').map(|(_, t)| t.to_string());
+    let builder_tag = tag(builder).unwrap_or_default();
+    let (rust, debian) = builder_tag
+        .split_once('-')
+        .with_context(|| format!("rust:VERSION-DEBIAN, not {builder}"))?;
+    let minor = env!("CARGO_PKG_RUST_VERSION");
+    assert!(
+        rust.strip_prefix(minor)
+            .and_then(|patch| patch.strip_prefix('.'))
+            .is_some_and(|patch| !patch.is_empty() && patch.chars().all(|c| c.is_ascii_digit())),
+        "FROM {builder}: want rust {minor}.N"
+    );
+    assert!(
+        tag(runtime).is_some_and(|t| t.starts_with(debian)),
+        "FROM {runtime}: want the builder's Debian release {debian}"
+    );
     Ok(())
 }

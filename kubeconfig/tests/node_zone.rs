@@ -67,7 +67,10 @@ async fn a_node_without_the_label_or_with_an_empty_one_has_no_zone() -> anyhow::
     let client = kube.client("node-zone");
     assert_eq!(node_zone(&client, "bare", ZONE_LABEL).await?, None);
     assert_eq!(node_zone(&client, "blank", ZONE_LABEL).await?, None);
-    assert_eq!(node_zone(&client, "node-a", "example.com/rack").await?, None);
+    assert_eq!(
+        node_zone(&client, "node-a", "example.com/rack").await?,
+        None
+    );
     Ok(())
 }
 
@@ -102,7 +105,9 @@ async fn an_unreachable_api_server_is_an_error_naming_the_node() {
         "{error:?}"
     );
     assert!(
-        error.to_string().starts_with("cannot read node \"node-a\": "),
+        error
+            .to_string()
+            .starts_with("cannot read node \"node-a\": "),
         "{error}"
     );
 }

@@ -185,8 +185,10 @@ mod tests {
         let missing = dir.path().join("absent");
         let error = read_zone_file(&missing).expect_err("no file").to_string();
         assert!(
-            error.starts_with(&format!("--zone-file {}: cannot read it", missing.display()))
-                && error.contains("switchyard node-zone"),
+            error.starts_with(&format!(
+                "--zone-file {}: cannot read it",
+                missing.display()
+            )) && error.contains("switchyard node-zone"),
             "{error}"
         );
         let empty = dir.path().join("empty");

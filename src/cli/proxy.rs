@@ -32,7 +32,12 @@ pub struct ProxyArgs {
     pub zone: String,
     /// Read the zone from this file instead of --zone (which it excludes), once at start-up: in
     /// Kubernetes the file `switchyard node-zone` wrote from the node's topology label.
-    #[arg(long, env = "SWITCHYARD_ZONE_FILE", value_name = "FILE", conflicts_with = "zone")]
+    #[arg(
+        long,
+        env = "SWITCHYARD_ZONE_FILE",
+        value_name = "FILE",
+        conflicts_with = "zone"
+    )]
     pub zone_file: Option<PathBuf>,
     /// Coordinator gRPC addresses, [ZONE=]HOST:PORT,...; those in this proxy's zone are tried first.
     #[arg(long, env = "SWITCHYARD_COORDINATORS", value_delimiter = ',', value_parser = CoordinatorAddress::parse,

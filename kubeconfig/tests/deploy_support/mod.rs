@@ -143,7 +143,10 @@ pub fn manifests() -> Result<Manifests> {
 }
 
 /// `Kind namespace/name`, for messages.
-pub fn describe(kind: &str, meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> String {
+pub fn describe(
+    kind: &str,
+    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+) -> String {
     format!(
         "{kind} {}/{}",
         meta.namespace.as_deref().unwrap_or_default(),
@@ -191,7 +194,10 @@ impl Manifests {
 
 /// The pod spec of a StatefulSet or a Deployment's template.
 pub fn pod_spec(template: &PodTemplateSpec) -> Result<&PodSpec> {
-    template.spec.as_ref().context("a pod template without spec")
+    template
+        .spec
+        .as_ref()
+        .context("a pod template without spec")
 }
 
 /// The value of `--flag=VALUE` in a container's args.
@@ -210,7 +216,10 @@ pub fn grants(role: &ClusterRole) -> BTreeSet<(String, String, String)> {
     let name = role.metadata.name.as_deref().unwrap_or_default();
     let mut granted = BTreeSet::new();
     for rule in role.rules.iter().flatten() {
-        assert!(rule.non_resource_urls.is_none(), "{name}: no non-resource URLs");
+        assert!(
+            rule.non_resource_urls.is_none(),
+            "{name}: no non-resource URLs"
+        );
         assert!(rule.resource_names.is_none(), "{name}: no resourceNames");
         for group in rule.api_groups.iter().flatten() {
             for resource in rule.resources.iter().flatten() {

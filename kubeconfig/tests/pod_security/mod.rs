@@ -129,12 +129,20 @@ pub fn check(object: &str, template: &PodTemplateSpec) -> Vec<Violation> {
             ports: c.ports.as_deref().unwrap_or_default(),
         })
         .collect();
-    containers.extend(spec.ephemeral_containers.iter().flatten().map(|c| Container {
-        name: &c.name,
-        security: c.security_context.as_ref(),
-        ports: c.ports.as_deref().unwrap_or_default(),
-    }));
-    let annotations = template.metadata.as_ref().and_then(|m| m.annotations.as_ref());
+    containers.extend(
+        spec.ephemeral_containers
+            .iter()
+            .flatten()
+            .map(|c| Container {
+                name: &c.name,
+                security: c.security_context.as_ref(),
+                ports: c.ports.as_deref().unwrap_or_default(),
+            }),
+    );
+    let annotations = template
+        .metadata
+        .as_ref()
+        .and_then(|m| m.annotations.as_ref());
 
     host_process(&mut report, pod, &containers);
     host_namespaces(&mut report, spec);
@@ -160,7 +168,11 @@ fn host_process(report: &mut Report, pod: &PodSecurityContext, containers: &[Con
         w.and_then(|w| w.host_process) == Some(true)
     };
     if on(pod.windows_options.as_ref()) {
-        report.add(Rule::HostProcess, None, "windowsOptions.hostProcess is true");
+        report.add(
+            Rule::HostProcess,
+            None,
+            "windowsOptions.hostProcess is true",
+        );
     }
     for c in containers {
         if on(c.security.and_then(|s| s.windows_options.as_ref())) {
@@ -202,7 +214,8 @@ fn capabilities(report: &mut Report, containers: &[Container]) {
         }
         let add = caps.and_then(|c| c.add.as_deref()).unwrap_or_default();
         for added in add.iter().filter(|a| *a != "NET_BIND_SERVICE") {
-            let detail = format!("capabilities.add has {added} (only NET_BIND_SERVICE may be added)");
+            let detail =
+                format!("capabilities.add has {added} (only NET_BIND_SERVICE may be added)");
             report.add(Rule::Capabilities, Some(c.name), detail);
         }
     }
@@ -211,7 +224,11 @@ fn capabilities(report: &mut Report, containers: &[Container]) {
 fn host_path_volumes(report: &mut Report, spec: &PodSpec) {
     for v in spec.volumes.iter().flatten() {
         if v.host_path.is_some() {
-            report.add(Rule::HostPathVolumes, None, format!("volume {} is a hostPath", v.name));
+            report.add(
+                Rule::HostPathVolumes,
+                None,
+                format!("volume {} is a hostPath", v.name),
+            );
         }
     }
 }
@@ -236,8 +253,16 @@ fn app_armor(
     annotations: Option<&BTreeMap<String, String>>,
 ) {
     let allowed = |t: &str| matches!(t, "RuntimeDefault" | "Localhost");
-    if let Some(p) = pod.app_armor_profile.as_ref().filter(|p| !allowed(&p.type_)) {
-        report.add(Rule::AppArmor, None, format!("appArmorProfile.type is {}", p.type_));
+    if let Some(p) = pod
+        .app_armor_profile
+        .as_ref()
+        .filter(|p| !allowed(&p.type_))
+    {
+        report.add(
+            Rule::AppArmor,
+            None,
+            format!("appArmorProfile.type is {}", p.type_),
+        );
     }
     for c in containers {
         let profile = c.security.and_then(|s| s.app_armor_profile.as_ref());
@@ -278,7 +303,10 @@ fn se_linux(report: &mut Report, pod: &PodSecurityContext, containers: &[Contain
     };
     one(pod.se_linux_options.as_ref(), None);
     for c in containers {
-        one(c.security.and_then(|s| s.se_linux_options.as_ref()), Some(c.name));
+        one(
+            c.security.and_then(|s| s.se_linux_options.as_ref()),
+            Some(c.name),
+        );
     }
 }
 
@@ -286,7 +314,11 @@ fn proc_mount(report: &mut Report, containers: &[Container]) {
     for c in containers {
         let mount = c.security.and_then(|s| s.proc_mount.as_deref());
         if let Some(mount) = mount.filter(|m| *m != "Default") {
-            report.add(Rule::ProcMount, Some(c.name), format!("procMount is {mount}"));
+            report.add(
+                Rule::ProcMount,
+                Some(c.name),
+                format!("procMount is {mount}"),
+            );
         }
     }
 }
@@ -297,7 +329,11 @@ fn seccomp(report: &mut Report, pod: &PodSecurityContext, containers: &[Containe
     let allowed = |t: &str| matches!(t, "RuntimeDefault" | "Localhost");
     let pod_profile = pod.seccomp_profile.as_ref();
     if let Some(p) = pod_profile.filter(|p| !allowed(&p.type_)) {
-        report.add(Rule::Seccomp, None, format!("seccompProfile.type is {}", p.type_));
+        report.add(
+            Rule::Seccomp,
+            None,
+            format!("seccompProfile.type is {}", p.type_),
+        );
     }
     for c in containers {
         match c.security.and_then(|s| s.seccomp_profile.as_ref()) {
@@ -332,7 +368,11 @@ const SAFE_SYSCTLS: [&str; 10] = [
 fn sysctls(report: &mut Report, pod: &PodSecurityContext) {
     for s in pod.sysctls.iter().flatten() {
         if !SAFE_SYSCTLS.contains(&s.name.as_str()) {
-            report.add(Rule::Sysctls, None, format!("sysctl {} is not a safe one", s.name));
+            report.add(
+                Rule::Sysctls,
+                None,
+                format!("sysctl {} is not a safe one", s.name),
+            );
         }
     }
 }

@@ -80,57 +80,148 @@ fn cases() -> Vec<Case> {
         out.push((p, v, want))
     };
     let at = |p: &str, v: Value| (p.to_string(), v);
-    add(at(&format!("{pod}/windowsOptions/hostProcess"), json!(true)), &[(HostProcess, None)]);
-    add(at(&format!("{main}/windowsOptions/hostProcess"), json!(true)), &[(HostProcess, Some("main"))]);
-    add(at("/spec/hostNetwork", json!(true)), &[(HostNamespaces, None)]);
+    add(
+        at(&format!("{pod}/windowsOptions/hostProcess"), json!(true)),
+        &[(HostProcess, None)],
+    );
+    add(
+        at(&format!("{main}/windowsOptions/hostProcess"), json!(true)),
+        &[(HostProcess, Some("main"))],
+    );
+    add(
+        at("/spec/hostNetwork", json!(true)),
+        &[(HostNamespaces, None)],
+    );
     add(at("/spec/hostPID", json!(true)), &[(HostNamespaces, None)]);
     add(at("/spec/hostIPC", json!(true)), &[(HostNamespaces, None)]);
-    add(at(&format!("{init}/privileged"), json!(true)), &[(Privileged, Some("init"))]);
-    add(at(&format!("{main}/capabilities/drop"), json!(["NET_RAW"])), &[(Capabilities, Some("main"))]);
-    add(at(&format!("{main}/capabilities/add"), json!(["NET_ADMIN"])), &[(Capabilities, Some("main"))]);
-    add(at(&format!("{init}/capabilities"), Value::Null), &[(Capabilities, Some("init"))]);
     add(
-        at("/spec/volumes/0", json!({"name": "host", "hostPath": {"path": "/"}})),
+        at(&format!("{init}/privileged"), json!(true)),
+        &[(Privileged, Some("init"))],
+    );
+    add(
+        at(&format!("{main}/capabilities/drop"), json!(["NET_RAW"])),
+        &[(Capabilities, Some("main"))],
+    );
+    add(
+        at(&format!("{main}/capabilities/add"), json!(["NET_ADMIN"])),
+        &[(Capabilities, Some("main"))],
+    );
+    add(
+        at(&format!("{init}/capabilities"), Value::Null),
+        &[(Capabilities, Some("init"))],
+    );
+    add(
+        at(
+            "/spec/volumes/0",
+            json!({"name": "host", "hostPath": {"path": "/"}}),
+        ),
         &[(HostPathVolumes, None), (VolumeTypes, None)],
     );
-    add(at("/spec/containers/0/ports/0/hostPort", json!(8080)), &[(HostPorts, Some("main"))]);
-    add(at(&format!("{pod}/appArmorProfile"), json!({"type": "Unconfined"})), &[(AppArmor, None)]);
-    add(at(&format!("{main}/appArmorProfile"), json!({"type": "Unconfined"})), &[(AppArmor, Some("main"))]);
     add(
-        at("/metadata/annotations/container.apparmor.security.beta.kubernetes.io~1init", json!("unconfined")),
+        at("/spec/containers/0/ports/0/hostPort", json!(8080)),
+        &[(HostPorts, Some("main"))],
+    );
+    add(
+        at(
+            &format!("{pod}/appArmorProfile"),
+            json!({"type": "Unconfined"}),
+        ),
+        &[(AppArmor, None)],
+    );
+    add(
+        at(
+            &format!("{main}/appArmorProfile"),
+            json!({"type": "Unconfined"}),
+        ),
+        &[(AppArmor, Some("main"))],
+    );
+    add(
+        at(
+            "/metadata/annotations/container.apparmor.security.beta.kubernetes.io~1init",
+            json!("unconfined"),
+        ),
         &[(AppArmor, Some("init"))],
     );
-    add(at(&format!("{pod}/seLinuxOptions/type"), json!("spc_t")), &[(SeLinux, None)]);
-    add(at(&format!("{main}/seLinuxOptions/user"), json!("root")), &[(SeLinux, Some("main"))]);
-    add(at(&format!("{init}/seLinuxOptions/role"), json!("sysadm_r")), &[(SeLinux, Some("init"))]);
-    add(at(&format!("{main}/procMount"), json!("Unmasked")), &[(ProcMount, Some("main"))]);
-    add(at(&format!("{pod}/seccompProfile"), json!({"type": "Unconfined"})), &[(Seccomp, None)]);
-    add(at(&format!("{main}/seccompProfile"), json!({"type": "Unconfined"})), &[(Seccomp, Some("main"))]);
+    add(
+        at(&format!("{pod}/seLinuxOptions/type"), json!("spc_t")),
+        &[(SeLinux, None)],
+    );
+    add(
+        at(&format!("{main}/seLinuxOptions/user"), json!("root")),
+        &[(SeLinux, Some("main"))],
+    );
+    add(
+        at(&format!("{init}/seLinuxOptions/role"), json!("sysadm_r")),
+        &[(SeLinux, Some("init"))],
+    );
+    add(
+        at(&format!("{main}/procMount"), json!("Unmasked")),
+        &[(ProcMount, Some("main"))],
+    );
+    add(
+        at(
+            &format!("{pod}/seccompProfile"),
+            json!({"type": "Unconfined"}),
+        ),
+        &[(Seccomp, None)],
+    );
+    add(
+        at(
+            &format!("{main}/seccompProfile"),
+            json!({"type": "Unconfined"}),
+        ),
+        &[(Seccomp, Some("main"))],
+    );
     add(
         at(&format!("{pod}/seccompProfile"), Value::Null),
         &[(Seccomp, Some("init")), (Seccomp, Some("main"))],
     );
     add(
-        at(&format!("{pod}/sysctls"), json!([{"name": "kernel.msgmax", "value": "65536"}])),
+        at(
+            &format!("{pod}/sysctls"),
+            json!([{"name": "kernel.msgmax", "value": "65536"}]),
+        ),
         &[(Sysctls, None)],
     );
     add(
-        at("/spec/volumes/0", json!({"name": "share", "nfs": {"server": "nfs", "path": "/"}})),
+        at(
+            "/spec/volumes/0",
+            json!({"name": "share", "nfs": {"server": "nfs", "path": "/"}}),
+        ),
         &[(VolumeTypes, None)],
     );
-    add(at(&format!("{main}/allowPrivilegeEscalation"), json!(true)), &[(PrivilegeEscalation, Some("main"))]);
-    add(at(&format!("{init}/allowPrivilegeEscalation"), Value::Null), &[(PrivilegeEscalation, Some("init"))]);
-    add(at(&format!("{main}/runAsNonRoot"), json!(false)), &[(RunAsNonRoot, Some("main"))]);
+    add(
+        at(&format!("{main}/allowPrivilegeEscalation"), json!(true)),
+        &[(PrivilegeEscalation, Some("main"))],
+    );
+    add(
+        at(&format!("{init}/allowPrivilegeEscalation"), Value::Null),
+        &[(PrivilegeEscalation, Some("init"))],
+    );
+    add(
+        at(&format!("{main}/runAsNonRoot"), json!(false)),
+        &[(RunAsNonRoot, Some("main"))],
+    );
     add(
         at(&format!("{pod}/runAsNonRoot"), Value::Null),
         &[(RunAsNonRoot, Some("init")), (RunAsNonRoot, Some("main"))],
     );
     add(
         at(&format!("{pod}/runAsNonRoot"), json!(false)),
-        &[(RunAsNonRoot, None), (RunAsNonRoot, Some("init")), (RunAsNonRoot, Some("main"))],
+        &[
+            (RunAsNonRoot, None),
+            (RunAsNonRoot, Some("init")),
+            (RunAsNonRoot, Some("main")),
+        ],
     );
-    add(at(&format!("{pod}/runAsUser"), json!(0)), &[(RunAsUser, None)]);
-    add(at(&format!("{init}/runAsUser"), json!(0)), &[(RunAsUser, Some("init"))]);
+    add(
+        at(&format!("{pod}/runAsUser"), json!(0)),
+        &[(RunAsUser, None)],
+    );
+    add(
+        at(&format!("{init}/runAsUser"), json!(0)),
+        &[(RunAsUser, Some("init"))],
+    );
     out
 }
 
@@ -165,7 +256,10 @@ fn every_rule_can_fail() {
 fn what_the_profile_allows_passes() {
     let main = "/spec/containers/0/securityContext";
     let allowed: Vec<(String, Value)> = vec![
-        (format!("{main}/capabilities/add"), json!(["NET_BIND_SERVICE"])),
+        (
+            format!("{main}/capabilities/add"),
+            json!(["NET_BIND_SERVICE"]),
+        ),
         ("/spec/containers/0/ports/0/hostPort".into(), json!(0)),
         (format!("{main}/procMount"), json!("Default")),
         (format!("{main}/privileged"), json!(false)),
@@ -174,7 +268,10 @@ fn what_the_profile_allows_passes() {
             format!("{main}/seccompProfile"),
             json!({"type": "Localhost", "localhostProfile": "p.json"}),
         ),
-        (format!("{main}/appArmorProfile"), json!({"type": "RuntimeDefault"})),
+        (
+            format!("{main}/appArmorProfile"),
+            json!({"type": "RuntimeDefault"}),
+        ),
         (
             "/metadata/annotations/container.apparmor.security.beta.kubernetes.io~1main".into(),
             json!("localhost/profile"),
@@ -226,7 +323,9 @@ fn violations_say_where_and_why() {
     let text: Vec<String> = found.iter().map(ToString::to_string).collect();
     assert_eq!(
         text,
-        ["Deployment test/pod container main: Capabilities: capabilities.add has SYS_ADMIN \
-          (only NET_BIND_SERVICE may be added)"]
+        [
+            "Deployment test/pod container main: Capabilities: capabilities.add has SYS_ADMIN \
+          (only NET_BIND_SERVICE may be added)"
+        ]
     );
 }
