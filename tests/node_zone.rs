@@ -69,6 +69,42 @@ fn node_zone_writes_the_zone_label_of_the_node() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// As deploy/proxy.yaml runs it: the node from `SWITCHYARD_NODE` (the
+/// downward API's spec.nodeName), `--out=FILE`, JSON logs at INFO, whose
+/// one line says which zone was written, at INFO.
+#[test]
+fn node_zone_runs_as_the_manifest_runs_it() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let (_kube, kubeconfig) = cluster(dir.path());
+    let out = dir.path().join("zone");
+    let run = Command::new(BIN)
+        .arg("node-zone")
+        .arg(format!("--out={}", out.display()))
+        .arg(format!("--kubernetes={kubeconfig}"))
+        .env("SWITCHYARD_NODE", "node-a")
+        .env("SWITCHYARD_LOG_FORMAT", "json")
+        .env("RUST_LOG", "info")
+        .output()?;
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "{stderr}");
+    assert_eq!(std::fs::read_to_string(&out)?, "eu-west-1a\n");
+    let lines: Vec<Value> = stderr
+        .lines()
+        .map(serde_json::from_str)
+        .collect::<Result<_, _>>()?;
+    let written = lines
+        .iter()
+        .find(|l| l["fields"]["message"] == "zone written")
+        .unwrap_or_else(|| panic!("no \"zone written\" line in: {stderr}"));
+    assert_eq!(written["level"], "INFO", "{written}");
+    assert_eq!(written["fields"]["zone"], "eu-west-1a", "{written}");
+    assert!(
+        lines.iter().all(|l| l["level"] == "INFO"),
+        "only INFO lines in a clean run: {stderr}"
+    );
+    Ok(())
+}
+
 #[test]
 fn a_node_without_the_label_fails_unless_a_fallback_is_given() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
@@ -146,7 +182,15 @@ fn node_zone_errors_name_what_is_wrong() -> anyhow::Result<()> {
 
     let missing = dir.path().join("missing-dir/zone");
     let missing = missing.to_string_lossy();
-    let run = with(&["--node", "node-a", "--out", &missing])?;
+    let run = cli(&[
+        "node-zone",
+        "--node",
+        "node-a",
+        "--out",
+        &missing,
+        "--kubernetes",
+        &kubeconfig,
+    ])?;
     fails(
         "unwritable --out",
         &run,

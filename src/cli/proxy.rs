@@ -312,3 +312,36 @@ pub async fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
     tracing::info!(id = %args.id, "proxy drained and stopped");
     Ok(ExitCode::SUCCESS)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Args, Command};
+    use clap::Parser;
+    use std::time::Duration;
+    use switchyard_proxy::DataPlaneSettings;
+
+    fn proxy(extra: &[&str]) -> Result<super::ProxyArgs, clap::Error> {
+        let mut argv = vec![
+            "switchyard",
+            "proxy",
+            "--id=p1",
+            "--listener=80=127.0.0.1:0",
+            "--coordinators=127.0.0.1:1",
+        ];
+        argv.extend_from_slice(extra);
+        match Args::try_parse_from(argv)?.command {
+            Command::Proxy(args) => Ok(args),
+            other => panic!("parsed as {other:?}"),
+        }
+    }
+
+    #[test]
+    fn drain_timeout_defaults_to_the_data_plane_default_and_takes_human_durations() {
+        let default = proxy(&[]).expect("parses").drain_timeout;
+        assert_eq!(default, DataPlaneSettings::default().drain_timeout);
+        let set = proxy(&["--drain-timeout=45s"]).expect("parses");
+        assert_eq!(set.drain_timeout, Duration::from_secs(45));
+        let error = proxy(&["--drain-timeout", "soon"]).expect_err("not a duration");
+        assert!(error.to_string().contains("--drain-timeout"), "{error}");
+    }
+}
