@@ -2,7 +2,8 @@
 //! typed objects: three coordinators, each its own StatefulSet and headless
 //! Service (its `--peers` address), spread one per zone (`DoNotSchedule`,
 //! `minDomains: 3`) over the label all three share, each mounting only its
-//! own key; a disruption budget that keeps the quorum; proxies that learn
+//! own key, and otherwise the same (the three files cannot drift apart);
+//! a disruption budget that keeps the quorum; proxies that learn
 //! their zone from the node through the `zone` init container, wait out a
 //! `preStop` delay before they stop accepting, fit their whole drain into
 //! the grace period, and sit behind an `externalTrafficPolicy: Local`
@@ -414,5 +415,51 @@ fn proxies_know_every_coordinator_and_the_class_is_ours() -> Result<()> {
         m.gateways[0].spec.gateway_class_name,
         m.classes[0].metadata.name.clone().unwrap_or_default()
     );
+    Ok(())
+}
+
+/// `value` as JSON text with member `id`'s own names put back to `N`, and
+/// `peers` (the `--peers` value, the same for all and checked elsewhere)
+/// to `PEERS`.
+fn as_member_n(value: &impl serde::Serialize, id: &str, peers: &str) -> Result<String> {
+    Ok(serde_json::to_string(value)?
+        .replace(&format!("--peers={peers}"), "--peers=PEERS")
+        .replace(&format!("coordinator-{id}"), "coordinator-N")
+        .replace(&format!("--id={id}"), "--id=N")
+        .replace(
+            &format!("\"switchyard.io/coordinator-id\":\"{id}\""),
+            "\"switchyard.io/coordinator-id\":\"N\"",
+        ))
+}
+
+#[test]
+fn the_three_coordinators_differ_only_in_their_id() -> Result<()> {
+    let m = manifests()?;
+    let mut shapes = Vec::new();
+    for sts in m.coordinators() {
+        let pod = coordinator_pod(sts)?;
+        let coordinator = container(pod, "coordinator")?;
+        let id = flag(coordinator, "--id").context("--id")?;
+        let peers = flag(coordinator, "--peers").context("--peers")?;
+        let service_name = sts.spec.as_ref().and_then(|s| s.service_name.clone());
+        let service = m.service(&service_name.context("serviceName")?)?;
+        shapes.push((
+            id.to_string(),
+            as_member_n(sts, id, peers)?,
+            as_member_n(service, id, peers)?,
+        ));
+    }
+    let (first_id, sts, service) = shapes.first().context("no coordinator")?;
+    assert!(sts.contains("coordinator-N-tls"), "{sts}");
+    for (id, other_sts, other_service) in &shapes[1..] {
+        assert_eq!(
+            other_sts, sts,
+            "StatefulSets of members {first_id} and {id}"
+        );
+        assert_eq!(
+            other_service, service,
+            "Services of members {first_id} and {id}"
+        );
+    }
     Ok(())
 }

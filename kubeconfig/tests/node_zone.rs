@@ -1,7 +1,8 @@
 //! `node_zone` against the fake API server through a real `kube::Client`:
 //! the zone label of a labelled node, `None` for a node without it (or
-//! with an empty value), errors that name the node for a missing node and
-//! an unreachable API server, and no request beyond the permissions
+//! with an empty value), errors that name the node for a missing node, a
+//! forbidden read (naming the ClusterRole to grant) and an unreachable API
+//! server, and no request beyond the permissions
 //! `deploy/rbac.yaml` grants for it.
 
 mod live_support;
@@ -110,4 +111,58 @@ async fn an_unreachable_api_server_is_an_error_naming_the_node() {
             .starts_with("cannot read node \"node-a\": "),
         "{error}"
     );
+}
+
+/// An API server that answers every request as RBAC does when the
+/// ServiceAccount lacks the right: 403 with a `Status` naming it. (The
+/// fake API server grants everything, so this one-answer server stands
+/// in for a cluster where `deploy/rbac.yaml` was not applied.)
+async fn forbidding_server() -> anyhow::Result<std::net::SocketAddr> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let mut request = Vec::new();
+            let mut buffer = [0u8; 1024];
+            while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+                match stream.read(&mut buffer).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => request.extend_from_slice(&buffer[..n]),
+                }
+            }
+            let body = json!({"kind": "Status", "apiVersion": "v1", "metadata": {},
+                "status": "Failure", "reason": "Forbidden", "code": 403,
+                "message": "nodes \"node-a\" is forbidden: User \"system:serviceaccount:switchyard:switchyard-proxy\" cannot get resource \"nodes\""})
+            .to_string();
+            let response = format!(
+                "HTTP/1.1 403 Forbidden\r\ncontent-type: application/json\r\n\
+                 content-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = stream.write_all(response.as_bytes()).await;
+        }
+    });
+    Ok(addr)
+}
+
+#[tokio::test]
+async fn a_forbidden_read_names_the_node_and_the_role_to_grant() -> anyhow::Result<()> {
+    let addr = forbidding_server().await?;
+    let client = kube::Client::try_from(kube::Config::new(format!("http://{addr}").parse()?))?;
+    let error = node_zone(&client, "node-a", ZONE_LABEL)
+        .await
+        .expect_err("forbidden");
+    assert!(
+        matches!(&error, NodeZoneError::Forbidden { node, .. } if node == "node-a"),
+        "{error:?}"
+    );
+    let text = error.to_string();
+    assert!(
+        text.starts_with("not allowed to get node \"node-a\"")
+            && text.contains("switchyard-node-reader")
+            && text.contains("cannot get resource"),
+        "{text}"
+    );
+    Ok(())
 }
