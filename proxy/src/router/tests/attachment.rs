@@ -245,31 +245,6 @@ fn allowed_route_kinds_exclude_httproute() {
 }
 
 #[test]
-fn any_gateway_key_merges_listeners_on_the_port() {
-    let mut w = World::new();
-    w.gateway(INFRA, "second", OUR_CLASS, vec![listener("http", 80, None)]);
-    let mut r = route(
-        INFRA,
-        "second-route",
-        vec![rule(prefix("/second"), vec![svc("v2", 1)])],
-    );
-    r.parent_refs = vec![parent(INFRA, "second")];
-    w.route(r);
-    // Attached to both Gateways: must not be doubled or confused.
-    let mut both = route(INFRA, "both", vec![rule(prefix("/"), vec![svc("v1", 1)])]);
-    both.parent_refs.push(parent(INFRA, "second"));
-    w.route(both);
-    let t = w.table();
-    let any = ListenerKey {
-        gateway: None,
-        port: 80,
-    };
-    assert_eq!(outcome(t.route(&any, &get("h", "/second/x"), 0)), "v2");
-    assert_eq!(outcome(t.route(&any, &get("h", "/x"), 0)), "v1");
-    assert_eq!(outcome(t.route(&gw80(), &get("h", "/second/x"), 0)), "v1");
-}
-
-#[test]
 fn table_is_send_and_sync() {
     fn check<T: Send + Sync>() {}
     check::<RouteTable>();
