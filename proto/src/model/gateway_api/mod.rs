@@ -25,8 +25,8 @@ pub use attach::{Attached, NotAttached, listener_allows_http_routes};
 pub use conflicts::{
     ConflictReason, ListenerConflict, ListenerRef, gateway_precedence, listener_conflicts,
 };
-pub use programmed::{FailedBind, PortState, listener_port_state};
 pub use hostname::{HostPattern, effective_hostnames};
+pub use programmed::{FailedBind, PortState, listener_port_state};
 pub use refs::Unresolved;
 
 use super::backend::{ReferenceGrant, Service};

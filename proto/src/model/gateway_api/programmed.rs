@@ -82,7 +82,11 @@ impl fmt::Display for PortState {
                     .iter()
                     .map(|b| format!("proxy {} cannot bind {}: {}", b.proxy, b.address, b.error))
                     .collect();
-                write!(f, "{} (bound by {bound} other live proxies)", each.join("; "))
+                write!(
+                    f,
+                    "{} (bound by {bound} other live proxies)",
+                    each.join("; ")
+                )
             }
             PortState::NotListened { reporting } => write!(
                 f,
@@ -106,7 +110,10 @@ pub fn listener_port_state(proxies: &[ProxyStatus], gateway: &ObjectName, port: 
             continue;
         };
         reporting += 1;
-        let mut sockets = listeners.iter().filter(|l| l.serves(gateway, port)).peekable();
+        let mut sockets = listeners
+            .iter()
+            .filter(|l| l.serves(gateway, port))
+            .peekable();
         if sockets.peek().is_none() {
             continue;
         }

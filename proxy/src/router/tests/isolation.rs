@@ -30,13 +30,6 @@ fn route_on(gateway: &str, name: &str, path: &str, backend: &str, hostnames: &[&
     r
 }
 
-/// `World::new()` without its default Gateway `infra/gw`.
-fn bare_world() -> World {
-    let mut w = World::new();
-    w.snapshot.gateways.clear();
-    w
-}
-
 fn gateway_created(w: &mut World, name: &str, created: Option<i64>, listeners: Vec<Listener>) {
     w.gateway(INFRA, name, OUR_CLASS, listeners);
     if let Some(g) = w.snapshot.gateways.last_mut() {
@@ -46,9 +39,19 @@ fn gateway_created(w: &mut World, name: &str, created: Option<i64>, listeners: V
 
 #[test]
 fn a_gateways_route_does_not_answer_through_another_gateways_listener() {
-    let mut w = bare_world();
-    w.gateway(INFRA, "a", OUR_CLASS, vec![listener("web", 80, Some("*.example.com"))]);
-    w.gateway(INFRA, "b", OUR_CLASS, vec![listener("web", 80, Some("b.example.com"))]);
+    let mut w = World::bare();
+    w.gateway(
+        INFRA,
+        "a",
+        OUR_CLASS,
+        vec![listener("web", 80, Some("*.example.com"))],
+    );
+    w.gateway(
+        INFRA,
+        "b",
+        OUR_CLASS,
+        vec![listener("web", 80, Some("b.example.com"))],
+    );
     // Gateway a's routes: one for every host its listener takes, and one
     // that names b's host explicitly (it intersects a's wildcard, so it
     // attaches to a).
@@ -56,25 +59,45 @@ fn a_gateways_route_does_not_answer_through_another_gateways_listener() {
     w.route(route_on("a", "a-wants-b", "/", "v3", &["b.example.com"]));
     w.route(route_on("b", "b-only", "/b", "v2", &[]));
     let t = w.table();
-    assert_eq!(outcome(t.route(&port80(), &get("a.example.com", "/"), 0)), "v1");
-    assert_eq!(outcome(t.route(&port80(), &get("b.example.com", "/b/x"), 0)), "v2");
+    assert_eq!(
+        outcome(t.route(&port80(), &get("a.example.com", "/"), 0)),
+        "v1"
+    );
+    assert_eq!(
+        outcome(t.route(&port80(), &get("b.example.com", "/b/x"), 0)),
+        "v2"
+    );
     // b.example.com belongs to b's listener (exact beats wildcard): a's
     // routes are no candidates there, even where b has none that matches.
     let r = respond(t.route(&port80(), &get("b.example.com", "/"), 0));
     assert_eq!((r.status.as_u16(), r.kind), (404, RespondKind::NoRoute));
     // A socket for a alone carries only a's listener, so there the host
     // is a's (the route naming it explicitly wins over the catch-all).
-    assert_eq!(outcome(t.route(&only("a"), &get("b.example.com", "/"), 0)), "v3");
-    assert_eq!(outcome(t.route(&only("a"), &get("b.example.com", "/b/x"), 0)), "v3");
-    assert_eq!(outcome(t.route(&only("b"), &get("a.example.com", "/"), 0)), "404");
+    assert_eq!(
+        outcome(t.route(&only("a"), &get("b.example.com", "/"), 0)),
+        "v3"
+    );
+    assert_eq!(
+        outcome(t.route(&only("a"), &get("b.example.com", "/b/x"), 0)),
+        "v3"
+    );
+    assert_eq!(
+        outcome(t.route(&only("b"), &get("a.example.com", "/"), 0)),
+        "404"
+    );
     assert!(!notes_of(&t).contains("Conflicted"), "{}", notes_of(&t));
 }
 
 #[test]
 fn a_younger_gateway_with_the_same_port_and_hostname_serves_nothing() {
-    let mut w = bare_world();
+    let mut w = World::bare();
     // Names sort the other way round: age decides, not the name.
-    gateway_created(&mut w, "zz-old", Some(1_000), vec![listener("web", 80, Some("shop.example.com"))]);
+    gateway_created(
+        &mut w,
+        "zz-old",
+        Some(1_000),
+        vec![listener("web", 80, Some("shop.example.com"))],
+    );
     gateway_created(
         &mut w,
         "aa-young",
@@ -89,9 +112,18 @@ fn a_younger_gateway_with_the_same_port_and_hostname_serves_nothing() {
     let t = w.table();
     // The old Gateway keeps the hostname; the young Gateway's route is
     // served only through its listener that does not clash.
-    assert_eq!(outcome(t.route(&port80(), &get("shop.example.com", "/old"), 0)), "v1");
-    assert_eq!(outcome(t.route(&port80(), &get("shop.example.com", "/"), 0)), "404");
-    assert_eq!(outcome(t.route(&port80(), &get("other.example.com", "/"), 0)), "v2");
+    assert_eq!(
+        outcome(t.route(&port80(), &get("shop.example.com", "/old"), 0)),
+        "v1"
+    );
+    assert_eq!(
+        outcome(t.route(&port80(), &get("shop.example.com", "/"), 0)),
+        "404"
+    );
+    assert_eq!(
+        outcome(t.route(&port80(), &get("other.example.com", "/"), 0)),
+        "v2"
+    );
     // Not through a socket of its own either: a conflicted listener is
     // served nowhere, as its status will say.
     let r = respond(t.route(&only("aa-young"), &get("shop.example.com", "/"), 0));
@@ -105,19 +137,33 @@ fn a_younger_gateway_with_the_same_port_and_hostname_serves_nothing() {
 
 #[test]
 fn a_protocol_conflict_on_a_port_leaves_it_to_the_older_gateway() {
-    let mut w = bare_world();
+    let mut w = World::bare();
     let mut tls = listener("tls", 80, Some("secure.example.com"));
     tls.protocol = ListenerProtocol::Https;
     gateway_created(&mut w, "tls", Some(1), vec![tls]);
-    gateway_created(&mut w, "plain", Some(2), vec![listener("web", 80, Some("plain.example.com"))]);
+    gateway_created(
+        &mut w,
+        "plain",
+        Some(2),
+        vec![listener("web", 80, Some("plain.example.com"))],
+    );
     w.route(route_on("plain", "plain-route", "/", "v1", &[]));
     let t: RouteTable = w.table();
     // HTTPS is not served yet, but it holds the port: the younger HTTP
     // listener is ProtocolConflict, and port 80 serves nothing.
-    assert_eq!(outcome(t.route(&port80(), &get("plain.example.com", "/"), 0)), "404");
+    assert_eq!(
+        outcome(t.route(&port80(), &get("plain.example.com", "/"), 0)),
+        "404"
+    );
     let notes = notes_of(&t);
-    assert!(notes.contains("listener web is Conflicted (ProtocolConflict)"), "{notes}");
-    assert!(notes.contains("already served as HTTPS by Gateway infra/tls listener tls"), "{notes}");
+    assert!(
+        notes.contains("listener web is Conflicted (ProtocolConflict)"),
+        "{notes}"
+    );
+    assert!(
+        notes.contains("already served as HTTPS by Gateway infra/tls listener tls"),
+        "{notes}"
+    );
 }
 
 #[test]
@@ -136,6 +182,9 @@ fn listeners_without_hostnames_on_one_port_go_to_the_first_gateway() {
     assert_eq!(outcome(t.route(&gw80(), &get("h", "/second/x"), 0)), "v1");
     assert_eq!(outcome(t.route(&only("second"), &get("h", "/x"), 0)), "404");
     let notes = notes_of(&t);
-    assert!(notes.contains("HTTPRoute infra/second-route: not attached to Gateway infra/second"), "{notes}");
+    assert!(
+        notes.contains("HTTPRoute infra/second-route: not attached to Gateway infra/second"),
+        "{notes}"
+    );
     assert!(notes.contains("(NotAllowedByListeners)"), "{notes}");
 }

@@ -53,7 +53,13 @@ fn conflicts(gateways: &[Gateway]) -> Vec<(String, String, ConflictReason, Strin
         .collect()
 }
 
-fn row(g: &str, l: &str, r: ConflictReason, wg: &str, wl: &str) -> (String, String, ConflictReason, String, String) {
+fn row(
+    g: &str,
+    l: &str,
+    r: ConflictReason,
+    wg: &str,
+    wl: &str,
+) -> (String, String, ConflictReason, String, String) {
     (g.into(), l.into(), r, wg.into(), wl.into())
 }
 
@@ -68,11 +74,25 @@ fn distinct_hostnames_on_one_port_share_it_across_gateways() {
 
 #[test]
 fn the_same_hostname_goes_to_the_older_gateway() {
-    let old = gateway("zz-old", Some(1_000), vec![http("web", 80, Some("shop.example.com"))]);
-    let young = gateway("aa-young", Some(2_000), vec![http("web", 80, Some("Shop.Example.com"))]);
+    let old = gateway(
+        "zz-old",
+        Some(1_000),
+        vec![http("web", 80, Some("shop.example.com"))],
+    );
+    let young = gateway(
+        "aa-young",
+        Some(2_000),
+        vec![http("web", 80, Some("Shop.Example.com"))],
+    );
     assert_eq!(
         conflicts(&[old, young]),
-        vec![row("aa-young", "web", ConflictReason::HostnameConflict, "zz-old", "web")]
+        vec![row(
+            "aa-young",
+            "web",
+            ConflictReason::HostnameConflict,
+            "zz-old",
+            "web"
+        )]
     );
 }
 
@@ -94,11 +114,20 @@ fn without_creation_times_the_gateway_counts_as_oldest_then_names_decide() {
 
 #[test]
 fn another_protocol_on_a_held_port_is_a_protocol_conflict() {
-    let plain = gateway("plain", Some(1), vec![http("web", 8443, Some("a.example.com"))]);
+    let plain = gateway(
+        "plain",
+        Some(1),
+        vec![http("web", 8443, Some("a.example.com"))],
+    );
     let tls = gateway(
         "tls",
         Some(2),
-        vec![listener("secure", 8443, ListenerProtocol::Https, Some("b.example.com"))],
+        vec![listener(
+            "secure",
+            8443,
+            ListenerProtocol::Https,
+            Some("b.example.com"),
+        )],
     );
     let found = listener_conflicts([&plain, &tls]);
     assert_eq!(found.len(), 1);
@@ -106,7 +135,11 @@ fn another_protocol_on_a_held_port_is_a_protocol_conflict() {
     assert_eq!(c.reason, ConflictReason::ProtocolConflict);
     assert_eq!(c.winner, at("plain", "web"));
     assert_eq!(c.winner_protocol, "HTTP");
-    assert!(c.to_string().contains("port 8443 is already served as HTTP by Gateway infra/plain listener web"), "{c}");
+    assert!(
+        c.to_string()
+            .contains("port 8443 is already served as HTTP by Gateway infra/plain listener web"),
+        "{c}"
+    );
     assert_eq!(c.reason.as_str(), "ProtocolConflict");
 }
 
@@ -117,8 +150,18 @@ fn https_and_tls_share_a_port_by_hostname() {
         None,
         vec![
             listener("https", 443, ListenerProtocol::Https, Some("a.example.com")),
-            listener("tls", 443, ListenerProtocol::Other("TLS".into()), Some("b.example.com")),
-            listener("tls-dup", 443, ListenerProtocol::Other("TLS".into()), Some("a.example.com")),
+            listener(
+                "tls",
+                443,
+                ListenerProtocol::Other("TLS".into()),
+                Some("b.example.com"),
+            ),
+            listener(
+                "tls-dup",
+                443,
+                ListenerProtocol::Other("TLS".into()),
+                Some("a.example.com"),
+            ),
         ],
     );
     let found = listener_conflicts([&g]);
@@ -143,7 +186,13 @@ fn within_one_gateway_the_earlier_listener_wins() {
     );
     assert_eq!(
         conflicts(&[g]),
-        vec![row("gw", "second", ConflictReason::HostnameConflict, "gw", "first")]
+        vec![row(
+            "gw",
+            "second",
+            ConflictReason::HostnameConflict,
+            "gw",
+            "first"
+        )]
     );
 }
 
@@ -155,12 +204,23 @@ fn a_conflicted_listener_claims_nothing() {
     let b = gateway(
         "b",
         Some(2),
-        vec![listener("tls", 80, ListenerProtocol::Https, Some("x.example.com"))],
+        vec![listener(
+            "tls",
+            80,
+            ListenerProtocol::Https,
+            Some("x.example.com"),
+        )],
     );
     let c = gateway("c", Some(3), vec![http("web", 80, Some("x.example.com"))]);
     assert_eq!(
         conflicts(&[a, b, c]),
-        vec![row("b", "tls", ConflictReason::ProtocolConflict, "a", "web")]
+        vec![row(
+            "b",
+            "tls",
+            ConflictReason::ProtocolConflict,
+            "a",
+            "web"
+        )]
     );
 }
 
@@ -172,22 +232,38 @@ fn udp_uses_other_sockets_and_tcp_listeners_have_no_hostname() {
         vec![
             http("web", 53, None),
             listener("dns", 53, ListenerProtocol::Other("UDP".into()), None),
-            listener("raw", 9000, ListenerProtocol::Other("TCP".into()), Some("ignored.example")),
-            listener("raw2", 9000, ListenerProtocol::Other("TCP".into()), Some("other.example")),
+            listener(
+                "raw",
+                9000,
+                ListenerProtocol::Other("TCP".into()),
+                Some("ignored.example"),
+            ),
+            listener(
+                "raw2",
+                9000,
+                ListenerProtocol::Other("TCP".into()),
+                Some("other.example"),
+            ),
         ],
     );
     assert_eq!(
         conflicts(&[g]),
-        vec![row("l4", "raw2", ConflictReason::HostnameConflict, "l4", "raw")]
+        vec![row(
+            "l4",
+            "raw2",
+            ConflictReason::HostnameConflict,
+            "l4",
+            "raw"
+        )]
     );
 }
 
 #[test]
 fn topology_counts_only_our_gateways_and_attaches_nothing_to_a_conflicted_listener() {
     use crate::model::gateway::{CONTROLLER_NAME, GatewayClass};
+    use crate::model::gateway_api::Topology;
     use crate::model::route::{HttpRoute, ParentRef};
     use crate::model::snapshot::ConfigSnapshot;
-    use crate::model::gateway_api::Topology;
     let class = |name: &str, controller: &str| GatewayClass {
         meta: ObjectMeta::named("", name),
         controller_name: controller.into(),
@@ -195,11 +271,21 @@ fn topology_counts_only_our_gateways_and_attaches_nothing_to_a_conflicted_listen
     let mut theirs = gateway("theirs", None, vec![http("web", 80, None)]);
     theirs.gateway_class_name = "other".into();
     let snapshot = ConfigSnapshot {
-        gateway_classes: vec![class("switchyard", CONTROLLER_NAME), class("other", "example.com/x")],
+        gateway_classes: vec![
+            class("switchyard", CONTROLLER_NAME),
+            class("other", "example.com/x"),
+        ],
         gateways: vec![
             theirs,
             gateway("old", Some(1), vec![http("web", 80, None)]),
-            gateway("young", Some(2), vec![http("web", 80, None), http("api", 80, Some("api.example.com"))]),
+            gateway(
+                "young",
+                Some(2),
+                vec![
+                    http("web", 80, None),
+                    http("api", 80, Some("api.example.com")),
+                ],
+            ),
         ],
         ..Default::default()
     };
@@ -209,10 +295,14 @@ fn topology_counts_only_our_gateways_and_attaches_nothing_to_a_conflicted_listen
     let keys: Vec<&ListenerRef> = t.listener_conflicts().keys().collect();
     assert_eq!(keys, vec![&at("young", "web")]);
     assert_eq!(
-        t.listener_conflict(&ObjectName::new("infra", "young"), "web").map(|c| c.reason),
+        t.listener_conflict(&ObjectName::new("infra", "young"), "web")
+            .map(|c| c.reason),
         Some(ConflictReason::HostnameConflict)
     );
-    assert_eq!(t.listener_conflict(&ObjectName::new("infra", "young"), "api"), None);
+    assert_eq!(
+        t.listener_conflict(&ObjectName::new("infra", "young"), "api"),
+        None
+    );
 
     let route = |section: Option<&str>| HttpRoute {
         meta: ObjectMeta::named("infra", "r"),
@@ -228,11 +318,20 @@ fn topology_counts_only_our_gateways_and_attaches_nothing_to_a_conflicted_listen
         rules: Vec::new(),
     };
     let to_web = route(Some("web"));
-    let refused = t.attach(&to_web, &to_web.parent_refs[0]).expect_err("web is conflicted");
+    let refused = t
+        .attach(&to_web, &to_web.parent_refs[0])
+        .expect_err("web is conflicted");
     assert_eq!(refused.reason(), "NotAllowedByListeners");
-    assert!(refused.to_string().contains("listener web is Conflicted (HostnameConflict)"), "{refused}");
+    assert!(
+        refused
+            .to_string()
+            .contains("listener web is Conflicted (HostnameConflict)"),
+        "{refused}"
+    );
     let to_any = route(None);
-    let attached = t.attach(&to_any, &to_any.parent_refs[0]).expect("api is free");
+    let attached = t
+        .attach(&to_any, &to_any.parent_refs[0])
+        .expect("api is free");
     let names: Vec<&str> = attached.iter().map(|a| a.listener.name.as_str()).collect();
     assert_eq!(names, vec!["api"]);
 }

@@ -32,11 +32,24 @@ fn proxy(id: &str, live: bool, listeners: Option<Vec<ListenerBinding>>) -> Proxy
 fn every_reporting_proxy_with_the_port_must_have_bound_it() {
     let fleet = vec![
         proxy("p1", true, Some(vec![socket(None, 80, None)])),
-        proxy("p2", true, Some(vec![socket(None, 80, None), socket(None, 81, None)])),
+        proxy(
+            "p2",
+            true,
+            Some(vec![socket(None, 80, None), socket(None, 81, None)]),
+        ),
     ];
-    assert_eq!(listener_port_state(&fleet, &gw("a"), 80), PortState::Bound { proxies: 2 });
-    assert_eq!(listener_port_state(&fleet, &gw("a"), 81), PortState::Bound { proxies: 1 });
-    assert_eq!(listener_port_state(&fleet, &gw("a"), 80).programmed(), Some(true));
+    assert_eq!(
+        listener_port_state(&fleet, &gw("a"), 80),
+        PortState::Bound { proxies: 2 }
+    );
+    assert_eq!(
+        listener_port_state(&fleet, &gw("a"), 81),
+        PortState::Bound { proxies: 1 }
+    );
+    assert_eq!(
+        listener_port_state(&fleet, &gw("a"), 80).programmed(),
+        Some(true)
+    );
 
     let mut broken = fleet.clone();
     broken[1].listeners = Some(vec![socket(None, 80, Some("address in use"))]);
@@ -53,7 +66,12 @@ fn every_reporting_proxy_with_the_port_must_have_bound_it() {
         }
     );
     assert_eq!(state.programmed(), Some(false));
-    assert!(state.to_string().contains("proxy p2 cannot bind 127.0.0.1:80: address in use"), "{state}");
+    assert!(
+        state
+            .to_string()
+            .contains("proxy p2 cannot bind 127.0.0.1:80: address in use"),
+        "{state}"
+    );
 }
 
 #[test]
@@ -62,13 +80,26 @@ fn silent_and_unreporting_proxies_do_not_count() {
         // An old proxy: no report at all. Unknown, not failed.
         proxy("old", true, None),
         // A proxy whose lease lapsed: its report does not count.
-        proxy("gone", false, Some(vec![socket(None, 80, Some("address in use"))])),
+        proxy(
+            "gone",
+            false,
+            Some(vec![socket(None, 80, Some("address in use"))]),
+        ),
         proxy("p1", true, Some(vec![socket(None, 80, None)])),
     ];
-    assert_eq!(listener_port_state(&fleet, &gw("a"), 80), PortState::Bound { proxies: 1 });
+    assert_eq!(
+        listener_port_state(&fleet, &gw("a"), 80),
+        PortState::Bound { proxies: 1 }
+    );
     let only_old = vec![proxy("old", true, None)];
-    assert_eq!(listener_port_state(&only_old, &gw("a"), 80), PortState::Unknown);
-    assert_eq!(listener_port_state(&only_old, &gw("a"), 80).programmed(), None);
+    assert_eq!(
+        listener_port_state(&only_old, &gw("a"), 80),
+        PortState::Unknown
+    );
+    assert_eq!(
+        listener_port_state(&only_old, &gw("a"), 80).programmed(),
+        None
+    );
     assert_eq!(listener_port_state(&[], &gw("a"), 80), PortState::Unknown);
 }
 
@@ -76,9 +107,16 @@ fn silent_and_unreporting_proxies_do_not_count() {
 fn sockets_for_one_gateway_serve_only_that_gateway() {
     let fleet = vec![
         proxy("a-proxy", true, Some(vec![socket(Some("a"), 80, None)])),
-        proxy("b-proxy", true, Some(vec![socket(Some("b"), 80, Some("permission denied"))])),
+        proxy(
+            "b-proxy",
+            true,
+            Some(vec![socket(Some("b"), 80, Some("permission denied"))]),
+        ),
     ];
-    assert_eq!(listener_port_state(&fleet, &gw("a"), 80), PortState::Bound { proxies: 1 });
+    assert_eq!(
+        listener_port_state(&fleet, &gw("a"), 80),
+        PortState::Bound { proxies: 1 }
+    );
     assert!(matches!(
         listener_port_state(&fleet, &gw("b"), 80),
         PortState::Unavailable { bound: 0, .. }
@@ -87,5 +125,8 @@ fn sockets_for_one_gateway_serve_only_that_gateway() {
         listener_port_state(&fleet, &gw("c"), 80),
         PortState::NotListened { reporting: 2 }
     );
-    assert_eq!(listener_port_state(&fleet, &gw("a"), 8080).programmed(), Some(false));
+    assert_eq!(
+        listener_port_state(&fleet, &gw("a"), 8080).programmed(),
+        Some(false)
+    );
 }
