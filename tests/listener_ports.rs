@@ -30,8 +30,7 @@ use tokio::sync::watch;
 const TAKEN_GATEWAY_PORT: u16 = 9443;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_port_a_proxy_cannot_bind_is_reported_unavailable_until_it_binds() -> anyhow::Result<()>
-{
+async fn a_port_a_proxy_cannot_bind_is_reported_unavailable_until_it_binds() -> anyhow::Result<()> {
     let coordinator = Coordinator::start().await?;
     coordinator.apply(&manifests::base()).await?;
     // Another process's socket on the address the proxy is told to use
@@ -94,12 +93,14 @@ async fn a_port_a_proxy_cannot_bind_is_reported_unavailable_until_it_binds() -> 
             .status()
             .listener_port_state(&gateway, port)
     };
-    let failed = eventually("the taken port reported unavailable", WAIT, async || {
-        match state(TAKEN_GATEWAY_PORT) {
+    let failed = eventually(
+        "the taken port reported unavailable",
+        WAIT,
+        async || match state(TAKEN_GATEWAY_PORT) {
             PortState::Unavailable { failed, bound: 0 } => Ok(failed),
             other => Err(format!("{other:?}")),
-        }
-    })
+        },
+    )
     .await?;
     assert_eq!(failed.len(), 1, "{failed:?}");
     assert_eq!(failed[0].proxy, "p1");
@@ -118,12 +119,14 @@ async fn a_port_a_proxy_cannot_bind_is_reported_unavailable_until_it_binds() -> 
 
     // The port comes free: the proxy binds it, reports it, serves on it.
     drop(squatter);
-    eventually("the freed port reported bound", WAIT, async || {
-        match state(TAKEN_GATEWAY_PORT) {
+    eventually(
+        "the freed port reported bound",
+        WAIT,
+        async || match state(TAKEN_GATEWAY_PORT) {
             PortState::Bound { proxies: 1 } => Ok(()),
             other => Err(format!("{other:?}")),
-        }
-    })
+        },
+    )
     .await?;
     let answered = eventually("an answer on the freed port", WAIT, async || {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};

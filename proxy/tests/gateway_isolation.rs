@@ -100,9 +100,16 @@ async fn a_gateways_routes_answer_only_on_its_own_listener_and_a_conflicted_one_
         .await;
 
     let pod_of = |host: &'static str, path: &'static str| async move {
-        let reply = send(addr, get(host, path)).await.expect("the proxy answers");
+        let reply = send(addr, get(host, path))
+            .await
+            .expect("the proxy answers");
         if reply.status.is_success() {
-            reply.pod().expect("an echo answered").split('-').next().map(String::from)
+            reply
+                .pod()
+                .expect("an echo answered")
+                .split('-')
+                .next()
+                .map(String::from)
         } else {
             assert_eq!(reply.status, 404, "{host}{path}: {reply:?}");
             None
@@ -110,14 +117,24 @@ async fn a_gateways_routes_answer_only_on_its_own_listener_and_a_conflicted_one_
     };
     // a's hosts go to a's route; b's host to b's route.
     assert_eq!(pod_of("a.example.com", "/").await.as_deref(), Some("alpha"));
-    assert_eq!(pod_of("x.example.com", "/b").await.as_deref(), Some("alpha"));
-    assert_eq!(pod_of("b.example.com", "/b/x").await.as_deref(), Some("bravo"));
+    assert_eq!(
+        pod_of("x.example.com", "/b").await.as_deref(),
+        Some("alpha")
+    );
+    assert_eq!(
+        pod_of("b.example.com", "/b/x").await.as_deref(),
+        Some("bravo")
+    );
     // b's host outside b's routes: 404. Neither a's catch-all (its wildcard
     // covers the host) nor c's (its listener asks for this very host)
     // answers through b's listener.
     assert_eq!(pod_of("b.example.com", "/").await, None);
     assert_eq!(pod_of("b.example.com", "/anything").await, None);
-    assert_eq!(charlie.count("/"), 0, "the conflicted listener's route was served");
+    assert_eq!(
+        charlie.count("/"),
+        0,
+        "the conflicted listener's route was served"
+    );
     assert_eq!(alpha.count("/anything"), 0);
     assert!(
         proxy

@@ -227,13 +227,11 @@ pub async fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
     let admin = bind_reuseport(args.admin_listen)
         .with_context(|| format!("cannot listen on {}", args.admin_listen))?;
     line.push_str(&format!(" admin={}", admin.local_addr()?));
-    let listeners = Listeners::bind(args.listeners.into_iter().map(|(name, key, address)| {
-        ListenerSpec {
-            name,
-            key,
-            address,
-        }
-    }));
+    let listeners = Listeners::bind(
+        args.listeners
+            .into_iter()
+            .map(|(name, key, address)| ListenerSpec { name, key, address }),
+    );
     // With coordinators, a socket that cannot be bound (its port taken) is
     // retried while the others serve, and reported: the Gateway listener's
     // status says PortUnavailable and why. A fixed configuration has

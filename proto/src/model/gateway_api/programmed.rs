@@ -70,6 +70,18 @@ impl PortState {
             PortState::Unknown => None,
         }
     }
+
+    /// The listener `Programmed` condition's reason this state gives:
+    /// `Programmed` (bound), `PortUnavailable` (not bound, or no socket
+    /// for the port), `Pending` (unknown: the status writer should not
+    /// claim either way yet).
+    pub fn reason(&self) -> &'static str {
+        match self.programmed() {
+            Some(true) => "Programmed",
+            Some(false) => "PortUnavailable",
+            None => "Pending",
+        }
+    }
 }
 
 impl fmt::Display for PortState {

@@ -50,6 +50,10 @@ fn every_reporting_proxy_with_the_port_must_have_bound_it() {
         listener_port_state(&fleet, &gw("a"), 80).programmed(),
         Some(true)
     );
+    assert_eq!(
+        listener_port_state(&fleet, &gw("a"), 80).reason(),
+        "Programmed"
+    );
 
     let mut broken = fleet.clone();
     broken[1].listeners = Some(vec![socket(None, 80, Some("address in use"))]);
@@ -66,6 +70,7 @@ fn every_reporting_proxy_with_the_port_must_have_bound_it() {
         }
     );
     assert_eq!(state.programmed(), Some(false));
+    assert_eq!(state.reason(), "PortUnavailable");
     assert!(
         state
             .to_string()
@@ -99,6 +104,10 @@ fn silent_and_unreporting_proxies_do_not_count() {
     assert_eq!(
         listener_port_state(&only_old, &gw("a"), 80).programmed(),
         None
+    );
+    assert_eq!(
+        listener_port_state(&only_old, &gw("a"), 80).reason(),
+        "Pending"
     );
     assert_eq!(listener_port_state(&[], &gw("a"), 80), PortState::Unknown);
 }
