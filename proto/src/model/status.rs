@@ -90,7 +90,7 @@ pub struct ProxyStatus {
     /// Whether its lease is current (known on the leader only; followers
     /// report `true` for every registered proxy).
     pub live: bool,
-    /// Its listener sockets as its latest heartbeat reported them. `None`
+    /// Its listener sockets as its latest readiness report gave them. `None`
     /// when unknown: a proxy older than this report, one not heard from
     /// since this leader took over, or a follower's view (the reports are
     /// the leader's soft state).
