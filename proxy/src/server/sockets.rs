@@ -1,6 +1,6 @@
 //! The proxy's listener sockets: binding each `--listener` (a
 //! [`ListenerSpec`]), retrying one that cannot be bound — its port taken
-//! by another process, say — until it can, and the [`SocketTable`] of
+//! by another process, say — until it can, and the `SocketTable` of
 //! what is bound that the control client reports to the coordinators
 //! (a Gateway listener is `Programmed` only when the proxies bound its
 //! port).
