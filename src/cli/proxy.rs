@@ -17,7 +17,7 @@ use switchyard_proxy::control::{self, ControlConfig, ControlMetrics};
 use switchyard_proxy::router::ListenerKey;
 use switchyard_proxy::settings::{EncodedSlashes, PathSettings};
 use switchyard_proxy::{
-    BoundListener, DataPlane, DataPlaneSettings, ServingConfig, bind_reuseport,
+    DataPlane, DataPlaneSettings, ListenerSpec, Listeners, ServingConfig, bind_reuseport,
 };
 use tokio::sync::watch;
 
@@ -48,7 +48,9 @@ pub struct ProxyArgs {
     #[arg(long, conflicts_with = "coordinators")]
     pub config: Option<PathBuf>,
     /// A Gateway listener port bound to a local address: [NAMESPACE/GATEWAY:]PORT=HOST:PORT.
-    /// Repeatable. Name the Gateway only when several Gateways share a port.
+    /// Repeatable. Without a Gateway the socket serves every Gateway's listeners on PORT, told
+    /// apart by hostname. One that cannot be bound is retried and reported to the coordinators
+    /// (left out of the LISTENING line); with --config it stops the proxy.
     #[arg(long = "listener", required = true, value_parser = parse_listener)]
     pub listeners: Vec<(String, ListenerKey, SocketAddr)>,
     /// Address of /metrics and /ready.
@@ -239,20 +241,26 @@ pub async fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
     let control_metrics = ControlMetrics::register(&mut registry);
     let registry = Arc::new(registry);
 
-    let mut bound = Vec::new();
     let mut line = String::from("LISTENING");
     let admin = bind_reuseport(args.admin_listen)
         .with_context(|| format!("cannot listen on {}", args.admin_listen))?;
     line.push_str(&format!(" admin={}", admin.local_addr()?));
-    for (name, key, address) in args.listeners {
-        let listener =
-            bind_reuseport(address).with_context(|| format!("cannot listen on {address}"))?;
-        line.push_str(&format!(" {name}={}", listener.local_addr()?));
-        bound.push(BoundListener {
-            name,
-            key,
-            listener,
-        });
+    let listeners = Listeners::bind(
+        args.listeners
+            .into_iter()
+            .map(|(name, key, address)| ListenerSpec { name, key, address }),
+    );
+    // With coordinators, a socket that cannot be bound (its port taken) is
+    // retried while the others serve, and reported: the Gateway listener's
+    // status says PortUnavailable and why. A fixed configuration has
+    // nobody to tell, so there it stops the proxy.
+    if static_resources.is_some()
+        && let Some((spec, error)) = listeners.unbound().next()
+    {
+        bail!("cannot listen on {}: {error}", spec.address);
+    }
+    for bound in listeners.bound() {
+        line.push_str(&format!(" {}={}", bound.name, bound.listener.local_addr()?));
     }
 
     let (stop_tx, stop_rx) = watch::channel(false);
@@ -302,7 +310,7 @@ pub async fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
         super::shutdown_signal().await;
         let _ = stop_tx.send(true);
     });
-    let served = dataplane.serve(bound, stopped(stop_rx)).await;
+    let served = dataplane.serve(listeners, stopped(stop_rx)).await;
     signal.abort();
     if let Some(task) = control_task {
         let _ = tokio::time::timeout(Duration::from_secs(3), task).await;
