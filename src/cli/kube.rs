@@ -202,7 +202,7 @@ impl LiveSync {
                 let settings = SyncSettings::with_status_interval(self.status_interval);
                 let store = CoordinatorStore(&coordinator);
                 let lead = run_while_leader(leading_rx, || {
-                    lead_term(&self.sources, CONTROLLER_NAME, settings, &store)
+                    lead_term(&self.sources, CONTROLLER_NAME, settings.clone(), &store)
                 });
                 tokio::join!(follow, lead);
             }
@@ -254,6 +254,10 @@ impl Store for CoordinatorStore<'_> {
 
     fn may_write(&self) -> bool {
         self.0.leads_with_quorum()
+    }
+
+    fn term(&self) -> u64 {
+        self.0.node().metrics().borrow().current_term
     }
 
     fn max_objects_per_request(&self) -> usize {

@@ -243,10 +243,7 @@ mod tests {
         let invalid = req(Some("test/fake-invalid-type"), "fake address teehee!");
         let unusable = req(None, "198.51.100.1");
         let usable = req(Some(IP_ADDRESS), "203.0.113.7");
-        let a = assign(
-            &[invalid, unusable.clone(), usable.clone()],
-            Some(&fleet()),
-        );
+        let a = assign(&[invalid, unusable.clone(), usable.clone()], Some(&fleet()));
         assert!(
             a.accepted.unwrap_err().contains("test/fake-invalid-type"),
             "names the type"

@@ -64,10 +64,16 @@ pub struct ClassStatus {
 /// (`InvalidParameters`): switchyard has no parameters kind, so every
 /// reference is to an unsupported kind, which the spec says to reject.
 pub fn class_status(class: &Value, controller_name: &str) -> Option<ClassStatus> {
-    if class.pointer("/spec/controllerName").and_then(Value::as_str) != Some(controller_name) {
+    if class
+        .pointer("/spec/controllerName")
+        .and_then(Value::as_str)
+        != Some(controller_name)
+    {
         return None;
     }
-    let generation = class.pointer("/metadata/generation").and_then(Value::as_i64);
+    let generation = class
+        .pointer("/metadata/generation")
+        .and_then(Value::as_i64);
     let accepted = match class.pointer("/spec/parametersRef") {
         Some(r) if !r.is_null() => Condition {
             type_: "Accepted".into(),
@@ -119,7 +125,8 @@ mod tests {
         assert_eq!(s.conditions[0].status, ConditionStatus::True);
         assert_eq!(s.conditions[0].observed_generation, Some(3));
         assert_eq!(s.supported_features.len(), SUPPORTED_FEATURES.len());
-        let theirs = json!({"metadata": {"name": "x"}, "spec": {"controllerName": "example.com/other"}});
+        let theirs =
+            json!({"metadata": {"name": "x"}, "spec": {"controllerName": "example.com/other"}});
         assert_eq!(class_status(&theirs, CONTROLLER_NAME), None);
     }
 

@@ -105,10 +105,7 @@ pub(crate) fn check(stored: Option<(u64, &Time)>, ours: u64, now: &Time) -> Resu
     if age >= window {
         return Ok(());
     }
-    Err(Fenced {
-        stored: term,
-        ours,
-    })
+    Err(Fenced { stored: term, ours })
 }
 
 #[cfg(test)]
@@ -146,13 +143,7 @@ mod tests {
         let now = time("2025-05-05T05:06:00Z");
         let c = [stored(8, "2025-05-05T05:05:00Z")];
         let found = stored_term(&c);
-        assert_eq!(
-            check(found, 7, &now),
-            Err(Fenced {
-                stored: 8,
-                ours: 7
-            })
-        );
+        assert_eq!(check(found, 7, &now), Err(Fenced { stored: 8, ours: 7 }));
         assert_eq!(check(found, 8, &now), Ok(()));
         assert_eq!(check(found, 9, &now), Ok(()));
         assert_eq!(check(None, 1, &now), Ok(()));

@@ -167,21 +167,18 @@ fn remove(root: &mut Value, path: &[Step]) {
 /// Merges `applied` into `current` at `path`: objects field by field,
 /// map-lists entry by entry, atomic lists and scalars replaced.
 fn merge(current: &mut Value, applied: &Value, path: &mut Path) {
-    match (current.as_object_mut(), applied) {
-        (Some(target), Value::Object(source)) => {
-            for (k, v) in source {
-                path.push(Step::Field(k.clone()));
-                match target.get_mut(k) {
-                    Some(existing) => merge(existing, v, path),
-                    None => {
-                        target.insert(k.clone(), v.clone());
-                    }
+    if let (Some(target), Value::Object(source)) = (current.as_object_mut(), applied) {
+        for (k, v) in source {
+            path.push(Step::Field(k.clone()));
+            match target.get_mut(k) {
+                Some(existing) => merge(existing, v, path),
+                None => {
+                    target.insert(k.clone(), v.clone());
                 }
-                path.pop();
             }
-            return;
+            path.pop();
         }
-        _ => {}
+        return;
     }
     if let (Some(keys), Some(target), Value::Array(source)) = (
         list_keys(&field_names(path)),
