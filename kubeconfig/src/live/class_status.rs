@@ -4,14 +4,13 @@
 //! touched.
 //!
 //! [`SUPPORTED_FEATURES`] is the one list of what switchyard claims. It is
-//! not a wish list: a feature is on it when the Gateway API conformance
-//! cases in the repository (`tests/data/gateway-api/`) that require it
-//! pass — the request cases through the real proxy
-//! (`proxy/tests/conformance.rs`), the status-only cases through the
-//! status computation (`kubeconfig/tests/live_status_conformance.rs`,
-//! which also checks that this list and [`UNCLAIMED_FEATURES`] together
-//! are exactly the features the cases name). Features the cases do not
-//! cover (query-param matching, timeouts, TLS...) are not claimed.
+//! not a wish list: it is the features named by the Gateway API
+//! conformance cases in the repository (`tests/data/gateway-api/`), whose
+//! request cases run through the real proxy (`proxy/tests/conformance.rs`),
+//! less [`UNCLAIMED_FEATURES`]; `kubeconfig/tests/live_status_gateway.rs`
+//! checks that the two lists together are exactly the features the cases
+//! name. Features the cases do not cover (query-param matching, timeouts,
+//! TLS...) are not claimed.
 //!
 //! Pure. It deliberately does not read or write the cluster.
 

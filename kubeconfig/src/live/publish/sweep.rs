@@ -57,6 +57,9 @@ impl StatusPublisher {
                 Api::all_with(source.client.clone(), &api_resource(Kind::HTTPRoute));
             let routes = match api.list(&ListParams::default()).await {
                 Ok(list) => list.items,
+                // No HTTPRoute kind in that cluster (no Gateway API CRDs):
+                // nothing of ours can be there.
+                Err(kube::Error::Api(s)) if s.is_not_found() => Vec::new(),
                 Err(e) => {
                     complete = false;
                     run.out.errors.push(crate::live::LiveError::Status {
