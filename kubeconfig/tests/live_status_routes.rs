@@ -176,3 +176,28 @@ async fn route_no_longer_served_loses_an_earlier_leaders_entry_at_the_first_publ
         "no second sweep"
     );
 }
+
+#[tokio::test]
+async fn route_status_never_overwrites_a_condition_whose_observed_generation_is_newer() {
+    // Gateway API: observedGeneration never goes back. A writer that saw a
+    // newer generation (6) left our Accepted; this view is of 5.
+    let mut route = shop::route("blue", 5);
+    route["status"] = json!({"parents": [
+        {"controllerName": CONTROLLER_NAME,
+         "parentRef": {"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": "gw"},
+         "conditions": [{"type": "Accepted", "status": "False", "reason": "NoMatchingParent",
+                         "message": "seen at 6", "observedGeneration": 6,
+                         "lastTransitionTime": "2020-01-01T00:00:00Z"}]}
+    ]});
+    let server = FakeApiServer::start(cluster_with_route(route)).await;
+    let state = desired_once(&server).await;
+    let mut publisher = StatusPublisher::new(vec![server.source("east")], CONTROLLER_NAME);
+    assert!(publisher.publish(&state, &[], 1, &LEADING).await.is_clean());
+    let route = server.get(GW, "HTTPRoute", "shop", "app").unwrap();
+    let ours = our_entry(&route).unwrap();
+    let accepted = condition(ours, "Accepted");
+    assert_eq!(accepted["observedGeneration"], 6);
+    assert_eq!(accepted["message"], "seen at 6");
+    // The rest of what we computed is written, at our generation.
+    assert_eq!(condition(ours, "ResolvedRefs")["observedGeneration"], 5);
+}

@@ -171,7 +171,7 @@ pub fn transitions(before: Option<&RouteStatus>, after: &RouteStatus) -> Vec<Cut
 /// `labels` and `annotations` (the route's Gateways' infrastructure).
 /// An Event of that name already there counts as created.
 #[allow(clippy::too_many_arguments)] // each is one field of the Event
-pub async fn create_cutover_event(
+pub(crate) async fn create_cutover_event(
     client: &kube::Client,
     cluster: &str,
     route: &ObjectName,

@@ -81,7 +81,7 @@ pub use conditions::{
 };
 pub use desired::{ClusterHealth, DesiredState, Origin, Rejected};
 pub use error::LiveError;
-pub use events::{CutoverEvent, create_cutover_event, transitions};
+pub use events::{CutoverEvent, transitions};
 pub use fence::{FENCE_WINDOW, Fenced, LEADER_TERM_CONDITION};
 pub use gateway_conditions::{GatewayStatus, ListenerStatus, gateway_status, with_addresses};
 pub use kinds::{FIELD_MANAGER, REQUIRED_PERMISSIONS};
