@@ -19,28 +19,18 @@ use k8s_openapi::api::apps::v1::Deployment;
 use std::collections::BTreeSet;
 use switchyard_kubeconfig::live::REQUIRED_PERMISSIONS;
 
-/// Granted to the coordinators for code that lands on other branches of
-/// issue 13 and adds these to `REQUIRED_PERMISSIONS`: GatewayClass status
-/// (item 1), Gateway addresses from the proxies' LoadBalancer Service
-/// (item 2), ServiceExport/ServiceImport (item 6), cutover Events (item
-/// 9). The ClusterRole may grant `REQUIRED_PERMISSIONS` and these, nothing
-/// else, and must grant all of both. Once the code lists an entry itself,
-/// it only repeats here and can be deleted.
+/// Granted to the coordinators for code that lands on another branch of
+/// issue 13 and adds these to `REQUIRED_PERMISSIONS`: ServiceExport and
+/// ServiceImport (item 6). The ClusterRole may grant `REQUIRED_PERMISSIONS`
+/// and these, nothing else, and must grant all of both. Once the code lists
+/// an entry itself, it only repeats here and can be deleted.
 const AWAITING_CODE: &[(&str, &str, &str)] = &[
-    ("gateway.networking.k8s.io", "gatewayclasses/status", "get"),
-    (
-        "gateway.networking.k8s.io",
-        "gatewayclasses/status",
-        "patch",
-    ),
-    ("", "services", "get"),
     ("multicluster.x-k8s.io", "serviceexports", "get"),
     ("multicluster.x-k8s.io", "serviceexports", "list"),
     ("multicluster.x-k8s.io", "serviceexports", "watch"),
     ("multicluster.x-k8s.io", "serviceimports", "get"),
     ("multicluster.x-k8s.io", "serviceimports", "list"),
     ("multicluster.x-k8s.io", "serviceimports", "watch"),
-    ("events.k8s.io", "events", "create"),
 ];
 
 #[test]
