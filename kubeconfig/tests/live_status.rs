@@ -241,7 +241,9 @@ async fn the_publisher_writes_classes_routes_and_gateways_once() {
             service: ObjectName::new("switchyard", "proxy"),
         }));
     let before = server.requests().len();
-    let out = publisher.publish(&state, &[ready_row()], 3, &LEADING).await;
+    let out = publisher
+        .publish(&state, &[ready_row()], &live_support::fleet(3), &LEADING)
+        .await;
     assert!(out.is_clean(), "{out:?}");
     let new = server.requests().split_off(before);
     let patched: Vec<&str> = new
@@ -280,7 +282,7 @@ async fn the_publisher_writes_classes_routes_and_gateways_once() {
     let before = server.requests().len();
     assert!(
         publisher
-            .publish(&state, &[ready_row()], 3, &LEADING)
+            .publish(&state, &[ready_row()], &live_support::fleet(3), &LEADING)
             .await
             .is_clean()
     );
@@ -297,7 +299,7 @@ async fn the_publisher_writes_classes_routes_and_gateways_once() {
     };
     assert!(
         publisher
-            .publish(&state, &[pending], 3, &LEADING)
+            .publish(&state, &[pending], &live_support::fleet(3), &LEADING)
             .await
             .is_clean()
     );
@@ -330,7 +332,7 @@ async fn a_route_no_longer_served_loses_our_entry_and_keeps_theirs() {
     let mut publisher = StatusPublisher::new(vec![server.source("east")], CONTROLLER_NAME);
     assert!(
         publisher
-            .publish(&state, &[ready_row()], 1, &LEADING)
+            .publish(&state, &[ready_row()], &live_support::fleet(1), &LEADING)
             .await
             .is_clean()
     );
@@ -351,7 +353,12 @@ async fn a_route_no_longer_served_loses_our_entry_and_keeps_theirs() {
             .iter()
             .all(|r| !matches!(r, Resource::HttpRoute(_)))
     );
-    assert!(publisher.publish(&state, &[], 1, &LEADING).await.is_clean());
+    assert!(
+        publisher
+            .publish(&state, &[], &live_support::fleet(1), &LEADING)
+            .await
+            .is_clean()
+    );
     let stored = server.get(GW, "HTTPRoute", "shop", "app").expect("route");
     assert_eq!(stored["status"], other_controllers_status());
 
@@ -360,13 +367,18 @@ async fn a_route_no_longer_served_loses_our_entry_and_keeps_theirs() {
     let served = desired(&server).await;
     assert!(
         publisher
-            .publish(&served, &[ready_row()], 1, &LEADING)
+            .publish(&served, &[ready_row()], &live_support::fleet(1), &LEADING)
             .await
             .is_clean()
     );
     server.delete(GW, "HTTPRoute", "shop", "app");
     let before = server.requests().len();
-    assert!(publisher.publish(&state, &[], 1, &LEADING).await.is_clean());
+    assert!(
+        publisher
+            .publish(&state, &[], &live_support::fleet(1), &LEADING)
+            .await
+            .is_clean()
+    );
     // (The Gateway is rewritten too: its listener has no route now.)
     let tried: Vec<String> = server.requests()[before..]
         .iter()
@@ -379,6 +391,11 @@ async fn a_route_no_longer_served_loses_our_entry_and_keeps_theirs() {
     );
     // ... and forgets it.
     let before = server.requests().len();
-    assert!(publisher.publish(&state, &[], 1, &LEADING).await.is_clean());
+    assert!(
+        publisher
+            .publish(&state, &[], &live_support::fleet(1), &LEADING)
+            .await
+            .is_clean()
+    );
     assert_eq!(server.requests().len(), before);
 }

@@ -42,7 +42,7 @@ async fn a_deposed_leaders_stale_status_write_is_refused() {
     let term_8 = || Some(8);
     assert!(
         new_leader
-            .publish(&state, &[row(1, None)], 3, &term_8)
+            .publish(&state, &[row(1, None)], &live_support::fleet(3), &term_8)
             .await
             .is_clean()
     );
@@ -52,7 +52,7 @@ async fn a_deposed_leaders_stale_status_write_is_refused() {
     let mut old_leader = StatusPublisher::new(vec![source(&server, "old")], CONTROLLER_NAME);
     let term_7 = || Some(7);
     let out = old_leader
-        .publish(&state, &[row(1, Some(2))], 0, &term_7)
+        .publish(&state, &[row(1, Some(2))], &live_support::fleet(0), &term_7)
         .await;
     assert_eq!(
         out.stopped,
@@ -77,7 +77,9 @@ async fn a_publish_stops_at_the_first_write_after_leadership_is_gone() {
     // Leading for the check at the start and two writes, then not.
     let lease = || (asked.fetch_add(1, Ordering::SeqCst) < 3).then_some(1);
     let mut publisher = StatusPublisher::new(vec![source(&server, "a")], CONTROLLER_NAME);
-    let out = publisher.publish(&state, &[row(1, None)], 3, &lease).await;
+    let out = publisher
+        .publish(&state, &[row(1, None)], &live_support::fleet(3), &lease)
+        .await;
     assert_eq!(out.stopped, Some(Stopped::NotLeading));
     let patches = server
         .requests()
@@ -95,7 +97,9 @@ async fn a_publish_stops_at_the_first_write_after_leadership_is_gone() {
     // Not leading at all: not even a read.
     let before = server.requests().len();
     let never = || None;
-    let out = publisher.publish(&state, &[row(1, None)], 3, &never).await;
+    let out = publisher
+        .publish(&state, &[row(1, None)], &live_support::fleet(3), &never)
+        .await;
     assert_eq!(out.stopped, Some(Stopped::NotLeading));
     assert_eq!(server.requests().len(), before);
 }
@@ -117,20 +121,20 @@ async fn cutover_events_carry_the_gateways_infrastructure_gep_1867_and_are_creat
     let mut publisher = StatusPublisher::new(vec![source(&server, "a")], CONTROLLER_NAME);
     assert!(
         publisher
-            .publish(&state, &[row(1, None)], 3, &lease)
+            .publish(&state, &[row(1, None)], &live_support::fleet(3), &lease)
             .await
             .is_clean()
     );
     assert!(server.events().is_empty(), "no transition seen yet");
     assert!(
         publisher
-            .publish(&state, &[row(1, Some(2))], 3, &lease)
+            .publish(&state, &[row(1, Some(2))], &live_support::fleet(3), &lease)
             .await
             .is_clean()
     );
     assert!(
         publisher
-            .publish(&state, &[row(2, None)], 3, &lease)
+            .publish(&state, &[row(2, None)], &live_support::fleet(3), &lease)
             .await
             .is_clean()
     );
@@ -152,12 +156,12 @@ async fn cutover_events_carry_the_gateways_infrastructure_gep_1867_and_are_creat
     // A new leader that sees the same commit again creates nothing new.
     let mut next = StatusPublisher::new(vec![source(&server, "b")], CONTROLLER_NAME);
     assert!(
-        next.publish(&state, &[row(1, Some(2))], 3, &lease)
+        next.publish(&state, &[row(1, Some(2))], &live_support::fleet(3), &lease)
             .await
             .is_clean()
     );
     assert!(
-        next.publish(&state, &[row(2, None)], 3, &lease)
+        next.publish(&state, &[row(2, None)], &live_support::fleet(3), &lease)
             .await
             .is_clean()
     );

@@ -16,7 +16,7 @@ use switchyard_kubeconfig::live::{
 };
 use switchyard_proto::model::{CONTROLLER_NAME, ObjectName};
 use switchyard_test_support::fake_kube::FakeApiServer;
-use switchyard_test_support::fixtures::{GW, listener, shop};
+use switchyard_test_support::fixtures::{GW, gateway, listener, shop};
 
 const LEADING: fn() -> Option<u64> = || Some(1);
 
@@ -52,7 +52,9 @@ async fn cluster_with_gateway(spec: Value) -> FakeApiServer {
 
 async fn published_gateway(server: &FakeApiServer) -> Value {
     let state = desired_once(server).await;
-    let out = publisher(server).publish(&state, &[], 3, &LEADING).await;
+    let out = publisher(server)
+        .publish(&state, &[], &live_support::fleet(3), &LEADING)
+        .await;
     assert!(out.is_clean(), "{out:?}");
     server.get(GW, "Gateway", "shop", "gw").unwrap()["status"].clone()
 }
@@ -80,7 +82,9 @@ async fn gatewayclass_accepted_with_supported_features_gep_2162_and_another_cont
 {
     let server = cluster_with_gateway(json!({})).await;
     let state = desired_once(&server).await;
-    let out = publisher(&server).publish(&state, &[], 3, &LEADING).await;
+    let out = publisher(&server)
+        .publish(&state, &[], &live_support::fleet(3), &LEADING)
+        .await;
     assert!(out.is_clean(), "{out:?}");
     let class = server.get(GW, "GatewayClass", "", "switchyard").unwrap();
     let accepted = condition(&class["status"]["conditions"], "Accepted");
@@ -179,7 +183,12 @@ async fn gateway_addresses_come_from_the_proxy_service_and_address_not_assigned_
     server.apply(proxy_service(json!([])));
     let state = desired_once(&server).await;
     let mut publisher = publisher(&server);
-    assert!(publisher.publish(&state, &[], 3, &LEADING).await.is_clean());
+    assert!(
+        publisher
+            .publish(&state, &[], &live_support::fleet(3), &LEADING)
+            .await
+            .is_clean()
+    );
     let status = server.get(GW, "Gateway", "shop", "gw").unwrap()["status"].clone();
     let programmed = condition(&status["conditions"], "Programmed");
     assert_eq!(
@@ -191,7 +200,12 @@ async fn gateway_addresses_come_from_the_proxy_service_and_address_not_assigned_
     server.apply(proxy_service(
         json!([{"ip": "203.0.113.7"}, {"hostname": "lb.example.net"}]),
     ));
-    assert!(publisher.publish(&state, &[], 3, &LEADING).await.is_clean());
+    assert!(
+        publisher
+            .publish(&state, &[], &live_support::fleet(3), &LEADING)
+            .await
+            .is_clean()
+    );
     let status = server.get(GW, "Gateway", "shop", "gw").unwrap()["status"].clone();
     assert_eq!(
         status["addresses"],
@@ -241,5 +255,133 @@ async fn gateway_static_addresses_a_requested_address_of_the_service_is_honoured
     assert_eq!(
         condition(&status["conditions"], "Programmed")["status"],
         "True"
+    );
+}
+
+/// `(status, reason)` of condition `type_` of listener `name`.
+fn listener_condition(status: &Value, name: &str, type_: &str) -> (String, String) {
+    let c = condition(&listener_status(status, name)["conditions"], type_);
+    (
+        c["status"].as_str().unwrap().to_string(),
+        c["reason"].as_str().unwrap().to_string(),
+    )
+}
+
+#[tokio::test]
+async fn gateway_listener_conflicted_the_younger_gateways_listener_on_a_taken_port_and_hostname() {
+    // Listener compatibility (GEP-1713, merged Gateways): two of our
+    // Gateways with a hostname-less HTTP listener on :80 clash; the older
+    // keeps the port, the younger's listener is Conflicted/HostnameConflict
+    // and not Programmed (the router does not serve it either).
+    let server = cluster_with_gateway(json!({})).await;
+    let mut older = shop::gateway();
+    older["metadata"]["creationTimestamp"] = json!("2026-01-01T00:00:00Z");
+    server.apply(older);
+    let mut younger = gateway(
+        "shop",
+        "late",
+        "switchyard",
+        json!([listener("http", 80, "HTTP")]),
+    );
+    younger["metadata"]["creationTimestamp"] = json!("2026-06-01T00:00:00Z");
+    server.apply(younger);
+    let state = desired_once(&server).await;
+    let out = publisher(&server)
+        .publish(&state, &[], &live_support::fleet(3), &LEADING)
+        .await;
+    assert!(out.is_clean(), "{out:?}");
+    let gw = server.get(GW, "Gateway", "shop", "gw").unwrap()["status"].clone();
+    let late = server.get(GW, "Gateway", "shop", "late").unwrap()["status"].clone();
+    assert_eq!(
+        listener_condition(&gw, "http", "Conflicted"),
+        ("False".into(), "NoConflicts".into())
+    );
+    assert_eq!(
+        listener_condition(&gw, "http", "Programmed"),
+        ("True".into(), "Programmed".into())
+    );
+    assert_eq!(
+        listener_condition(&late, "http", "Conflicted"),
+        ("True".into(), "HostnameConflict".into())
+    );
+    assert_eq!(
+        listener_condition(&late, "http", "Programmed"),
+        ("False".into(), "Invalid".into())
+    );
+    let message = condition(&listener_status(&late, "http")["conditions"], "Conflicted")["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(message.contains("shop/gw"), "names the winner: {message}");
+}
+
+#[tokio::test]
+async fn gateway_listener_programmed_only_when_the_proxies_bound_its_port_else_port_unavailable() {
+    let listeners = json!([
+        listener("http", 80, "HTTP"),
+        listener("admin", 8080, "HTTP")
+    ]);
+    let server = cluster_with_gateway(json!({ "listeners": listeners })).await;
+    let state = desired_once(&server).await;
+    let mut publisher = publisher(&server);
+    // proxy-1 cannot bind :80; nobody has a socket for :8080.
+    let mut proxies = live_support::fleet(2);
+    if let Some(sockets) = proxies[1].listeners.as_mut() {
+        sockets[0].bound = false;
+        sockets[0].error = Some("Address in use (os error 98)".into());
+    }
+    let out = publisher.publish(&state, &[], &proxies, &LEADING).await;
+    assert!(out.is_clean(), "{out:?}");
+    let status = server.get(GW, "Gateway", "shop", "gw").unwrap()["status"].clone();
+    assert_eq!(
+        listener_condition(&status, "http", "Programmed"),
+        ("False".into(), "PortUnavailable".into())
+    );
+    let message = condition(
+        &listener_status(&status, "http")["conditions"],
+        "Programmed",
+    )["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        message.contains("proxy-1") && message.contains("Address in use"),
+        "{message}"
+    );
+    assert_eq!(
+        listener_condition(&status, "admin", "Programmed"),
+        ("False".into(), "PortUnavailable".into())
+    );
+    // The proxy binds it: the next publish says Programmed.
+    let bound = live_support::fleet(2);
+    assert!(
+        publisher
+            .publish(&state, &[], &bound, &LEADING)
+            .await
+            .is_clean()
+    );
+    let status = server.get(GW, "Gateway", "shop", "gw").unwrap()["status"].clone();
+    assert_eq!(
+        listener_condition(&status, "http", "Programmed"),
+        ("True".into(), "Programmed".into())
+    );
+    // Live proxies that never reported their sockets: not claimed either way.
+    let silent: Vec<_> = bound
+        .into_iter()
+        .map(|mut p| {
+            p.listeners = None;
+            p
+        })
+        .collect();
+    assert!(
+        publisher
+            .publish(&state, &[], &silent, &LEADING)
+            .await
+            .is_clean()
+    );
+    let status = server.get(GW, "Gateway", "shop", "gw").unwrap()["status"].clone();
+    assert_eq!(
+        listener_condition(&status, "http", "Programmed"),
+        ("False".into(), "Pending".into())
     );
 }

@@ -1,20 +1,23 @@
 //! Gateway status, computed: `Accepted` and `Programmed` for the Gateway,
 //! its `addresses`, and per listener `Accepted`, `ResolvedRefs`,
-//! `Programmed`, the supported route kinds (narrowed to what switchyard
-//! serves) and the number of attached routes (every listener, served or
-//! not).
+//! `Conflicted`, `Programmed`, the supported route kinds (narrowed to what
+//! switchyard serves) and the number of attached routes (every listener,
+//! served or not).
 //!
-//! Pure, like [`super::route_parent_statuses`]. `Programmed` says whether
-//! any live proxy serves the Gateway, which only the caller (the leader)
-//! knows, so it is passed in; the addresses come from the proxies'
-//! Service through [`with_addresses`]. A Gateway that is not `Accepted` is
-//! never `Programmed`. Deliberately not computed here: listener conflicts
-//! and bound ports (the model's listener rules own those).
+//! Pure, like [`super::route_parent_statuses`]. The proxies as the leader
+//! knows them are passed in: the Gateway is `Programmed` while a live
+//! proxy serves it, and a listener only when the live proxies report that
+//! they bound its port (else `PortUnavailable`, or `Pending` while none
+//! has reported). The addresses come from the proxies' Service through
+//! [`with_addresses`]. A Gateway that is not `Accepted` is never
+//! `Programmed`, nor is a `Conflicted` listener. The rules themselves are
+//! the model's ([`Topology::listener_conflict`](switchyard_proto::model::gateway_api::Topology::listener_conflict),
+//! [`listener_port_state`]); this module only maps them to conditions.
 
 use super::addresses::{Assignment, GatewayAddress};
 use super::conditions::{Condition, ConditionStatus, World};
-use switchyard_proto::model::gateway_api::GATEWAY_GROUP;
-use switchyard_proto::model::{Gateway, Listener, ListenerProtocol};
+use switchyard_proto::model::gateway_api::{GATEWAY_GROUP, listener_port_state};
+use switchyard_proto::model::{Gateway, Listener, ListenerProtocol, ProxyStatus};
 
 /// A Gateway's status (without times).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,14 +39,19 @@ pub struct ListenerStatus {
     pub attached_routes: i32,
     /// `(group, kind)` of the route kinds it serves.
     pub supported_kinds: Vec<(String, String)>,
-    /// `Accepted`, `ResolvedRefs`, `Programmed`.
+    /// `Accepted`, `Conflicted`, `ResolvedRefs`, `Programmed`.
     pub conditions: Vec<Condition>,
 }
 
-/// The status of one of our Gateways. `live_proxies` is how many live
-/// proxies the coordinators know (all of them serve every Gateway). The
-/// world's controller decides which routes count as attached.
-pub fn gateway_status(gateway: &Gateway, world: &World<'_>, live_proxies: usize) -> GatewayStatus {
+/// The status of one of our Gateways. `proxies` are the proxies the
+/// coordinators know, with their liveness and the listener sockets they
+/// last reported. The world's controller decides which routes count as
+/// attached.
+pub fn gateway_status(
+    gateway: &Gateway,
+    world: &World<'_>,
+    proxies: &[ProxyStatus],
+) -> GatewayStatus {
     use ConditionStatus::{False, True};
     let generation = gateway.meta.k8s_generation;
     let c = |type_: &str, status, reason: &str, message: String| Condition {
@@ -53,6 +61,8 @@ pub fn gateway_status(gateway: &Gateway, world: &World<'_>, live_proxies: usize)
         message,
         observed_generation: generation,
     };
+    let gateway_name = gateway.meta.object_name();
+    let live_proxies = proxies.iter().filter(|p| p.live).count();
     let programmed = if live_proxies > 0 {
         (
             True,
@@ -67,9 +77,20 @@ pub fn gateway_status(gateway: &Gateway, world: &World<'_>, live_proxies: usize)
     for l in &gateway.listeners {
         let mut conditions = Vec::new();
         let mut supported_kinds = Vec::new();
+        let conflict = world.topology.listener_conflict(&gateway_name, &l.name);
+        let conflicted = match conflict {
+            Some(conflict) => c(
+                "Conflicted",
+                True,
+                conflict.reason.as_str(),
+                conflict.to_string(),
+            ),
+            None => c("Conflicted", False, "NoConflicts", "no conflicts".into()),
+        };
         if l.protocol == ListenerProtocol::Http {
             valid += 1;
             conditions.push(c("Accepted", True, "Accepted", "listener accepted".into()));
+            conditions.push(conflicted);
             let (supported, invalid) = route_kinds(l);
             supported_kinds = supported;
             if invalid.is_empty() {
@@ -90,12 +111,23 @@ pub fn gateway_status(gateway: &Gateway, world: &World<'_>, live_proxies: usize)
                     ),
                 ));
             }
-            conditions.push(c(
-                "Programmed",
-                programmed.0,
-                programmed.1,
-                programmed.2.clone(),
-            ));
+            conditions.push(match conflict {
+                Some(conflict) => c(
+                    "Programmed",
+                    False,
+                    "Invalid",
+                    format!("not served: {conflict}"),
+                ),
+                None => {
+                    let port = listener_port_state(proxies, &gateway_name, l.port);
+                    let status = if port.programmed() == Some(true) {
+                        True
+                    } else {
+                        False
+                    };
+                    c("Programmed", status, port.reason(), port.to_string())
+                }
+            });
         } else {
             conditions.push(c(
                 "Accepted",
@@ -103,6 +135,7 @@ pub fn gateway_status(gateway: &Gateway, world: &World<'_>, live_proxies: usize)
                 "UnsupportedProtocol",
                 format!("protocol {:?} is not served; only HTTP is", l.protocol),
             ));
+            conditions.push(conflicted);
             conditions.push(c(
                 "ResolvedRefs",
                 True,
@@ -272,6 +305,8 @@ metadata: {name: b, namespace: shop}
 spec: {parentRefs: [{name: gw, sectionName: http}]}
 "#;
 
+    /// `live` live proxies, each with a bound socket for every port the
+    /// Gateway listens on.
     fn status(live: usize) -> GatewayStatus {
         let resources = parse_documents("set", SET).unwrap();
         let world = World::new(&resources, CONTROLLER_NAME);
@@ -280,7 +315,22 @@ spec: {parentRefs: [{name: gw, sectionName: http}]}
         else {
             panic!()
         };
-        gateway_status(g, &world, live)
+        let sockets = [80, 8080, 443, 81].map(|port| switchyard_proto::model::ListenerBinding {
+            gateway: None,
+            port,
+            address: format!("0.0.0.0:{port}"),
+            bound: true,
+            error: None,
+        });
+        let proxies: Vec<ProxyStatus> = (0..live)
+            .map(|i| ProxyStatus {
+                id: format!("p{i}"),
+                live: true,
+                listeners: Some(sockets.to_vec()),
+                ..ProxyStatus::default()
+            })
+            .collect();
+        gateway_status(g, &world, &proxies)
     }
 
     fn get<'a>(cs: &'a [Condition], t: &str) -> (&'a str, ConditionStatus) {

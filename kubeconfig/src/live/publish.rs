@@ -45,7 +45,7 @@ use super::status::{
 };
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
-use switchyard_proto::model::{Kind, ObjectName, Resource, ResourceKey, RouteStatus};
+use switchyard_proto::model::{Kind, ObjectName, ProxyStatus, Resource, ResourceKey, RouteStatus};
 use tokio::time::Instant;
 use tracing::debug;
 
@@ -141,13 +141,14 @@ impl StatusPublisher {
     }
 
     /// Computes every served object's status from `desired`, the
-    /// coordinators' `routes` rows and the number of live proxies, and
+    /// coordinators' `routes` rows and `proxies` (liveness and the listener
+    /// sockets each last reported), and
     /// writes what changed, asking `lease` before each write.
     pub async fn publish(
         &mut self,
         desired: &DesiredState,
         routes: &[RouteStatus],
-        live_proxies: usize,
+        proxies: &[ProxyStatus],
         lease: &impl Lease,
     ) -> Publication {
         let mut run = Run {
@@ -213,10 +214,7 @@ impl StatusPublisher {
                     Resource::Gateway(gateway) => {
                         let mut gateway = gateway.clone();
                         gateway.meta.k8s_generation = origin.generation;
-                        Written::Gateway(
-                            gateway_status(&gateway, &world, live_proxies),
-                            fleet.clone(),
-                        )
+                        Written::Gateway(gateway_status(&gateway, &world, proxies), fleet.clone())
                     }
                     _ => continue,
                 };

@@ -301,10 +301,9 @@ fn log_answer(verb: &str, answer: Result<Vec<String>, String>) -> bool {
 /// applied generations and live proxies are the leader's soft state).
 async fn publish<S: Store>(store: &S, publisher: &mut StatusPublisher, desired: &DesiredState) {
     let status = store.status();
-    let live = status.proxies.iter().filter(|p| p.live).count();
     let lease = || store.may_write().then(|| store.term());
     let out = publisher
-        .publish(desired, &status.routes, live, &lease)
+        .publish(desired, &status.routes, &status.proxies, &lease)
         .await;
     for e in out.errors {
         warn!(error = %e, retryable = e.is_retryable(), "status write-back failed; retrying on the next publish");

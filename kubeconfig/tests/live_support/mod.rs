@@ -83,3 +83,23 @@ pub async fn desired_once(server: &FakeApiServer) -> switchyard_kubeconfig::live
     task.abort();
     state
 }
+
+/// `n` live proxies as the coordinators report them, each with one bound
+/// listener socket for port 80 serving every Gateway (`--listener 80=…`).
+pub fn fleet(n: usize) -> Vec<switchyard_proto::model::ProxyStatus> {
+    (0..n)
+        .map(|i| switchyard_proto::model::ProxyStatus {
+            id: format!("proxy-{i}"),
+            zone: "zone-a".into(),
+            admin_address: format!("127.0.0.1:{}", 9000 + i),
+            live: true,
+            listeners: Some(vec![switchyard_proto::model::ListenerBinding {
+                gateway: None,
+                port: 80,
+                address: "0.0.0.0:8080".into(),
+                bound: true,
+                error: None,
+            }]),
+        })
+        .collect()
+}
