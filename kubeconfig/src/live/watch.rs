@@ -260,22 +260,12 @@ async fn watch_kind(
                 debug!(object = %object_label(&o), "deleted");
                 Update::Delete(object_name(&o))
             }
-            Err(e) if status_code(&e) == Some(410) => {
-                // The watcher re-lists by itself; the cluster is fine.
-                debug!(error = %e, "watch expired; re-listing");
-                continue;
-            }
-            Err(e) if kind.is_custom() && is_list_not_found(&e) => {
-                debug!(error = %e, "kind not installed in this cluster; treated as empty");
-                Update::Absent
-            }
             Err(e) => {
                 debug!(error = %e, "watch error; the watcher retries");
-                Update::Error(WatchFailure {
-                    message: e.to_string(),
-                    at: Instant::now(),
-                    sticky: is_refusal(&e),
-                })
+                match classify(kind, &e) {
+                    Some(update) => update,
+                    None => continue,
+                }
             }
         };
         if let Update::Apply(Observed { result: Err(e), .. })
@@ -293,6 +283,25 @@ async fn watch_kind(
             return;
         }
     }
+}
+
+/// What a watcher error means for the cache: nothing for a `410 Gone`
+/// (routine: the watch fell behind the server's history and the watcher
+/// re-lists by itself; the cluster is fine), [`Update::Absent`] for a
+/// `404` on a custom kind's list (its CRD is not installed), else a
+/// failure, sticky for a refusal.
+fn classify(kind: Watched, e: &watcher::Error) -> Option<Update> {
+    if status_code(e) == Some(410) {
+        return None;
+    }
+    if kind.is_custom() && is_list_not_found(e) {
+        return Some(Update::Absent);
+    }
+    Some(Update::Error(WatchFailure {
+        message: e.to_string(),
+        at: Instant::now(),
+        sticky: is_refusal(e),
+    }))
 }
 
 /// 401 or 403: the cluster is reachable but refuses us.
@@ -360,6 +369,48 @@ impl Backoff for Doubling {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kube::core::Status;
+    use switchyard_proto::model::Kind;
+
+    fn api(code: u16) -> kube::Error {
+        kube::Error::Api(Box::new(Status {
+            code,
+            ..Status::default()
+        }))
+    }
+
+    #[test]
+    fn a_410_is_routine_a_404_list_of_a_crd_is_absence_and_the_rest_is_failure() {
+        let expired = watcher::Error::WatchError(Box::new(Status {
+            code: 410,
+            ..Status::default()
+        }));
+        let gateway = Watched::Model(Kind::Gateway);
+        let service = Watched::Model(Kind::Service);
+        assert!(classify(gateway, &expired).is_none());
+        assert!(classify(service, &watcher::Error::InitialListFailed(api(410))).is_none());
+        assert!(matches!(
+            classify(gateway, &watcher::Error::InitialListFailed(api(404))),
+            Some(Update::Absent)
+        ));
+        assert!(matches!(
+            classify(Watched::ServiceExport, &watcher::Error::InitialListFailed(api(404))),
+            Some(Update::Absent)
+        ));
+        // Core kinds always exist: a 404 there is a failure.
+        let Some(Update::Error(failure)) =
+            classify(service, &watcher::Error::InitialListFailed(api(404)))
+        else {
+            panic!("a core kind's 404 is a failure")
+        };
+        assert!(!failure.sticky);
+        let Some(Update::Error(refused)) =
+            classify(gateway, &watcher::Error::WatchStartFailed(api(403)))
+        else {
+            panic!("a refusal is a failure")
+        };
+        assert!(refused.sticky);
+    }
 
     #[test]
     fn backoff_doubles_to_the_cap_and_resets() {

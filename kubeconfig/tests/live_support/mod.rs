@@ -34,10 +34,7 @@ impl Clients for FakeApiServer {
     }
 
     fn source(&self, name: &str) -> ClusterSource {
-        ClusterSource {
-            name: name.to_string(),
-            client: self.client(name),
-        }
+        ClusterSource::new(name, self.client(name))
     }
 }
 
