@@ -14,8 +14,8 @@
 
 mod live_support;
 
+use live_support::mcs::{export, exporting_shop};
 use live_support::{Clients, WAIT, fast};
-use serde_json::{Value, json};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use switchyard_kubeconfig::live::{
@@ -24,7 +24,7 @@ use switchyard_kubeconfig::live::{
 use switchyard_proto::model::{CONTROLLER_NAME, ClusterStatus, Resource, ResourceKey};
 use switchyard_test_support::eventually;
 use switchyard_test_support::fake_kube::FakeApiServer;
-use switchyard_test_support::fixtures::{self, shop};
+use switchyard_test_support::fixtures::shop;
 use tokio::sync::watch;
 
 /// The coordinators' replicated state, as far as the sync sees it: what
@@ -121,28 +121,6 @@ impl Store for SharedStore {
     }
 }
 
-/// A `ServiceExport` of `shop/<name>`, created at `created`.
-fn export(name: &str, created: &str) -> Value {
-    json!({"apiVersion": "multicluster.x-k8s.io/v1alpha1", "kind": "ServiceExport",
-           "metadata": {"name": name, "namespace": "shop", "creationTimestamp": created},
-           "spec": {}})
-}
-
-/// `shop/app` to the clusterset import of `blue`.
-fn route_to_import() -> Value {
-    fixtures::with_generation(
-        fixtures::route(
-            "shop",
-            "app",
-            json!({"parentRefs": [{"name": "gw"}],
-                   "rules": [{"backendRefs": [{"group": "multicluster.x-k8s.io",
-                                               "kind": "ServiceImport",
-                                               "name": "blue", "port": 80}]}]}),
-        ),
-        1,
-    )
-}
-
 /// One coordinator: a leadership flag driving the real term loop.
 fn coordinator(
     sources: Vec<ClusterSource>,
@@ -169,11 +147,7 @@ fn coordinator(
 #[tokio::test]
 async fn a_cluster_without_crds_and_an_unreachable_one_during_a_leader_change_do_not_stop_the_rest()
 {
-    let mut east_objects = shop::cluster();
-    east_objects.retain(|o| o["kind"] != "HTTPRoute");
-    east_objects.push(route_to_import());
-    east_objects.push(export("blue", "2026-01-01T00:00:00Z"));
-    let east = FakeApiServer::start(east_objects).await;
+    let east = FakeApiServer::start(exporting_shop("2026-01-01T00:00:00Z")).await;
     let west = FakeApiServer::start(vec![
         shop::service("blue"),
         shop::slice("blue-w1", "blue", "10.1.0.1", "zone-b", true),

@@ -6,6 +6,8 @@
 
 #![allow(dead_code)] // each test file uses a different part
 
+pub mod mcs;
+
 use std::time::Duration;
 use switchyard_kubeconfig::live::{ClusterSource, WatchSettings};
 
