@@ -78,10 +78,16 @@ async fn two_clusters_merge_and_an_unreachable_one_keeps_its_endpoints() {
         .filter(|r| matches!(r, Resource::Service(_)))
         .map(|r| r.meta().name.clone())
         .collect();
-    assert_eq!(services, ["blue.clusterset"], "one import for both clusters");
+    assert_eq!(
+        services,
+        ["blue.clusterset"],
+        "one import for both clusters"
+    );
     let west_paths: Vec<String> = west.requests().into_iter().map(|r| r.path).collect();
     assert!(
-        west_paths.iter().all(|p| !p.contains("gateway.networking.k8s.io")),
+        west_paths
+            .iter()
+            .all(|p| !p.contains("gateway.networking.k8s.io")),
         "{west_paths:?}"
     );
     for c in &state.clusters {
@@ -115,12 +121,7 @@ async fn two_clusters_merge_and_an_unreachable_one_keeps_its_endpoints() {
             .iter()
             .any(|c| c.name == "east" && c.reachable)
     );
-    assert!(slices(&state).contains(&t(
-        "blue-w1.west.clusterset",
-        "west",
-        "10.1.0.1",
-        "zone-b"
-    )));
+    assert!(slices(&state).contains(&t("blue-w1.west.clusterset", "west", "10.1.0.1", "zone-b")));
 
     // East keeps working meanwhile.
     east.apply(shop::slice("blue-a1", "blue", "10.0.0.1", "zone-a", false));

@@ -106,7 +106,11 @@ async fn initial_list_then_watch_mirror_updates_and_deletes() {
         assert!(of_path[1].query.contains_key("resourceVersion"), "{path}");
         let selector = of_path[1].query.get("labelSelector").map(String::as_str);
         if path.ends_with("/endpointslices") {
-            assert_eq!(selector, Some("kubernetes.io/service-name"), "slices of Services only");
+            assert_eq!(
+                selector,
+                Some("kubernetes.io/service-name"),
+                "slices of Services only"
+            );
         } else {
             assert_eq!(selector, None, "{path}");
         }

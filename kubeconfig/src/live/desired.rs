@@ -15,8 +15,8 @@
 //! It deliberately does no IO: `watch` feeds it caches.
 
 use super::cache::ClusterCache;
-use super::merge::{ClusterObjects, ExportConflict, merge_clusters};
 use super::kinds::Watched;
+use super::merge::{ClusterObjects, ExportConflict, merge_clusters};
 use std::collections::{BTreeMap, BTreeSet};
 use switchyard_proto::model::{Kind, Resource, ResourceKey};
 
@@ -125,7 +125,12 @@ pub(crate) fn desired_state(
         inputs.push(ClusterObjects {
             held: held
                 .iter()
-                .filter(|r| !r.meta().origin.as_deref().is_some_and(|o| known.contains(o)))
+                .filter(|r| {
+                    !r.meta()
+                        .origin
+                        .as_deref()
+                        .is_some_and(|o| known.contains(o))
+                })
                 .cloned()
                 .collect(),
             ..ClusterObjects::default()
@@ -266,8 +271,11 @@ spec: {gatewayClassName: ours, listeners: [{name: http, port: 80, protocol: HTTP
             .resources;
         // A Namespace stored before origins were recorded, and one from a
         // cluster no longer configured.
-        let mut legacy = parse_documents("old", "apiVersion: v1\nkind: Namespace\nmetadata: {name: shop}\n")
-            .unwrap();
+        let mut legacy = parse_documents(
+            "old",
+            "apiVersion: v1\nkind: Namespace\nmetadata: {name: shop}\n",
+        )
+        .unwrap();
         stored.push(legacy.remove(0));
         let west = ClusterCache::new("west", SourceRole::Full.watched());
         let state = desired_state(&[east, west], Some(&stored), CONTROLLER_NAME).unwrap();
@@ -279,12 +287,18 @@ spec: {gatewayClassName: ours, listeners: [{name: http, port: 80, protocol: HTTP
             .collect();
         // East wins what both have; the unknown-origin Namespace is held
         // while a cluster is not listed...
-        assert!(origins.contains(&("Namespace shop".into(), None)), "{origins:?}");
+        assert!(
+            origins.contains(&("Namespace shop".into(), None)),
+            "{origins:?}"
+        );
         assert!(origins.contains(&("Gateway shop/gw".into(), Some("east".into()))));
         // ... and dropped once every cluster has listed.
-        let state =
-            desired_state(&[listed("east"), listed("west")], Some(&stored), CONTROLLER_NAME)
-                .unwrap();
+        let state = desired_state(
+            &[listed("east"), listed("west")],
+            Some(&stored),
+            CONTROLLER_NAME,
+        )
+        .unwrap();
         assert!(!state.resources.iter().any(|r| r.kind() == Kind::Namespace));
         // Only west's stored objects when east has not listed either.
         let east_late = ClusterCache::new("east", SourceRole::Full.watched());

@@ -137,9 +137,7 @@ impl SourceRole {
 /// for no Service cannot be a backend, so they are not even read).
 pub(crate) fn label_selector(watched: Watched) -> Option<&'static str> {
     match watched {
-        Watched::Model(Kind::EndpointSlice) => {
-            Some(switchyard_proto::model::SERVICE_NAME_LABEL)
-        }
+        Watched::Model(Kind::EndpointSlice) => Some(switchyard_proto::model::SERVICE_NAME_LABEL),
         _ => None,
     }
 }

@@ -172,7 +172,11 @@ fn server_id(config: &kube::Config) -> Option<String> {
     let host = url.host()?;
     let port = url
         .port_u16()
-        .unwrap_or(if url.scheme_str() == Some("http") { 80 } else { 443 });
+        .unwrap_or(if url.scheme_str() == Some("http") {
+            80
+        } else {
+            443
+        });
     Some(format!("{host}:{port}"))
 }
 

@@ -394,7 +394,10 @@ mod tests {
             Some(Update::Absent)
         ));
         assert!(matches!(
-            classify(Watched::ServiceExport, &watcher::Error::InitialListFailed(api(404))),
+            classify(
+                Watched::ServiceExport,
+                &watcher::Error::InitialListFailed(api(404))
+            ),
             Some(Update::Absent)
         ));
         // Core kinds always exist: a 404 there is a failure.

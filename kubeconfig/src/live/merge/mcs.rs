@@ -62,30 +62,49 @@ struct Candidate<'a> {
     cluster: &'a str,
     created_ms: Option<i64>,
     service: &'a Service,
+    /// The cluster's slices of that Service.
+    slices: Vec<&'a EndpointSlice>,
 }
 
 /// The imports of every export in `clusters` (their read objects, not
-/// held ones: a held cluster's import slices are stored already).
+/// held ones: a held cluster's import slices are stored already), in
+/// O(objects · log objects).
 pub(super) fn imports(clusters: &[ClusterObjects], multi: bool) -> Imports {
     let mut by_service: BTreeMap<ObjectName, Vec<Candidate<'_>>> = BTreeMap::new();
     let mut out = Imports::default();
     for (order, cluster) in clusters.iter().enumerate() {
-        let services: BTreeMap<ObjectName, &Service> = cluster
-            .resources
+        let exported: BTreeSet<ObjectName> = cluster
+            .exports
             .iter()
-            .filter_map(|r| match r {
-                Resource::Service(s) => Some((s.meta.object_name(), s)),
-                _ => None,
-            })
+            .map(ObjectMeta::object_name)
             .collect();
+        let mut services: BTreeMap<ObjectName, &Service> = BTreeMap::new();
+        let mut slices: BTreeMap<ObjectName, Vec<&EndpointSlice>> = BTreeMap::new();
+        for r in &cluster.resources {
+            match r {
+                Resource::Service(s) if exported.contains(&s.meta.object_name()) => {
+                    services.insert(s.meta.object_name(), s);
+                }
+                Resource::EndpointSlice(s) => {
+                    if let Some(svc) = s.service_name() {
+                        let name = ObjectName::new(&s.meta.namespace, svc);
+                        if exported.contains(&name) {
+                            slices.entry(name).or_default().push(s);
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
         for export in &cluster.exports {
             let name = export.object_name();
             match services.get(&name) {
-                Some(service) => by_service.entry(name).or_default().push(Candidate {
+                Some(service) => by_service.entry(name.clone()).or_default().push(Candidate {
                     order,
                     cluster: &cluster.name,
                     created_ms: export.creation_timestamp_ms,
                     service,
+                    slices: slices.remove(&name).unwrap_or_default(),
                 }),
                 None => out.conflicts.push(ExportConflict {
                     cluster: cluster.name.clone(),
@@ -136,46 +155,32 @@ pub(super) fn imports(clusters: &[ClusterObjects], multi: bool) -> Imports {
             },
             ports,
         }));
-        let member_clusters: BTreeSet<&str> = members.iter().map(|m| m.cluster).collect();
-        for cluster in clusters
-            .iter()
-            .filter(|c| member_clusters.contains(c.name.as_str()))
-        {
-            out.resources
-                .extend(import_slices(cluster, &name, &import, multi));
+        for member in &members {
+            let label = if multi {
+                format!("{}.clusterset", cluster_label(member.cluster))
+            } else {
+                "clusterset".to_string()
+            };
+            for slice in &member.slices {
+                out.resources
+                    .push(import_slice(slice, member.cluster, &import, &label));
+            }
         }
     }
     out
 }
 
-/// Copies of `cluster`'s slices of Service `name` for the import named
-/// `import`, renamed apart from the Service's own slices.
-fn import_slices<'a>(
-    cluster: &'a ClusterObjects,
-    name: &'a ObjectName,
-    import: &'a str,
-    multi: bool,
-) -> impl Iterator<Item = Resource> + 'a {
-    cluster.resources.iter().filter_map(move |r| match r {
-        Resource::EndpointSlice(s)
-            if s.meta.namespace == name.namespace && s.service_name() == Some(&name.name) =>
-        {
-            let mut copy = s.clone();
-            copy.meta
-                .labels
-                .insert(SERVICE_NAME_LABEL.to_string(), import.to_string());
-            let label = if multi {
-                format!("{}.clusterset", cluster_label(&cluster.name))
-            } else {
-                "clusterset".to_string()
-            };
-            copy.meta.name = suffixed(&s.meta.name, &label);
-            copy.meta.origin = Some(cluster.name.clone());
-            copy.cluster = Some(cluster.name.clone());
-            Some(Resource::EndpointSlice(copy))
-        }
-        _ => None,
-    })
+/// A copy of `cluster`'s `slice` for the import named `import`, renamed
+/// apart from the Service's own slices with `.<label>`.
+fn import_slice(slice: &EndpointSlice, cluster: &str, import: &str, label: &str) -> Resource {
+    let mut copy = slice.clone();
+    copy.meta
+        .labels
+        .insert(SERVICE_NAME_LABEL.to_string(), import.to_string());
+    copy.meta.name = suffixed(&slice.meta.name, label);
+    copy.meta.origin = Some(cluster.to_string());
+    copy.cluster = Some(cluster.to_string());
+    Resource::EndpointSlice(copy)
 }
 
 /// Why `theirs` cannot join an import whose ports are `ours`: a port

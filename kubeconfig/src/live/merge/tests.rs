@@ -165,7 +165,12 @@ fn a_gateway_class_of_another_controller_in_another_cluster_is_never_ours() {
     // has a Gateway and route of its own on it.
     let west_yaml = fixtures::yaml(&[
         fixtures::gateway_class("ours", fixtures::OTHER_CONTROLLER),
-        fixtures::gateway("infra", "west-gw", "ours", json!([listener("http", 80, "HTTP")])),
+        fixtures::gateway(
+            "infra",
+            "west-gw",
+            "ours",
+            json!([listener("http", 80, "HTTP")]),
+        ),
         fixtures::route(
             "shop",
             "west-app",
@@ -180,7 +185,10 @@ fn a_gateway_class_of_another_controller_in_another_cluster_is_never_ours() {
     let keys = keys(&merged.resources);
     assert!(keys.contains(&"Gateway infra/gw".to_string()), "{keys:?}");
     assert!(keys.contains(&"HTTPRoute shop/app".to_string()));
-    assert!(!keys.contains(&"Gateway infra/west-gw".to_string()), "{keys:?}");
+    assert!(
+        !keys.contains(&"Gateway infra/west-gw".to_string()),
+        "{keys:?}"
+    );
     assert!(!keys.contains(&"HTTPRoute shop/west-app".to_string()));
     let class = merged.resources.iter().find_map(|r| match r {
         Resource::GatewayClass(c) => Some(c),

@@ -71,14 +71,22 @@ fn exports_of_two_clusters_form_one_service_import_a_route_can_use() {
     let merged = merge_clusters(
         &[
             cluster("east", east, Some(2_000)),
-            cluster("west", backend("blue-1", Some("http"), "10.1.0.1"), Some(1_000)),
+            cluster(
+                "west",
+                backend("blue-1", Some("http"), "10.1.0.1"),
+                Some(1_000),
+            ),
         ],
         CONTROLLER_NAME,
     );
     assert!(merged.conflicts.is_empty(), "{:?}", merged.conflicts);
     let import = import(&merged).expect("the import is served");
     assert_eq!(import.ports[0].name.as_deref(), Some("http"));
-    assert_eq!(import.meta.origin.as_deref(), Some("west"), "the oldest export");
+    assert_eq!(
+        import.meta.origin.as_deref(),
+        Some("west"),
+        "the oldest export"
+    );
     assert_eq!(
         slices(&merged),
         [
@@ -119,7 +127,10 @@ fn a_conflicting_export_is_left_out_and_the_oldest_wins() {
         .collect();
     assert_eq!(reasons, [("south", "NoService"), ("east", "PortConflict")]);
     let message = &merged.conflicts[1].message;
-    assert!(message.contains("port 80") && message.contains("west"), "{message}");
+    assert!(
+        message.contains("port 80") && message.contains("west"),
+        "{message}"
+    );
     assert_eq!(import(&merged).unwrap().ports[0].name, None);
 }
 
@@ -140,7 +151,10 @@ fn ports_clash_by_number_or_by_name() {
         target_port: None,
     };
     let ours = [port(Some("http"), 80)];
-    assert_eq!(clash(&ours, &[port(Some("http"), 80), port(Some("m"), 9090)]), None);
+    assert_eq!(
+        clash(&ours, &[port(Some("http"), 80), port(Some("m"), 9090)]),
+        None
+    );
     assert!(clash(&ours, &[port(Some("web"), 80)]).is_some());
     assert!(clash(&ours, &[port(Some("http"), 8080)]).is_some());
     assert!(clash(&ours, &[port(None, 80)]).is_some());
