@@ -13,6 +13,9 @@
 //! - choosing what switchyard serves (only what hangs off a GatewayClass
 //!   whose `controllerName` is ours) and merging several clusters
 //!   ([`merge_clusters`], [`select_served`]);
+//! - what each cluster is watched for ([`SourceRole`]), and a cluster
+//!   without some CRDs or not reachable failing alone: until a cluster has
+//!   listed, it contributes what the store holds from it;
 //! - the diff between desired and stored ([`plan`]);
 //! - Gateway API status: the pure condition computation
 //!   ([`route_parent_statuses`], [`gateway_status`]) and the server-side
@@ -42,7 +45,8 @@
 //! - `kinds`: the watched kinds, their API paths, [`REQUIRED_PERMISSIONS`].
 //! - `translate`: one watched object into a `Resource` (or why not).
 //! - `cache`: one cluster's objects, driven by watcher events.
-//! - `merge`: served-object selection and the multi-cluster merge.
+//! - `merge`: served-object selection and the multi-cluster merge;
+//!   `merge::mcs`: ServiceExports into clusterset ServiceImports.
 //! - `plan`: desired versus stored ([`plan`], pure); `sync`: the term's
 //!   loop that proposes the plan and publishes status ([`lead_term`]).
 //! - `watch`: the watcher and probe tasks and the aggregator; `desired`:

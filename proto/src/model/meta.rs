@@ -133,11 +133,12 @@ pub struct ObjectMeta {
     /// cluster; reported back in status `observedGeneration`.
     #[serde(default)]
     pub k8s_generation: Option<i64>,
-    /// The id of the live cluster this object was read from (its KEP-2149
-    /// cluster id), `None` for objects from files or `switchyard apply`.
-    /// The live sync's plan leaves a cluster's stored objects alone until
-    /// that cluster has been listed again, so one cluster that cannot be
-    /// reached never makes the leader delete what another had stored.
+    /// The id of the live cluster this object was read from (its
+    /// `--kubernetes` source id), `None` for objects from files or
+    /// `switchyard apply`. A new leader keeps a cluster's stored objects as
+    /// they are until it has listed that cluster, so one cluster that
+    /// cannot be reached never makes it delete what the previous leader
+    /// stored from there.
     #[serde(default)]
     pub origin: Option<String>,
     /// Raft log index of the apply that last changed this object. Set by the
