@@ -225,6 +225,8 @@ pub(crate) struct ClusterCache {
     kinds: BTreeMap<Watched, KindCache>,
     /// The newest error of any kind, with the kind.
     last_error: Option<(Watched, String)>,
+    /// Whether any watcher has failed since the cache was made.
+    failed: bool,
 }
 
 impl ClusterCache {
@@ -234,6 +236,7 @@ impl ClusterCache {
             name: name.into(),
             kinds: kinds.iter().map(|k| (*k, KindCache::default())).collect(),
             last_error: None,
+            failed: false,
         }
     }
 
@@ -241,6 +244,7 @@ impl ClusterCache {
     pub(crate) fn update(&mut self, kind: Watched, update: Update) {
         if let Update::Error(failure) = &update {
             self.last_error = Some((kind, failure.message.clone()));
+            self.failed = true;
         }
         self.kinds.entry(kind).or_default().update(update);
         if self.reachable() {
@@ -270,6 +274,13 @@ impl ClusterCache {
             .filter(|(_, c)| c.absent())
             .map(|(k, _)| k.to_string())
             .collect()
+    }
+
+    /// Whether the cluster has either listed every kind or failed to: its
+    /// first answer (or error) is in, so waiting longer for it holds the
+    /// other clusters back for nothing.
+    pub(crate) fn settled(&self) -> bool {
+        self.failed || self.listed()
     }
 
     /// Whether no watcher is currently failing.

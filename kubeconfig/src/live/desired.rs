@@ -4,13 +4,16 @@
 //! Gateway and route is defined.
 //!
 //! **Held objects.** Given what the store holds ([`Held`], a leader's
-//! term), a cluster not fully listed yet — just started, or unreachable
-//! since the term began — contributes its stored objects (by their
-//! `meta.origin`) instead of nothing, and the state is published at once:
-//! one cluster that cannot be reached neither holds back the others nor
-//! has its objects deleted. Stored objects of no configured cluster are
-//! held until every cluster has listed. Without a store ([`None`]),
-//! nothing is published until every cluster has listed.
+//! term), a cluster not fully listed yet — unreachable since the term
+//! began, say — contributes its stored objects (by their `meta.origin`)
+//! instead of nothing, and the state is published as soon as every
+//! cluster has either listed or failed once: one cluster that cannot be
+//! reached neither holds back the others nor has its objects deleted.
+//! (Waiting for that first answer keeps a term's first plan whole when
+//! every cluster answers; a cluster whose connection hangs holds the rest
+//! back only until the client's connect timeout.) Stored objects of no
+//! configured cluster are held until every cluster has listed. Without a
+//! store ([`None`]), nothing is published until every cluster has listed.
 //!
 //! It deliberately does no IO: `watch` feeds it caches.
 
@@ -86,14 +89,19 @@ pub struct Origin {
 }
 
 /// The merged state of all caches, with the objects `held` for clusters
-/// not listed yet; without `held`, `None` until every one has listed.
+/// not listed yet; `None` until every cluster has listed (without `held`)
+/// or has listed or failed (with it).
 pub(crate) fn desired_state(
     caches: &[ClusterCache],
     held: Option<&Held>,
     controller_name: &str,
 ) -> Option<DesiredState> {
     let all_listed = caches.iter().all(ClusterCache::listed);
-    if held.is_none() && !all_listed {
+    let ready = match held {
+        Some(_) => caches.iter().all(ClusterCache::settled),
+        None => all_listed,
+    };
+    if !ready {
         return None;
     }
     let held = held.map(Vec::as_slice).unwrap_or_default();
@@ -277,7 +285,23 @@ spec: {gatewayClassName: ours, listeners: [{name: http, port: 80, protocol: HTTP
         )
         .unwrap();
         stored.push(legacy.remove(0));
-        let west = ClusterCache::new("west", SourceRole::Full.watched());
+        let mut west = ClusterCache::new("west", SourceRole::Full.watched());
+        assert_eq!(
+            desired_state(
+                &[
+                    listed("east"),
+                    ClusterCache::new("west", SourceRole::Full.watched())
+                ],
+                Some(&stored),
+                CONTROLLER_NAME
+            ),
+            None,
+            "west has neither answered nor failed yet"
+        );
+        west.update(
+            Watched::Model(Kind::Service),
+            Update::Error(WatchFailure::now("connection refused")),
+        );
         let state = desired_state(&[east, west], Some(&stored), CONTROLLER_NAME).unwrap();
         assert!(!state.clusters[1].listed);
         let origins: Vec<_> = state
@@ -301,9 +325,20 @@ spec: {gatewayClassName: ours, listeners: [{name: http, port: 80, protocol: HTTP
         .unwrap();
         assert!(!state.resources.iter().any(|r| r.kind() == Kind::Namespace));
         // Only west's stored objects when east has not listed either.
-        let east_late = ClusterCache::new("east", SourceRole::Full.watched());
-        let west_late = ClusterCache::new("west", SourceRole::Full.watched());
-        let state = desired_state(&[east_late, west_late], Some(&stored), CONTROLLER_NAME).unwrap();
+        let failed = |name: &str| {
+            let mut c = ClusterCache::new(name, SourceRole::Full.watched());
+            c.update(
+                Watched::Model(Kind::Namespace),
+                Update::Error(WatchFailure::now("connection refused")),
+            );
+            c
+        };
+        let state = desired_state(
+            &[failed("east"), failed("west")],
+            Some(&stored),
+            CONTROLLER_NAME,
+        )
+        .unwrap();
         let gateway = state.resources.iter().find(|r| r.key() == gw()).unwrap();
         assert_eq!(gateway.meta().origin.as_deref(), Some("west"));
     }

@@ -97,8 +97,9 @@ pub async fn watch_clusters_with(
 }
 
 /// [`watch_clusters_with`], but with what the store `held` when the term
-/// began: published at once, each cluster not listed yet contributing its
-/// stored objects (see [`super::desired`]).
+/// began: published once every cluster has listed or failed, each cluster
+/// not listed yet contributing its stored objects (see
+/// [`super::desired`]).
 pub(crate) async fn watch_clusters_holding(
     sources: Vec<ClusterSource>,
     controller_name: &str,
@@ -132,9 +133,6 @@ pub(crate) async fn watch_clusters_holding(
         .map(|s| ClusterCache::new(s.name.clone(), s.role.watched()))
         .collect();
     let mut shutdown = std::pin::pin!(shutdown);
-    if held.is_some() {
-        publish(&out, desired_state(&caches, held.as_ref(), controller_name));
-    }
     loop {
         let first = tokio::select! {
             _ = &mut shutdown => break,
