@@ -127,11 +127,9 @@ fn coordinator(
     store: Arc<SharedStore>,
 ) -> (watch::Sender<bool>, tokio::task::JoinHandle<()>) {
     let (leader, is_leader) = watch::channel(false);
-    let settings = SyncSettings {
-        status_interval: Duration::from_millis(200),
-        status_coalesce: Duration::from_millis(10),
-        retry: (Duration::from_millis(20), Duration::from_millis(200)),
-    };
+    let mut settings = SyncSettings::with_status_interval(Duration::from_millis(200));
+    settings.status_coalesce = Duration::from_millis(10);
+    settings.retry = (Duration::from_millis(20), Duration::from_millis(200));
     let task = tokio::spawn(async move {
         run_while_leader(is_leader, || {
             let (sources, store) = (sources.clone(), store.clone());
