@@ -47,6 +47,7 @@
 //! - `default.yaml`: [`DEFAULT_CONFIG`], the built-in demo configuration.
 //! - [`live`]: live clusters (watchers, multi-cluster merge, status
 //!   write-back, leadership), through kube-rs.
+//! - [`node_zone`]: a node's zone label, for `switchyard node-zone`.
 
 mod backend;
 mod convert;
@@ -57,6 +58,7 @@ mod gateway;
 mod header;
 pub mod live;
 mod nesting;
+pub mod node_zone;
 mod route;
 mod strict;
 

@@ -16,6 +16,7 @@ mod live_support;
 
 use live_support::mcs::{export, exporting_shop};
 use live_support::{Clients, WAIT, fast};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use switchyard_kubeconfig::live::{
@@ -33,6 +34,8 @@ struct SharedStore {
     stored: Mutex<Vec<Resource>>,
     deleted: Mutex<Vec<ResourceKey>>,
     index: Mutex<u64>,
+    /// The Raft term of whoever leads now.
+    term: AtomicU64,
     status: watch::Sender<u64>,
 }
 
@@ -42,6 +45,7 @@ impl SharedStore {
             stored: Mutex::new(Vec::new()),
             deleted: Mutex::new(Vec::new()),
             index: Mutex::new(0),
+            term: AtomicU64::new(1),
             status: watch::channel(0).0,
         }
     }
@@ -83,6 +87,10 @@ impl Store for SharedStore {
 
     fn may_write(&self) -> bool {
         true
+    }
+
+    fn term(&self) -> u64 {
+        self.term.load(Ordering::SeqCst)
     }
 
     fn max_objects_per_request(&self) -> usize {
@@ -132,7 +140,7 @@ fn coordinator(
     settings.retry = (Duration::from_millis(20), Duration::from_millis(200));
     let task = tokio::spawn(async move {
         run_while_leader(is_leader, || {
-            let (sources, store) = (sources.clone(), store.clone());
+            let (sources, store, settings) = (sources.clone(), store.clone(), settings.clone());
             async move {
                 lead_term_with(&sources, CONTROLLER_NAME, settings, fast(), &*store).await;
             }
@@ -194,6 +202,7 @@ async fn a_cluster_without_crds_and_an_unreachable_one_during_a_leader_change_do
     // East becomes unreachable, and leadership moves to b meanwhile.
     east.stop();
     a.send_replace(false);
+    store.term.store(2, Ordering::SeqCst);
     b.send_replace(true);
     eventually("b lists west", WAIT, async || {
         west.requests()

@@ -10,14 +10,18 @@ mod live_support;
 use live_support::{Clients, WAIT, fast};
 use serde_json::{Value, json};
 use switchyard_kubeconfig::live::{
-    CUTOVER_CONDITION, DesiredState, FIELD_MANAGER, REQUIRED_PERMISSIONS, StatusPublisher, World,
-    WriteOutcome, route_parent_statuses, watch_clusters_with, write_route_status,
+    CUTOVER_CONDITION, DesiredState, FIELD_MANAGER, LEADER_TERM_CONDITION, ProxyService,
+    REQUIRED_PERMISSIONS, StatusPublisher, World, WriteOutcome, route_parent_statuses,
+    watch_clusters_with, write_route_status,
 };
 use switchyard_proto::model::{CONTROLLER_NAME, HttpRoute, ObjectName, Resource, RouteStatus};
 use switchyard_test_support::eventually;
 use switchyard_test_support::fake_kube::{FakeApiServer, Recorded};
 use switchyard_test_support::fixtures::{GW, shop};
 use tokio::sync::watch;
+
+/// The lease of a leader of Raft term 1 that never loses it.
+const LEADING: fn() -> Option<u64> = || Some(1);
 
 fn other_controllers_status() -> Value {
     json!({"parents": [{
@@ -68,6 +72,18 @@ fn ready_row() -> RouteStatus {
     }
 }
 
+/// The proxies' LoadBalancer Service, with an address assigned.
+fn proxy_service() -> Value {
+    json!({"apiVersion": "v1", "kind": "Service",
+           "metadata": {"name": "proxy", "namespace": "switchyard"},
+           "spec": {"type": "LoadBalancer", "ports": [{"port": 80}]},
+           "status": {"loadBalancer": {"ingress": [{"ip": "203.0.113.7"}]}}})
+}
+
+fn body_of(r: &Recorded) -> &Value {
+    r.body.as_ref().expect("json body")
+}
+
 fn assert_server_side_apply(p: &Recorded, path: &str) {
     assert_eq!(p.path, path);
     assert_eq!(
@@ -99,7 +115,7 @@ async fn route_status_is_server_side_applied_keeping_other_controllers_entries()
     let name = ObjectName::new("shop", "app");
     let before = server.requests().len();
 
-    let outcome = write_route_status(&client, "east", &name, CONTROLLER_NAME, &parents)
+    let outcome = write_route_status(&client, "east", &name, CONTROLLER_NAME, &parents, 1)
         .await
         .expect("status written");
     assert_eq!(outcome, WriteOutcome::Written);
@@ -145,6 +161,7 @@ async fn route_status_is_server_side_applied_keeping_other_controllers_entries()
         ("Accepted", "True", "Accepted"),
         ("ResolvedRefs", "True", "ResolvedRefs"),
         (CUTOVER_CONDITION, "True", "Ready"),
+        (LEADER_TERM_CONDITION, "True", "Written"),
     ]
     .map(|(a, b, c)| (a.to_string(), b.to_string(), c.to_string()));
     assert_eq!(conditions, expected);
@@ -161,6 +178,7 @@ async fn route_status_is_server_side_applied_keeping_other_controllers_entries()
         &name,
         CONTROLLER_NAME,
         &route_parent_statuses(&route, &world, Some(&ready_row()), None, CONTROLLER_NAME),
+        1,
     )
     .await
     .expect("read");
@@ -194,6 +212,7 @@ async fn a_conflict_is_retried_from_a_fresh_read() {
         &ObjectName::new("shop", "app"),
         CONTROLLER_NAME,
         &parents,
+        1,
     )
     .await
     .expect("written on the second try");
@@ -211,13 +230,19 @@ async fn a_conflict_is_retried_from_a_fresh_read() {
 }
 
 #[tokio::test]
-async fn the_publisher_writes_routes_and_gateways_once() {
-    let server = FakeApiServer::start(shop::cluster()).await;
+async fn the_publisher_writes_classes_routes_and_gateways_once() {
+    let mut objects = shop::cluster();
+    objects.push(proxy_service());
+    let server = FakeApiServer::start(objects).await;
     let state = desired(&server).await;
-    let mut publisher = StatusPublisher::new(vec![server.source("east")], CONTROLLER_NAME);
+    let mut publisher = StatusPublisher::new(vec![server.source("east")], CONTROLLER_NAME)
+        .with_proxy_service(Some(ProxyService {
+            cluster: "east".into(),
+            service: ObjectName::new("switchyard", "proxy"),
+        }));
     let before = server.requests().len();
-    let errors = publisher.publish(&state, &[ready_row()], 3).await;
-    assert!(errors.is_empty(), "{errors:?}");
+    let out = publisher.publish(&state, &[ready_row()], 3, &LEADING).await;
+    assert!(out.is_clean(), "{out:?}");
     let new = server.requests().split_off(before);
     let patched: Vec<&str> = new
         .iter()
@@ -227,6 +252,7 @@ async fn the_publisher_writes_routes_and_gateways_once() {
     assert_eq!(
         patched,
         [
+            "/apis/gateway.networking.k8s.io/v1/gatewayclasses/switchyard/status",
             "/apis/gateway.networking.k8s.io/v1/namespaces/shop/gateways/gw/status",
             "/apis/gateway.networking.k8s.io/v1/namespaces/shop/httproutes/app/status",
         ]
@@ -235,7 +261,11 @@ async fn the_publisher_writes_routes_and_gateways_once() {
         .iter()
         .find(|r| r.method == "PATCH" && r.path.contains("gateways"))
         .expect("patch");
-    assert_server_side_apply(gateway_patch, patched[0]);
+    assert_server_side_apply(gateway_patch, patched[1]);
+    assert_eq!(
+        body_of(gateway_patch)["status"]["addresses"],
+        json!([{"type": "IPAddress", "value": "203.0.113.7"}])
+    );
     let body = gateway_patch.body.as_ref().expect("body");
     assert_eq!(body["status"]["conditions"][1]["type"], "Programmed");
     assert_eq!(body["status"]["conditions"][1]["status"], "True");
@@ -245,22 +275,32 @@ async fn the_publisher_writes_routes_and_gateways_once() {
         2
     );
 
-    // Nothing changed: not even a read.
+    // Nothing changed: no write, and the only read is the proxies'
+    // Service (once per publish: its addresses may change).
     let before = server.requests().len();
     assert!(
         publisher
-            .publish(&state, &[ready_row()], 3)
+            .publish(&state, &[ready_row()], 3, &LEADING)
             .await
-            .is_empty()
+            .is_clean()
     );
-    assert_eq!(server.requests().len(), before);
+    let reads: Vec<String> = server.requests()[before..]
+        .iter()
+        .map(|r| format!("{} {}", r.method, r.path))
+        .collect();
+    assert_eq!(reads, ["GET /api/v1/namespaces/switchyard/services/proxy"]);
     // A change in one route's progress writes that route only.
     let pending = RouteStatus {
         pending_generation: Some(8),
         ready: false,
         ..ready_row()
     };
-    assert!(publisher.publish(&state, &[pending], 3).await.is_empty());
+    assert!(
+        publisher
+            .publish(&state, &[pending], 3, &LEADING)
+            .await
+            .is_clean()
+    );
     let patched: Vec<String> = server.requests()[before..]
         .iter()
         .filter(|r| r.method == "PATCH")
@@ -270,6 +310,12 @@ async fn the_publisher_writes_routes_and_gateways_once() {
         patched,
         ["/apis/gateway.networking.k8s.io/v1/namespaces/shop/httproutes/app/status"]
     );
+    // ... and the cutover that started is an Event on the route.
+    let events = server.events();
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0]["metadata"]["name"], "app.cutover-8-started");
+    assert_eq!(events[0]["reason"], "CutoverStarted");
+    assert_eq!(events[0]["regarding"]["uid"], "uid-shop-app");
 }
 
 #[tokio::test]
@@ -284,9 +330,9 @@ async fn a_route_no_longer_served_loses_our_entry_and_keeps_theirs() {
     let mut publisher = StatusPublisher::new(vec![server.source("east")], CONTROLLER_NAME);
     assert!(
         publisher
-            .publish(&state, &[ready_row()], 1)
+            .publish(&state, &[ready_row()], 1, &LEADING)
             .await
-            .is_empty()
+            .is_clean()
     );
     let stored = server.get(GW, "HTTPRoute", "shop", "app").expect("route");
     assert_eq!(
@@ -305,7 +351,7 @@ async fn a_route_no_longer_served_loses_our_entry_and_keeps_theirs() {
             .iter()
             .all(|r| !matches!(r, Resource::HttpRoute(_)))
     );
-    assert!(publisher.publish(&state, &[], 1).await.is_empty());
+    assert!(publisher.publish(&state, &[], 1, &LEADING).await.is_clean());
     let stored = server.get(GW, "HTTPRoute", "shop", "app").expect("route");
     assert_eq!(stored["status"], other_controllers_status());
 
@@ -314,13 +360,13 @@ async fn a_route_no_longer_served_loses_our_entry_and_keeps_theirs() {
     let served = desired(&server).await;
     assert!(
         publisher
-            .publish(&served, &[ready_row()], 1)
+            .publish(&served, &[ready_row()], 1, &LEADING)
             .await
-            .is_empty()
+            .is_clean()
     );
     server.delete(GW, "HTTPRoute", "shop", "app");
     let before = server.requests().len();
-    assert!(publisher.publish(&state, &[], 1).await.is_empty());
+    assert!(publisher.publish(&state, &[], 1, &LEADING).await.is_clean());
     // (The Gateway is rewritten too: its listener has no route now.)
     let tried: Vec<String> = server.requests()[before..]
         .iter()
@@ -333,6 +379,6 @@ async fn a_route_no_longer_served_loses_our_entry_and_keeps_theirs() {
     );
     // ... and forgets it.
     let before = server.requests().len();
-    assert!(publisher.publish(&state, &[], 1).await.is_empty());
+    assert!(publisher.publish(&state, &[], 1, &LEADING).await.is_clean());
     assert_eq!(server.requests().len(), before);
 }

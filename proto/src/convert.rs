@@ -1,7 +1,7 @@
 //! Conversions between the wire messages of `switchyard.v1` and the model,
 //! one per pair, so no service builds or reads a message field by field.
 
-use crate::model::{BackendEvidence, BackendKey, ObjectName};
+use crate::model::{BackendEvidence, BackendKey, ListenerBinding, ObjectName};
 use crate::pb;
 
 impl From<(ObjectName, u64)> for pb::AppliedGeneration {
@@ -52,6 +52,63 @@ impl TryFrom<&pb::BackendReadiness> for (BackendKey, BackendEvidence) {
     }
 }
 
+impl From<&ListenerBinding> for pb::ListenerSocket {
+    fn from(b: &ListenerBinding) -> Self {
+        pb::ListenerSocket {
+            gateway: b
+                .gateway
+                .as_ref()
+                .map(ToString::to_string)
+                .unwrap_or_default(),
+            port: u32::from(b.port),
+            address: b.address.clone(),
+            bound: b.bound,
+            error: b.error.clone().unwrap_or_default(),
+        }
+    }
+}
+
+impl TryFrom<&pb::ListenerSocket> for ListenerBinding {
+    /// Why the socket does not describe a Gateway listener port.
+    type Error = String;
+
+    fn try_from(s: &pb::ListenerSocket) -> Result<Self, String> {
+        let port = u16::try_from(s.port)
+            .ok()
+            .filter(|p| *p > 0)
+            .ok_or_else(|| {
+                format!(
+                    "listener socket {}: port {} is not 1-65535",
+                    s.address, s.port
+                )
+            })?;
+        let gateway = match s.gateway.as_str() {
+            "" => None,
+            name => Some(
+                name.split_once('/')
+                    .filter(|(ns, n)| !ns.is_empty() && !n.is_empty())
+                    .map(|(ns, n)| ObjectName::new(ns, n))
+                    .ok_or_else(|| {
+                        format!(
+                            "listener socket {}: Gateway {name:?} is not namespace/name",
+                            s.address
+                        )
+                    })?,
+            ),
+        };
+        Ok(ListenerBinding {
+            gateway,
+            port,
+            address: s.address.clone(),
+            bound: s.bound,
+            // A bound socket has no error, whatever a sender put there.
+            error: (!s.bound)
+                .then(|| s.error.clone())
+                .filter(|e| !e.is_empty()),
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -77,5 +134,45 @@ mod tests {
             ..wire
         };
         assert!(<(BackendKey, BackendEvidence)>::try_from(&bad).is_err());
+    }
+
+    #[test]
+    fn listener_sockets_round_trip_and_bad_ones_are_named() {
+        let sockets = [
+            ListenerBinding {
+                gateway: Some(ObjectName::new("infra", "a")),
+                port: 80,
+                address: "127.0.0.1:8080".into(),
+                bound: true,
+                error: None,
+            },
+            ListenerBinding {
+                gateway: None,
+                port: 443,
+                address: "0.0.0.0:8443".into(),
+                bound: false,
+                error: Some("Address in use (os error 98)".into()),
+            },
+        ];
+        for socket in &sockets {
+            let wire = pb::ListenerSocket::from(socket);
+            assert_eq!(ListenerBinding::try_from(&wire).as_ref(), Ok(socket));
+        }
+        let wire = pb::ListenerSocket::from(&sockets[0]);
+        let bad_port = pb::ListenerSocket {
+            port: 70_000,
+            ..wire.clone()
+        };
+        let err = ListenerBinding::try_from(&bad_port).expect_err("port out of range");
+        assert!(err.contains("127.0.0.1:8080: port 70000"), "{err}");
+        let bad_gateway = pb::ListenerSocket {
+            gateway: "no-namespace".into(),
+            ..wire
+        };
+        let err = ListenerBinding::try_from(&bad_gateway).expect_err("gateway without namespace");
+        assert!(
+            err.contains("\"no-namespace\" is not namespace/name"),
+            "{err}"
+        );
     }
 }

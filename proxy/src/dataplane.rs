@@ -14,7 +14,8 @@
 
 use crate::metrics::Metrics;
 use crate::router::RouteTable;
-use crate::server::{self, BoundListener};
+use crate::server::sockets::{Listeners, SocketTable};
+use crate::server::{self};
 use crate::settings::DataPlaneSettings;
 use crate::upstream::mirror::MirrorLimiter;
 use crate::upstream::{Backend, Context, Upstreams};
@@ -25,7 +26,7 @@ use std::future::Future;
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use switchyard_proto::model::{BackendKey, ConfigSnapshot, HttpRoute};
+use switchyard_proto::model::{BackendKey, ConfigSnapshot, HttpRoute, ListenerBinding};
 use tokio::sync::watch;
 use tracing::{debug, info};
 
@@ -70,6 +71,8 @@ pub struct DataPlane {
     /// Set once the first configuration is served whole (see
     /// [`DataPlane::mark_synced`]).
     synced: AtomicBool,
+    /// Which listener sockets `serve` bound.
+    sockets: SocketTable,
 }
 
 impl DataPlane {
@@ -89,6 +92,7 @@ impl DataPlane {
             control: Mutex::new(ControlState::default()),
             mirrors,
             synced: AtomicBool::new(false),
+            sockets: SocketTable::default(),
         })
     }
 
@@ -186,13 +190,30 @@ impl DataPlane {
     /// accepting, finish in-flight requests, close HTTP/1.1 keep-alive
     /// connections between requests (`Connection: close` on their last
     /// response) and HTTP/2 ones with GOAWAY; returns when all are closed
-    /// (or the drain timeout passed).
+    /// (or the drain timeout passed). Sockets not bound yet
+    /// ([`Listeners::bind`]) are retried until they bind, then served.
     pub async fn serve(
         self: Arc<Self>,
-        listeners: Vec<BoundListener>,
+        listeners: impl Into<Listeners>,
         shutdown: impl Future<Output = ()>,
     ) -> io::Result<()> {
-        server::serve(self, listeners, shutdown).await
+        server::serve(self, listeners.into(), shutdown).await
+    }
+
+    /// Every listener socket and whether it is bound (the last bind error
+    /// if not), as the control client reports them; `None` before
+    /// [`DataPlane::serve`] started.
+    pub fn listener_sockets(&self) -> Option<Vec<ListenerBinding>> {
+        self.sockets.snapshot()
+    }
+
+    /// Changes whenever a listener socket is bound or its error changes.
+    pub fn listener_socket_changes(&self) -> watch::Receiver<u64> {
+        self.sockets.changes()
+    }
+
+    pub(crate) fn sockets(&self) -> &SocketTable {
+        &self.sockets
     }
 
     pub(crate) fn served(&self) -> Option<Arc<Served>> {

@@ -32,6 +32,7 @@ pub mod settings;
 pub mod upstream;
 
 pub use dataplane::{BackendReadiness, DataPlane, ServingConfig};
+pub use server::sockets::{ListenerSpec, Listeners};
 pub use server::{BoundListener, bind_reuseport};
 pub use settings::{DataPlaneSettings, HealthSettings, OutlierSettings};
 

@@ -31,11 +31,11 @@ use std::time::Duration;
 use switchyard_coordinator::server::Coordinator;
 use switchyard_coordinator::state::{CommandResponse, ReplicatedState};
 use switchyard_kubeconfig::live::{
-    ClusterSource, Store, Stored, SyncSettings, connect, connect_in_cluster, lead_term,
-    run_while_leader,
+    ClusterSource, ProxyService, Store, Stored, SyncSettings, connect, connect_in_cluster,
+    lead_term, run_while_leader,
 };
 use switchyard_proto::model::{
-    CONTROLLER_NAME, ClusterStatus, Kind, Resource, ResourceKey, parse_duration,
+    CONTROLLER_NAME, ClusterStatus, Kind, ObjectName, Resource, ResourceKey, parse_duration,
 };
 use tokio::sync::watch;
 use tracing::{Instrument, info, info_span};
@@ -65,6 +65,26 @@ pub struct KubeArgs {
     /// the coordinator noticed (only what differs is written).
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     pub kubernetes_status_interval: Duration,
+    /// The proxies' LoadBalancer Service as `CLUSTER/NAMESPACE/NAME` (CLUSTER a --kubernetes source
+    /// name): its `status.loadBalancer.ingress` addresses are every Gateway's `status.addresses`.
+    /// Without it Gateways stay `Programmed: False` (`AddressNotAssigned`).
+    #[arg(long, env = "SWITCHYARD_KUBERNETES_PROXY_SERVICE", value_parser = parse_proxy_service, value_name = "CLUSTER/NAMESPACE/NAME")]
+    pub kubernetes_proxy_service: Option<ProxyService>,
+}
+
+/// Parses `CLUSTER/NAMESPACE/NAME`.
+fn parse_proxy_service(text: &str) -> Result<ProxyService, String> {
+    match text.trim().split('/').collect::<Vec<_>>().as_slice() {
+        [cluster, namespace, name] if ![cluster, namespace, name].iter().any(|p| p.is_empty()) => {
+            Ok(ProxyService {
+                cluster: cluster.to_string(),
+                service: ObjectName::new(*namespace, *name),
+            })
+        }
+        _ => Err(format!(
+            "--kubernetes-proxy-service {text:?}: expected CLUSTER/NAMESPACE/NAME, e.g. local/switchyard/proxy"
+        )),
+    }
 }
 
 /// One `--kubernetes` value, parsed but not connected.
@@ -144,6 +164,7 @@ impl SourceSpec {
 pub struct LiveSync {
     sources: Vec<ClusterSource>,
     status_interval: Duration,
+    proxy_service: Option<ProxyService>,
 }
 
 impl LiveSync {
@@ -184,9 +205,21 @@ impl LiveSync {
             info!(cluster = %source.name, "kubernetes source configured");
             sources.push(source);
         }
+        if let Some(proxy) = &args.kubernetes_proxy_service
+            && !names.contains(&proxy.cluster)
+        {
+            bail!(
+                "--kubernetes-proxy-service {}/{}: no --kubernetes source is named {:?} (sources: {})",
+                proxy.cluster,
+                proxy.service,
+                proxy.cluster,
+                names.iter().cloned().collect::<Vec<_>>().join(", ")
+            );
+        }
         Ok(Some(LiveSync {
             sources,
             status_interval: args.kubernetes_status_interval,
+            proxy_service: args.kubernetes_proxy_service.clone(),
         }))
     }
 
@@ -199,10 +232,11 @@ impl LiveSync {
             async move {
                 let (leading_tx, leading_rx) = watch::channel(false);
                 let follow = follow_leadership(&coordinator, leading_tx);
-                let settings = SyncSettings::with_status_interval(self.status_interval);
+                let mut settings = SyncSettings::with_status_interval(self.status_interval);
+                settings.proxy_service = self.proxy_service.clone();
                 let store = CoordinatorStore(&coordinator);
                 let lead = run_while_leader(leading_rx, || {
-                    lead_term(&self.sources, CONTROLLER_NAME, settings, &store)
+                    lead_term(&self.sources, CONTROLLER_NAME, settings.clone(), &store)
                 });
                 tokio::join!(follow, lead);
             }
@@ -254,6 +288,10 @@ impl Store for CoordinatorStore<'_> {
 
     fn may_write(&self) -> bool {
         self.0.leads_with_quorum()
+    }
+
+    fn term(&self) -> u64 {
+        self.0.node().metrics().borrow().current_term
     }
 
     fn max_objects_per_request(&self) -> usize {
@@ -437,5 +475,17 @@ mod tests {
         let names: Vec<_> = cli.kube.sources.iter().map(|s| s.name.clone()).collect();
         assert_eq!(names, [None, Some("a".into()), Some("b".into())]);
         assert_eq!(cli.kube.kubernetes_status_interval, Duration::from_secs(10));
+        assert_eq!(cli.kube.kubernetes_proxy_service, None);
+    }
+
+    #[test]
+    fn the_proxy_service_is_cluster_namespace_name() {
+        let parsed = parse_proxy_service("local/switchyard/proxy").unwrap();
+        assert_eq!(parsed.cluster, "local");
+        assert_eq!(parsed.service, ObjectName::new("switchyard", "proxy"));
+        for bad in ["switchyard/proxy", "a//b", "a/b/c/d"] {
+            let e = parse_proxy_service(bad).unwrap_err();
+            assert!(e.contains("CLUSTER/NAMESPACE/NAME"), "{e}");
+        }
     }
 }

@@ -7,6 +7,7 @@ mod backend;
 mod coordinator;
 mod demo;
 mod kube;
+mod node_zone;
 mod proxy;
 pub mod tls;
 
@@ -61,6 +62,9 @@ pub enum Command {
     Status(admin::StatusArgs),
     /// Create the CA and certificates a cluster's mutual TLS needs.
     Certs(tls::CertsArgs),
+    /// Write the zone label of the node this pod runs on to a file (an init container for
+    /// `proxy --zone-file`).
+    NodeZone(node_zone::NodeZoneArgs),
 }
 
 /// Sets up the `tracing` subscriber: `RUST_LOG` (default `info`), colour
@@ -110,6 +114,7 @@ pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Delete(args) => admin::delete(args).await,
         Command::Status(args) => admin::status(args).await,
         Command::Certs(args) => tls::run(args),
+        Command::NodeZone(args) => node_zone::run(args).await,
     }
 }
 

@@ -17,7 +17,7 @@ use switchyard_proxy::control::{self, ControlConfig, ControlMetrics};
 use switchyard_proxy::router::ListenerKey;
 use switchyard_proxy::settings::{EncodedSlashes, PathSettings};
 use switchyard_proxy::{
-    BoundListener, DataPlane, DataPlaneSettings, ServingConfig, bind_reuseport,
+    DataPlane, DataPlaneSettings, ListenerSpec, Listeners, ServingConfig, bind_reuseport,
 };
 use tokio::sync::watch;
 
@@ -30,7 +30,16 @@ pub struct ProxyArgs {
     /// Failure domain this replica runs in; per-zone readiness policies count by it.
     #[arg(long, env = "SWITCHYARD_ZONE", default_value = "default")]
     pub zone: String,
-    /// Coordinator gRPC addresses, [ZONE=]HOST:PORT,...; those in --zone are tried first.
+    /// Read the zone from this file instead of --zone (which it excludes), once at start-up: in
+    /// Kubernetes the file `switchyard node-zone` wrote from the node's topology label.
+    #[arg(
+        long,
+        env = "SWITCHYARD_ZONE_FILE",
+        value_name = "FILE",
+        conflicts_with = "zone"
+    )]
+    pub zone_file: Option<PathBuf>,
+    /// Coordinator gRPC addresses, [ZONE=]HOST:PORT,...; those in this proxy's zone are tried first.
     #[arg(long, env = "SWITCHYARD_COORDINATORS", value_delimiter = ',', value_parser = CoordinatorAddress::parse,
           required_unless_present = "config")]
     pub coordinators: Vec<CoordinatorAddress>,
@@ -39,7 +48,9 @@ pub struct ProxyArgs {
     #[arg(long, conflicts_with = "coordinators")]
     pub config: Option<PathBuf>,
     /// A Gateway listener port bound to a local address: [NAMESPACE/GATEWAY:]PORT=HOST:PORT.
-    /// Repeatable. Name the Gateway only when several Gateways share a port.
+    /// Repeatable. Without a Gateway the socket serves every Gateway's listeners on PORT, told
+    /// apart by hostname. One that cannot be bound is retried and reported to the coordinators
+    /// (left out of the LISTENING line); with --config it stops the proxy.
     #[arg(long = "listener", required = true, value_parser = parse_listener)]
     pub listeners: Vec<(String, ListenerKey, SocketAddr)>,
     /// Address of /metrics and /ready.
@@ -69,6 +80,10 @@ pub struct ProxyArgs {
     /// well and far below the descriptor limits containers usually get.
     #[arg(long, default_value_t = 10_000)]
     pub max_connections: usize,
+    /// After SIGTERM, how long requests in flight may take to finish before their connections
+    /// are closed. Keep a pod's terminationGracePeriodSeconds above its preStop delay plus this.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    pub drain_timeout: Duration,
     /// Time between two health checks of one endpoint.
     #[arg(long, default_value = "1s", value_parser = parse_duration)]
     pub health_interval: Duration,
@@ -177,6 +192,10 @@ pub async fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
     if args.max_connections == 0 {
         bail!("--max-connections must be at least 1");
     }
+    let zone = match &args.zone_file {
+        Some(path) => super::node_zone::read_zone_file(path)?,
+        None => args.zone.clone(),
+    };
     // The certificate must name this proxy: the coordinators accept its
     // registration and evidence only as that id.
     let security = match &args.config {
@@ -215,26 +234,33 @@ pub async fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
             encoded_slashes: args.encoded_slashes,
         },
         expose_reasons: args.expose_reasons,
+        drain_timeout: args.drain_timeout,
         ..Default::default()
     };
     let dataplane = DataPlane::new(settings, &mut registry);
     let control_metrics = ControlMetrics::register(&mut registry);
     let registry = Arc::new(registry);
 
-    let mut bound = Vec::new();
     let mut line = String::from("LISTENING");
     let admin = bind_reuseport(args.admin_listen)
         .with_context(|| format!("cannot listen on {}", args.admin_listen))?;
     line.push_str(&format!(" admin={}", admin.local_addr()?));
-    for (name, key, address) in args.listeners {
-        let listener =
-            bind_reuseport(address).with_context(|| format!("cannot listen on {address}"))?;
-        line.push_str(&format!(" {name}={}", listener.local_addr()?));
-        bound.push(BoundListener {
-            name,
-            key,
-            listener,
-        });
+    let listeners = Listeners::bind(
+        args.listeners
+            .into_iter()
+            .map(|(name, key, address)| ListenerSpec { name, key, address }),
+    );
+    // With coordinators, a socket that cannot be bound (its port taken) is
+    // retried while the others serve, and reported: the Gateway listener's
+    // status says PortUnavailable and why. A fixed configuration has
+    // nobody to tell, so there it stops the proxy.
+    if static_resources.is_some()
+        && let Some((spec, error)) = listeners.unbound().next()
+    {
+        bail!("cannot listen on {}: {error}", spec.address);
+    }
+    for bound in listeners.bound() {
+        line.push_str(&format!(" {}={}", bound.name, bound.listener.local_addr()?));
     }
 
     let (stop_tx, stop_rx) = watch::channel(false);
@@ -260,7 +286,7 @@ pub async fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
         None => {
             let config = ControlConfig {
                 proxy_id: args.id.clone(),
-                zone: args.zone.clone(),
+                zone: zone.clone(),
                 admin_address,
                 coordinators: args.coordinators,
                 rpc_timeout: args.rpc_timeout,
@@ -276,7 +302,7 @@ pub async fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
             )))
         }
     };
-    tracing::info!(id = %args.id, zone = %args.zone, "proxy starting");
+    tracing::info!(id = %args.id, zone = %zone, "proxy starting");
     println!("{line}");
     std::io::stdout().flush()?;
 
@@ -284,7 +310,7 @@ pub async fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
         super::shutdown_signal().await;
         let _ = stop_tx.send(true);
     });
-    let served = dataplane.serve(bound, stopped(stop_rx)).await;
+    let served = dataplane.serve(listeners, stopped(stop_rx)).await;
     signal.abort();
     if let Some(task) = control_task {
         let _ = tokio::time::timeout(Duration::from_secs(3), task).await;
@@ -293,4 +319,37 @@ pub async fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
     served.context("serving failed")?;
     tracing::info!(id = %args.id, "proxy drained and stopped");
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Args, Command};
+    use clap::Parser;
+    use std::time::Duration;
+    use switchyard_proxy::DataPlaneSettings;
+
+    fn proxy(extra: &[&str]) -> Result<super::ProxyArgs, clap::Error> {
+        let mut argv = vec![
+            "switchyard",
+            "proxy",
+            "--id=p1",
+            "--listener=80=127.0.0.1:0",
+            "--coordinators=127.0.0.1:1",
+        ];
+        argv.extend_from_slice(extra);
+        match Args::try_parse_from(argv)?.command {
+            Command::Proxy(args) => Ok(args),
+            other => panic!("parsed as {other:?}"),
+        }
+    }
+
+    #[test]
+    fn drain_timeout_defaults_to_the_data_plane_default_and_takes_human_durations() {
+        let default = proxy(&[]).expect("parses").drain_timeout;
+        assert_eq!(default, DataPlaneSettings::default().drain_timeout);
+        let set = proxy(&["--drain-timeout=45s"]).expect("parses");
+        assert_eq!(set.drain_timeout, Duration::from_secs(45));
+        let error = proxy(&["--drain-timeout", "soon"]).expect_err("not a duration");
+        assert!(error.to_string().contains("--drain-timeout"), "{error}");
+    }
 }

@@ -27,6 +27,7 @@ mod evidence;
 #[cfg(feature = "fault-injection")]
 mod faults;
 mod leases;
+mod sockets;
 mod verdict;
 
 #[cfg(test)]
@@ -37,6 +38,7 @@ pub use evidence::BackendEvidence;
 #[cfg(feature = "fault-injection")]
 pub use faults::EngineFaults;
 pub use leases::Leases;
+pub use sockets::FleetSockets;
 pub use verdict::{Verdict, evaluate};
 
 use crate::state::{DecisionBasis, ReplicatedState};
@@ -88,6 +90,8 @@ pub struct CutoverEngine {
     /// than a lease TTL does not count.
     evidence: BTreeMap<String, Report>,
     applied: BTreeMap<String, BTreeMap<ObjectName, u64>>,
+    /// Each proxy's listener sockets, from its latest readiness report.
+    sockets: FleetSockets,
     /// Per pending route: the generation and when this engine first saw it
     /// pending with at least one live proxy (its timeout runs from there).
     first_seen: BTreeMap<ObjectName, (u64, u64)>,
@@ -108,6 +112,7 @@ impl CutoverEngine {
             registrations: BTreeMap::new(),
             evidence: BTreeMap::new(),
             applied: BTreeMap::new(),
+            sockets: FleetSockets::default(),
             first_seen: BTreeMap::new(),
         };
         engine.sync(state, now_ms);
@@ -264,6 +269,7 @@ impl CutoverEngine {
         self.registrations.remove(proxy);
         self.evidence.remove(proxy);
         self.applied.remove(proxy);
+        self.sockets.forget(proxy);
     }
 
     /// Ids and zones of proxies that are registered and whose lease is

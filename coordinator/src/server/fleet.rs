@@ -211,9 +211,20 @@ impl FleetService for Fleet {
             .map(TryFrom::try_from)
             .collect::<Result<Vec<_>, String>>()
             .map_err(Status::invalid_argument)?;
+        let sockets = r
+            .listeners
+            .as_ref()
+            .map(|l| l.sockets.iter().map(TryFrom::try_from).collect())
+            .transpose()
+            .map_err(|e: String| Status::invalid_argument(format!("proxy {}: {e}", r.proxy_id)))?;
         let state = self.coordinator.node.state().borrow().clone();
-        let known =
-            self.on_leader(|e| e.report(&state, &r.proxy_id, r.registration, backends, now_ms()))?;
+        let known = self.on_leader(|e| {
+            let known = e.report(&state, &r.proxy_id, r.registration, backends, now_ms());
+            if known {
+                e.record_sockets(&r.proxy_id, sockets);
+            }
+            known
+        })?;
         self.coordinator.metrics.evidence_reports.inc();
         self.coordinator.changed();
         Ok(Response::new(pb::ReadinessReply { known }))

@@ -1,6 +1,6 @@
 //! Builds [`ClusterStatus`]: replicated facts from this coordinator's state
-//! machine, plus — on the leader — leases, evidence and applied
-//! generations from the cutover engine.
+//! machine, plus — on the leader — leases, evidence, applied generations
+//! and the proxies' listener sockets from the cutover engine.
 
 use super::{Coordinator, now_ms};
 use switchyard_proto::model::{ClusterStatus, ObjectName};
@@ -18,6 +18,7 @@ pub(crate) fn cluster_status(c: &Coordinator) -> ClusterStatus {
         let live = engine.live_proxies(&state, now);
         for proxy in &mut proxies {
             proxy.live = live.contains_key(&proxy.id);
+            proxy.listeners = engine.sockets_of(&proxy.id).map(<[_]>::to_vec);
         }
         for row in &mut routes {
             let name = ObjectName::new(row.namespace.clone(), row.name.clone());

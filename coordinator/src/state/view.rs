@@ -139,6 +139,8 @@ impl ReplicatedState {
                 zone: p.zone.clone(),
                 admin_address: p.admin_address.clone(),
                 live: true,
+                // The leader's soft state (filled in from its engine).
+                listeners: None,
             })
             .collect()
     }

@@ -114,24 +114,53 @@ impl<'a> World<'a> {
     }
 }
 
+/// The route condition type the Gateway API sets on a route served from
+/// something other than its newest spec (here: its last good version).
+pub const PARTIALLY_INVALID_CONDITION: &str = "PartiallyInvalid";
+
+/// Why a route's newest version is not what is served: it could not be
+/// read, and its last good version serves instead.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FallBack<'a> {
+    /// Why the newest version was refused, naming the field.
+    pub why: &'a str,
+    /// The newest version's `metadata.generation`.
+    pub newest_generation: Option<i64>,
+}
+
 /// The status entries of `route` for each parentRef naming one of our
 /// Gateways (other parents are other controllers' to report).
 ///
-/// `cutover` is the coordinators' row for the route, if any; `rejected` is
-/// why the route's newest version could not be read (it is then
-/// `Accepted: False`, `UnsupportedValue`, while its last good version, if
-/// any, keeps serving).
+/// `cutover` is the coordinators' row for the route, if any. With
+/// `fall_back`, `route` is the last good version, still served while the
+/// newest cannot be read; following the Gateway API's "fall back"
+/// pattern it is `Accepted` at the good version's generation, plus
+/// `PartiallyInvalid` `True` at the newest one, saying why.
 pub fn route_parent_statuses(
     route: &HttpRoute,
     world: &World<'_>,
     cutover: Option<&RouteStatus>,
-    rejected: Option<&str>,
+    fall_back: Option<FallBack<'_>>,
     controller_name: &str,
 ) -> Vec<RouteParentStatus> {
     use ConditionStatus::{False, True};
     let generation = route.meta.k8s_generation;
     let resolved = resolved_refs(route, world, generation);
     let progress = cutover_condition(cutover, generation);
+    let partially_invalid = fall_back.map(|f| {
+        Condition::new(
+            PARTIALLY_INVALID_CONDITION,
+            True,
+            "UnsupportedValue",
+            format!(
+                "Fall Back: generation {} cannot be served: {}; serving generation {} (the last good one)",
+                generation_text(f.newest_generation),
+                f.why,
+                generation_text(generation)
+            ),
+            f.newest_generation,
+        )
+    });
     let mut out: Vec<RouteParentStatus> = Vec::new();
     for parent in &route.parent_refs {
         if world.topology.our_gateway(route, parent).is_err() {
@@ -140,14 +169,11 @@ pub fn route_parent_statuses(
         if out.iter().any(|o| o.parent_ref == *parent) {
             continue;
         }
-        let accepted = match (rejected, world.topology.attach(route, parent)) {
-            (Some(why), _) => {
-                Condition::new("Accepted", False, "UnsupportedValue", why, generation)
-            }
-            (None, Err(why)) => {
+        let accepted = match world.topology.attach(route, parent) {
+            Err(why) => {
                 Condition::new("Accepted", False, why.reason(), why.to_string(), generation)
             }
-            (None, Ok(listeners)) => {
+            Ok(listeners) => {
                 let names: Vec<&str> = listeners.iter().map(|a| a.listener.name.as_str()).collect();
                 Condition::new(
                     "Accepted",
@@ -158,13 +184,52 @@ pub fn route_parent_statuses(
                 )
             }
         };
+        let mut conditions = vec![accepted, resolved.clone(), progress.clone()];
+        conditions.extend(partially_invalid.clone());
         out.push(RouteParentStatus {
             parent_ref: parent.clone(),
             controller_name: controller_name.to_string(),
-            conditions: vec![accepted, resolved.clone(), progress.clone()],
+            conditions,
         });
     }
     out
+}
+
+/// The status entries of a route no version of which could be read
+/// (`route` carries only its metadata and parentRefs): for each parentRef
+/// naming one of our Gateways, `Accepted` `False` with
+/// `UnsupportedValue` and why. Nothing of it is served.
+pub fn unread_route_parent_statuses(
+    route: &HttpRoute,
+    world: &World<'_>,
+    why: &str,
+    controller_name: &str,
+) -> Vec<RouteParentStatus> {
+    let generation = route.meta.k8s_generation;
+    let mut out: Vec<RouteParentStatus> = Vec::new();
+    for parent in &route.parent_refs {
+        if world.topology.our_gateway(route, parent).is_err()
+            || out.iter().any(|o| o.parent_ref == *parent)
+        {
+            continue;
+        }
+        out.push(RouteParentStatus {
+            parent_ref: parent.clone(),
+            controller_name: controller_name.to_string(),
+            conditions: vec![Condition::new(
+                "Accepted",
+                ConditionStatus::False,
+                "UnsupportedValue",
+                format!("not served: {why}"),
+                generation,
+            )],
+        });
+    }
+    out
+}
+
+fn generation_text(generation: Option<i64>) -> String {
+    generation.map_or_else(|| "?".to_string(), |g| g.to_string())
 }
 
 fn resolved_refs(route: &HttpRoute, world: &World<'_>, generation: Option<i64>) -> Condition {

@@ -1,23 +1,30 @@
 //! Gateway status, computed: `Accepted` and `Programmed` for the Gateway,
-//! and per listener `Accepted`, `ResolvedRefs`, `Programmed`, the supported
-//! route kinds and the number of attached routes.
+//! its `addresses`, and per listener `Accepted`, `ResolvedRefs`,
+//! `Programmed`, the supported route kinds (narrowed to what switchyard
+//! serves) and the number of attached routes (every listener, served or
+//! not).
 //!
 //! Pure, like [`super::route_parent_statuses`]. `Programmed` says whether
 //! any live proxy serves the Gateway, which only the caller (the leader)
-//! knows, so it is passed in. Deliberately not computed: listener
-//! conflicts (two listeners with one port and hostname) and addresses.
+//! knows, so it is passed in; the addresses come from the proxies'
+//! Service through [`with_addresses`]. A Gateway that is not `Accepted` is
+//! never `Programmed`. Deliberately not computed here: listener conflicts
+//! and bound ports (the model's listener rules own those).
 
+use super::addresses::{Assignment, GatewayAddress};
 use super::conditions::{Condition, ConditionStatus, World};
-use switchyard_proto::model::gateway_api::{GATEWAY_GROUP, listener_allows_http_routes};
-use switchyard_proto::model::{Gateway, ListenerProtocol};
+use switchyard_proto::model::gateway_api::GATEWAY_GROUP;
+use switchyard_proto::model::{Gateway, Listener, ListenerProtocol};
 
-/// A Gateway's status (without times and addresses).
+/// A Gateway's status (without times).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GatewayStatus {
     /// `Accepted`, `Programmed`.
     pub conditions: Vec<Condition>,
     /// One entry per listener, in spec order.
     pub listeners: Vec<ListenerStatus>,
+    /// `status.addresses` (empty until [`with_addresses`]).
+    pub addresses: Vec<GatewayAddress>,
 }
 
 /// One listener's status.
@@ -63,8 +70,9 @@ pub fn gateway_status(gateway: &Gateway, world: &World<'_>, live_proxies: usize)
         if l.protocol == ListenerProtocol::Http {
             valid += 1;
             conditions.push(c("Accepted", True, "Accepted", "listener accepted".into()));
-            if listener_allows_http_routes(l) {
-                supported_kinds.push((GATEWAY_GROUP.to_string(), "HTTPRoute".to_string()));
+            let (supported, invalid) = route_kinds(l);
+            supported_kinds = supported;
+            if invalid.is_empty() {
                 conditions.push(c(
                     "ResolvedRefs",
                     True,
@@ -76,7 +84,10 @@ pub fn gateway_status(gateway: &Gateway, world: &World<'_>, live_proxies: usize)
                     "ResolvedRefs",
                     False,
                     "InvalidRouteKinds",
-                    "allowedRoutes.kinds has no kind switchyard serves (HTTPRoute)".into(),
+                    format!(
+                        "allowedRoutes.kinds {} not supported; switchyard serves HTTPRoute only",
+                        invalid.join(", ")
+                    ),
                 ));
             }
             conditions.push(c(
@@ -128,10 +139,86 @@ pub fn gateway_status(gateway: &Gateway, world: &World<'_>, live_proxies: usize)
         )
     };
     let programmed = c("Programmed", programmed.0, programmed.1, programmed.2);
+    let mut conditions = vec![accepted, programmed];
+    programmed_follows_accepted(&mut conditions);
     GatewayStatus {
-        conditions: vec![accepted, programmed],
+        conditions,
         listeners,
+        addresses: Vec::new(),
     }
+}
+
+/// `status` completed with the Gateway's address assignment: its
+/// addresses, `Accepted` `False`/`UnsupportedAddress` for an address type
+/// switchyard cannot serve, `Programmed` `False` while it has no usable
+/// address (`AddressNotAssigned`, `AddressNotUsable`).
+pub fn with_addresses(mut status: GatewayStatus, assignment: &Assignment) -> GatewayStatus {
+    status.addresses = assignment.addresses.clone();
+    let set = |conditions: &mut Vec<Condition>, type_: &str, reason: &str, message: &str| {
+        if let Some(c) = conditions.iter_mut().find(|c| c.type_ == type_) {
+            c.status = ConditionStatus::False;
+            c.reason = reason.to_string();
+            c.message = message.to_string();
+        }
+    };
+    if let Err(message) = &assignment.accepted {
+        set(
+            &mut status.conditions,
+            "Accepted",
+            "UnsupportedAddress",
+            message,
+        );
+    }
+    if let Err((reason, message)) = &assignment.programmed {
+        set(&mut status.conditions, "Programmed", reason, message);
+    }
+    programmed_follows_accepted(&mut status.conditions);
+    status
+}
+
+/// A Gateway that is not accepted is not programmed, whatever the proxies
+/// do: nothing of it is served.
+fn programmed_follows_accepted(conditions: &mut [Condition]) {
+    let Some(why) = conditions
+        .iter()
+        .find(|c| c.type_ == "Accepted" && c.status != ConditionStatus::True)
+        .map(|c| format!("the Gateway is not accepted: {}", c.message))
+    else {
+        return;
+    };
+    if let Some(p) = conditions.iter_mut().find(|c| c.type_ == "Programmed") {
+        p.status = ConditionStatus::False;
+        p.reason = "Invalid".to_string();
+        p.message = why;
+    }
+}
+
+/// The route kinds an HTTP listener supports, narrowed to what switchyard
+/// serves (`supportedKinds`), and the ones it names that switchyard does
+/// not serve (`InvalidRouteKinds`). No `allowedRoutes.kinds` means the
+/// protocol's default, HTTPRoute.
+fn route_kinds(l: &Listener) -> (Vec<(String, String)>, Vec<String>) {
+    let http_route = (GATEWAY_GROUP.to_string(), "HTTPRoute".to_string());
+    if l.allowed_routes.kinds.is_empty() {
+        return (vec![http_route], Vec::new());
+    }
+    let mut supported = Vec::new();
+    let mut invalid = Vec::new();
+    for k in &l.allowed_routes.kinds {
+        let group = if k.group.is_empty() {
+            GATEWAY_GROUP
+        } else {
+            k.group.as_str()
+        };
+        if group == GATEWAY_GROUP && k.kind == "HTTPRoute" {
+            if !supported.contains(&http_route) {
+                supported.push(http_route.clone());
+            }
+        } else {
+            invalid.push(format!("{group}/{}", k.kind));
+        }
+    }
+    (supported, invalid)
 }
 
 fn attached_routes(gateway: &Gateway, listener: &str, world: &World<'_>) -> i32 {
@@ -172,6 +259,7 @@ spec:
   - {name: http, port: 80, protocol: HTTP}
   - {name: admin, port: 8080, protocol: HTTP, allowedRoutes: {kinds: [{kind: GRPCRoute}]}}
   - {name: tls, port: 443, protocol: HTTPS}
+  - {name: mixed, port: 81, protocol: HTTP, allowedRoutes: {kinds: [{kind: FooRoute}, {kind: HTTPRoute}]}}
 ---
 apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
@@ -220,6 +308,16 @@ spec: {parentRefs: [{name: gw, sectionName: http}]}
             ("InvalidRouteKinds", ConditionStatus::False)
         );
         assert!(by_name("admin").supported_kinds.is_empty());
+        assert_eq!(
+            get(&by_name("mixed").conditions, "ResolvedRefs"),
+            ("InvalidRouteKinds", ConditionStatus::False)
+        );
+        assert_eq!(
+            by_name("mixed").supported_kinds,
+            [(GATEWAY_GROUP.to_string(), "HTTPRoute".to_string())]
+        );
+        assert_eq!(by_name("mixed").attached_routes, 1, "a: no sectionName");
+        assert_eq!(by_name("tls").attached_routes, 0);
         assert_eq!(
             get(&by_name("tls").conditions, "Accepted"),
             ("UnsupportedProtocol", ConditionStatus::False)

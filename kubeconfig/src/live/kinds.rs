@@ -23,11 +23,18 @@ pub const FIELD_MANAGER: &str = "switchyard.io/gateway-controller";
 /// ClusterRole in `deploy/` (a test checks the role grants exactly these):
 ///
 /// - `list` and `watch` on each watched kind (the watchers);
-/// - `get` on `httproutes` and `gateways` (the status writers read the
-///   current status first, to keep other controllers' `parents[]` entries
-///   and unchanged `lastTransitionTime`s);
-/// - `patch` on `httproutes/status` and `gateways/status` (server-side
-///   apply of status).
+/// - `get` on `httproutes`, `gateways` and `gatewayclasses` (the status
+///   writers read the current status first, to keep other controllers'
+///   `parents[]` entries, unchanged `lastTransitionTime`s and check the
+///   term fence; Events read the route's uid and its Gateways'
+///   `spec.infrastructure`);
+/// - `patch` on `httproutes/status`, `gateways/status` and
+///   `gatewayclasses/status` (server-side apply of status);
+/// - `get` on `services` (the proxies' LoadBalancer Service: Gateway
+///   addresses);
+/// - `create` on `events.k8s.io` `events` (cutover Events);
+/// - `list` on `httproutes` also serves the sweep that removes our status
+///   entries from routes no longer served.
 ///
 /// `serviceexports` (Multi-Cluster Services) are read, never written:
 /// switchyard derives the clusterset's imports itself.
@@ -40,10 +47,13 @@ pub const REQUIRED_PERMISSIONS: &[(&str, &str, &str)] = &[
     ("", "namespaces", "watch"),
     ("", "services", "list"),
     ("", "services", "watch"),
+    ("", "services", "get"),
     ("discovery.k8s.io", "endpointslices", "list"),
     ("discovery.k8s.io", "endpointslices", "watch"),
     (GATEWAY_GROUP, "gatewayclasses", "list"),
     (GATEWAY_GROUP, "gatewayclasses", "watch"),
+    (GATEWAY_GROUP, "gatewayclasses", "get"),
+    (GATEWAY_GROUP, "gatewayclasses/status", "patch"),
     (GATEWAY_GROUP, "gateways", "list"),
     (GATEWAY_GROUP, "gateways", "watch"),
     (GATEWAY_GROUP, "gateways", "get"),
@@ -54,6 +64,7 @@ pub const REQUIRED_PERMISSIONS: &[(&str, &str, &str)] = &[
     (GATEWAY_GROUP, "httproutes/status", "patch"),
     (GATEWAY_GROUP, "referencegrants", "list"),
     (GATEWAY_GROUP, "referencegrants", "watch"),
+    ("events.k8s.io", "events", "create"),
     (MCS_GROUP, "serviceexports", "list"),
     (MCS_GROUP, "serviceexports", "watch"),
 ];
@@ -207,7 +218,7 @@ mod tests {
 
     #[test]
     fn status_writes_can_read_and_patch() {
-        for plural in ["httproutes", "gateways"] {
+        for plural in ["httproutes", "gateways", "gatewayclasses"] {
             assert!(granted(GATEWAY_GROUP, plural, "get"));
             assert!(granted(GATEWAY_GROUP, &format!("{plural}/status"), "patch"));
         }

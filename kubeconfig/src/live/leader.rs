@@ -1,11 +1,30 @@
-//! [`run_while_leader`]: the watchers run on the leader coordinator only.
+//! [`run_while_leader`]: the watchers run on the leader coordinator only;
+//! [`Lease`]: what a status writer asks before every single write.
 //!
 //! It deliberately knows nothing about Raft: leadership comes in as a
-//! `watch::Receiver<bool>` the caller drives from openraft's metrics.
+//! `watch::Receiver<bool>` the caller drives from openraft's metrics, and
+//! the lease as a function the caller implements over its coordinator.
 
 use std::future::Future;
 use tokio::sync::watch;
 use tracing::info;
+
+/// Leadership as the status writers see it, asked again before every
+/// write (a publish is many GET/PATCH pairs and can take seconds; a lease
+/// checked once at its start would let a deposed leader write for all of
+/// them).
+pub trait Lease: Sync {
+    /// The Raft term this coordinator leads in, when it may write now
+    /// (it leads with a quorum); `None` when it may not, which stops the
+    /// publish. The term fences the write (`super::fence`).
+    fn current_term(&self) -> Option<u64>;
+}
+
+impl<F: Fn() -> Option<u64> + Sync> Lease for F {
+    fn current_term(&self) -> Option<u64> {
+        self()
+    }
+}
 
 /// Runs `start()` whenever `is_leader` becomes true and drops it (stopping
 /// everything it owns, e.g. [`super::watch_clusters`]'s watcher tasks) as

@@ -51,14 +51,21 @@
 //!   loop that proposes the plan and publishes status ([`lead_term`]).
 //! - `watch`: the watcher and probe tasks and the aggregator; `desired`:
 //!   the [`DesiredState`] it publishes.
-//! - `conditions`, `gateway_conditions`: pure status computation.
-//! - `status`: the server-side apply writers; `publish`: when to write.
-//! - `leader`: [`run_while_leader`].
+//! - `conditions`, `gateway_conditions`, `class_status`, `addresses`:
+//!   pure status computation (routes, Gateways, GatewayClasses, Gateway
+//!   addresses); `fence`: the Raft-term fence of every status write.
+//! - `status`: the server-side apply writers; `publish`: when to write,
+//!   with a [`Lease`] asked before every write; `events`: cutover Events.
+//! - `leader`: [`run_while_leader`], [`Lease`].
 
+mod addresses;
 mod cache;
+mod class_status;
 mod conditions;
 mod desired;
 mod error;
+mod events;
+mod fence;
 mod gateway_conditions;
 mod kinds;
 mod leader;
@@ -70,19 +77,26 @@ mod sync;
 mod translate;
 mod watch;
 
+pub use addresses::{Assignment, Fleet, GatewayAddress, HOSTNAME, IP_ADDRESS, assign};
+pub use class_status::{ClassStatus, SUPPORTED_FEATURES, UNCLAIMED_FEATURES, class_status};
 pub use conditions::{
-    CUTOVER_CONDITION, Condition, ConditionStatus, ParentReference, RouteParentStatus, World,
-    route_parent_statuses,
+    CUTOVER_CONDITION, Condition, ConditionStatus, FallBack, PARTIALLY_INVALID_CONDITION,
+    ParentReference, RouteParentStatus, World, route_parent_statuses, unread_route_parent_statuses,
 };
 pub use desired::{ClusterHealth, DesiredState, Origin, Rejected};
 pub use error::LiveError;
-pub use gateway_conditions::{GatewayStatus, ListenerStatus, gateway_status};
+pub use events::{CutoverEvent, transitions};
+pub use fence::{FENCE_WINDOW, Fenced, LEADER_TERM_CONDITION};
+pub use gateway_conditions::{GatewayStatus, ListenerStatus, gateway_status, with_addresses};
 pub use kinds::{FIELD_MANAGER, REQUIRED_PERMISSIONS, SourceRole};
-pub use leader::run_while_leader;
+pub use leader::{Lease, run_while_leader};
 pub use merge::{ClusterObjects, ExportConflict, Merged, merge_clusters, select_served};
 pub use plan::{Plan, Stored, plan};
-pub use publish::StatusPublisher;
-pub use status::{WriteOutcome, write_gateway_status, write_route_status};
+pub use publish::{DEFAULT_VERIFY_EVERY, ProxyService, Publication, StatusPublisher, Stopped};
+pub use status::{
+    WriteOutcome, write_class_status, write_gateway_status, write_route_status,
+    write_unread_route_status,
+};
 pub use sync::{Store, SyncSettings, lead_term, lead_term_with};
 pub use watch::{WatchSettings, watch_clusters, watch_clusters_with};
 

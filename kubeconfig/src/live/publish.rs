@@ -1,41 +1,114 @@
 //! [`StatusPublisher`]: computes and writes the status of every served
-//! HTTPRoute and Gateway, in every cluster that defines it, skipping what
-//! it already wrote.
+//! GatewayClass, Gateway and HTTPRoute — and of HTTPRoutes that could not
+//! be read at all — in every cluster that defines it, skipping what it
+//! already wrote; and the cutover Events.
 //!
-//! A route it wrote status for that is no longer served (detached from our
-//! Gateways, or its Gateway left our class) gets our `parents[]` entries
-//! removed, as the Gateway API asks of a controller that stops serving a
-//! parent.
+//! **Fenced, write by write.** Before every single write it asks the
+//! [`Lease`] again: no term (leadership or quorum gone) stops the publish
+//! at once; the term fences the write, and a write refused because a
+//! newer leader wrote the object stops the publish too
+//! ([`Publication::stopped`]).
 //!
-//! It deliberately keeps only an in-memory record of what it last wrote:
-//! a new leader starts empty and reads each object once before writing
-//! (the writers skip unchanged statuses), so nothing is persisted. The
-//! price: entries written by an earlier leader on a route that stopped
-//! being served during the failover are not removed.
+//! **Repair.** What it wrote is remembered with when it was confirmed;
+//! after [`StatusPublisher::verify_every`] it reads the object again (a
+//! GET, no write when unchanged), so an entry another writer clobbered —
+//! `parents` is an atomic list any controller may overwrite whole — is
+//! written again.
+//!
+//! **Withdrawal.** A route it wrote status for that is no longer served
+//! gets our `parents[]` entries removed at once; and at the first publish
+//! of a term and every `verify_every` it lists each cluster's HTTPRoutes
+//! (`sweep`) and removes our entries from every route not served now —
+//! including those an earlier leader wrote.
+//!
+//! It deliberately keeps only memory (a new leader starts empty and reads
+//! each object once before writing), decides no condition (the pure
+//! `conditions`, `gateway_conditions`, `class_status`) and never reads
+//! proxies' state (the caller passes it).
+
+mod sweep;
 
 use super::ClusterSource;
-use super::conditions::{RouteParentStatus, World, route_parent_statuses};
+use super::addresses::Fleet;
+use super::conditions::{
+    FallBack, RouteParentStatus, World, route_parent_statuses, unread_route_parent_statuses,
+};
 use super::desired::DesiredState;
 use super::error::LiveError;
+use super::events::{CutoverEvent, transitions};
+use super::fence::Fenced;
 use super::gateway_conditions::{GatewayStatus, gateway_status};
-use super::status::{write_gateway_status, write_route_status};
-use std::collections::HashMap;
-use switchyard_proto::model::{Resource, ResourceKey, RouteStatus};
+use super::leader::Lease;
+use super::status::{
+    WriteOutcome, write_class_status, write_gateway_status, write_route_status,
+    write_unread_route_status,
+};
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+use switchyard_proto::model::{Kind, ObjectName, Resource, ResourceKey, RouteStatus};
+use tokio::time::Instant;
 use tracing::debug;
+
+/// The default of [`StatusPublisher::verify_every`].
+pub const DEFAULT_VERIFY_EVERY: Duration = Duration::from_secs(60);
+
+/// Where the proxies' LoadBalancer Service is: the source of every
+/// Gateway's `status.addresses`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProxyService {
+    /// The cluster (a [`ClusterSource::name`]).
+    pub cluster: String,
+    /// The Service.
+    pub service: ObjectName,
+}
+
+/// What one publish did.
+#[derive(Debug, Default)]
+pub struct Publication {
+    /// Writes that failed (the next publish retries them); one failing
+    /// object does not stop the others.
+    pub errors: Vec<LiveError>,
+    /// Why the publish stopped before the end, if it did.
+    pub stopped: Option<Stopped>,
+}
+
+impl Publication {
+    /// No write failed and nothing stopped the publish.
+    pub fn is_clean(&self) -> bool {
+        self.errors.is_empty() && self.stopped.is_none()
+    }
+}
+
+/// Why a publish stopped early.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stopped {
+    /// The lease said this coordinator may not write any more.
+    NotLeading,
+    /// An object carried a newer leader's term.
+    Fenced(Fenced),
+}
 
 /// What was last written for one object in one cluster.
 #[derive(Debug, Clone, PartialEq)]
 enum Written {
+    Class(Option<i64>),
     Route(Vec<RouteParentStatus>),
-    Gateway(GatewayStatus),
+    Unread(String),
+    Gateway(GatewayStatus, Option<Fleet>),
 }
 
-/// Writes route and Gateway status for the leader.
+type Slot = (String, ResourceKey);
+
+/// Writes status for the leader.
 #[derive(Debug)]
 pub struct StatusPublisher {
     sources: Vec<ClusterSource>,
     controller_name: String,
-    last: HashMap<(String, ResourceKey), Written>,
+    proxy_service: Option<ProxyService>,
+    verify_every: Duration,
+    last: HashMap<Slot, (Written, Instant)>,
+    swept: Option<Instant>,
+    rows: HashMap<ObjectName, RouteStatus>,
 }
 
 impl StatusPublisher {
@@ -44,130 +117,290 @@ impl StatusPublisher {
         StatusPublisher {
             sources,
             controller_name: controller_name.into(),
+            proxy_service: None,
+            verify_every: DEFAULT_VERIFY_EVERY,
             last: HashMap::new(),
+            swept: None,
+            rows: HashMap::new(),
         }
+    }
+
+    /// Reads Gateway addresses from `service` (without one, every
+    /// Gateway is `Programmed` `False`, `AddressNotAssigned`).
+    pub fn with_proxy_service(mut self, service: Option<ProxyService>) -> StatusPublisher {
+        self.proxy_service = service;
+        self
+    }
+
+    /// How long a written status is trusted before it is read again (and
+    /// repaired if another writer changed it), and how often routes no
+    /// longer served are swept. Zero: every publish reads everything.
+    pub fn verify_every(mut self, every: Duration) -> StatusPublisher {
+        self.verify_every = every;
+        self
     }
 
     /// Computes every served object's status from `desired`, the
     /// coordinators' `routes` rows and the number of live proxies, and
-    /// writes what changed. Returns the failures (the next call retries
-    /// them); one failing object does not stop the others.
+    /// writes what changed, asking `lease` before each write.
     pub async fn publish(
         &mut self,
         desired: &DesiredState,
         routes: &[RouteStatus],
         live_proxies: usize,
-    ) -> Vec<LiveError> {
+        lease: &impl Lease,
+    ) -> Publication {
+        let mut run = Run {
+            lease,
+            out: Publication::default(),
+            visited: HashSet::new(),
+        };
+        if lease.current_term().is_none() {
+            run.out.stopped = Some(Stopped::NotLeading);
+            return run.out;
+        }
+        let fleet = self.read_fleet().await;
         let world = World::new(&desired.resources, &self.controller_name);
-        let mut errors = Vec::new();
-        let mut visited = std::collections::HashSet::new();
+        let served: HashSet<ResourceKey> = desired.resources.iter().map(Resource::key).collect();
         for resource in &desired.resources {
+            if run.out.stopped.is_some() {
+                break;
+            }
+            if let Resource::GatewayClass(class) = resource {
+                let key = resource.key();
+                for i in 0..self.sources.len() {
+                    let slot = (self.sources[i].name.clone(), key.clone());
+                    let wanted = Written::Class(class.meta.k8s_generation);
+                    self.write(&mut run, slot, wanted, &world).await;
+                }
+                continue;
+            }
             let key = resource.key();
             let Some(origins) = desired.origins.get(&key) else {
                 continue;
             };
             for origin in origins {
-                let Some(source) = self.sources.iter().find(|s| s.name == origin.cluster) else {
-                    continue;
-                };
                 let wanted = match resource {
                     Resource::HttpRoute(route) => {
-                        let mut route = route.clone();
-                        route.meta.k8s_generation = origin.generation;
-                        let row = routes.iter().find(|r| {
-                            r.namespace == route.meta.namespace && r.name == route.meta.name
-                        });
                         let rejected = desired
                             .rejected
                             .iter()
-                            .find(|r| r.key == key && r.cluster == origin.cluster)
-                            .map(|r| r.message.as_str());
+                            .find(|r| r.key == key && r.cluster == origin.cluster);
+                        let mut route = route.clone();
+                        let fall_back = match rejected {
+                            // Served from its last good version, whose
+                            // generation it keeps.
+                            Some(r) => Some(FallBack {
+                                why: &r.message,
+                                newest_generation: origin.generation,
+                            }),
+                            None => {
+                                route.meta.k8s_generation = origin.generation;
+                                None
+                            }
+                        };
+                        let row = routes.iter().find(|r| {
+                            r.namespace == route.meta.namespace && r.name == route.meta.name
+                        });
                         Written::Route(route_parent_statuses(
                             &route,
                             &world,
                             row,
-                            rejected,
+                            fall_back,
                             &self.controller_name,
                         ))
                     }
                     Resource::Gateway(gateway) => {
                         let mut gateway = gateway.clone();
                         gateway.meta.k8s_generation = origin.generation;
-                        Written::Gateway(gateway_status(&gateway, &world, live_proxies))
+                        Written::Gateway(
+                            gateway_status(&gateway, &world, live_proxies),
+                            fleet.clone(),
+                        )
                     }
                     _ => continue,
                 };
                 let slot = (origin.cluster.clone(), key.clone());
-                visited.insert(slot.clone());
-                if self.last.get(&slot) == Some(&wanted) {
-                    continue;
-                }
-                let result = match &wanted {
-                    Written::Route(parents) => {
-                        write_route_status(
-                            &source.client,
-                            &source.name,
-                            &key.name,
-                            &self.controller_name,
-                            parents,
-                        )
-                        .await
-                    }
-                    Written::Gateway(status) => {
-                        write_gateway_status(&source.client, &source.name, &key.name, status).await
-                    }
-                };
-                match result {
-                    Ok(outcome) => {
-                        debug!(cluster = %source.name, object = %key, ?outcome, "status published");
-                        self.last.insert(slot, wanted);
-                    }
-                    Err(e) => errors.push(e),
-                }
+                self.write(&mut run, slot, wanted, &world).await;
             }
         }
-        self.withdraw(&visited, &mut errors).await;
-        errors
+        for r in &desired.rejected {
+            if run.out.stopped.is_some() {
+                break;
+            }
+            if r.key.kind == Kind::HTTPRoute && !served.contains(&r.key) {
+                let slot = (r.cluster.clone(), r.key.clone());
+                self.write(&mut run, slot, Written::Unread(r.message.clone()), &world)
+                    .await;
+            }
+        }
+        self.cutover_events(&mut run, desired, routes, &world).await;
+        self.withdraw(&mut run).await;
+        self.sweep(&mut run).await;
+        run.out
     }
 
-    /// Removes our entries from routes written before but not served now.
-    async fn withdraw(
+    /// Writes `wanted` at `slot` unless it was written and confirmed
+    /// within `verify_every`.
+    async fn write(
         &mut self,
-        visited: &std::collections::HashSet<(String, ResourceKey)>,
-        errors: &mut Vec<LiveError>,
+        run: &mut Run<'_, impl Lease>,
+        slot: Slot,
+        wanted: Written,
+        world: &World<'_>,
     ) {
-        let stale: Vec<(String, ResourceKey)> = self
-            .last
-            .keys()
-            .filter(|slot| !visited.contains(*slot))
-            .cloned()
-            .collect();
-        for slot in stale {
-            let (cluster, key) = &slot;
-            let Some(source) = self.sources.iter().find(|s| s.name == *cluster) else {
-                self.last.remove(&slot);
-                continue;
-            };
-            if key.kind != switchyard_proto::model::Kind::HTTPRoute {
-                // A Gateway that left our class is the new controller's to
-                // report on; ours are overwritten by it.
-                self.last.remove(&slot);
-                continue;
+        run.visited.insert(slot.clone());
+        if let Some((last, at)) = self.last.get(&slot)
+            && *last == wanted
+            && at.elapsed() < self.verify_every
+        {
+            return;
+        }
+        let Some(term) = run.term() else { return };
+        let Some(source) = self.sources.iter().find(|s| s.name == slot.0) else {
+            return;
+        };
+        let (client, cluster, name) = (&source.client, source.name.as_str(), &slot.1.name);
+        let controller = self.controller_name.as_str();
+        let result = match &wanted {
+            Written::Class(_) => {
+                write_class_status(client, cluster, &name.name, controller, term).await
             }
-            match write_route_status(
-                &source.client,
-                &source.name,
-                &key.name,
-                &self.controller_name,
-                &[],
-            )
-            .await
-            {
-                Ok(outcome) => {
-                    debug!(%cluster, object = %key, ?outcome, "status withdrawn");
-                    self.last.remove(&slot);
+            Written::Route(parents) => {
+                write_route_status(client, cluster, name, controller, parents, term).await
+            }
+            Written::Unread(why) => {
+                let statuses =
+                    |stub: &_| unread_route_parent_statuses(stub, world, why, controller);
+                write_unread_route_status(client, cluster, name, controller, statuses, term).await
+            }
+            Written::Gateway(status, fleet) => {
+                write_gateway_status(client, cluster, name, status, fleet.as_ref(), term).await
+            }
+        };
+        if run.settle(cluster, &slot.1, result) {
+            self.last.insert(slot, (wanted, Instant::now()));
+        }
+    }
+
+    /// Emits the Events of the cutover transitions seen since the last
+    /// publish, in every cluster defining the route.
+    async fn cutover_events(
+        &mut self,
+        run: &mut Run<'_, impl Lease>,
+        desired: &DesiredState,
+        routes: &[RouteStatus],
+        world: &World<'_>,
+    ) {
+        for row in routes {
+            let name = ObjectName::new(row.namespace.clone(), row.name.clone());
+            let events: Vec<CutoverEvent> = transitions(self.rows.get(&name), row);
+            let key = ResourceKey {
+                kind: Kind::HTTPRoute,
+                name: name.clone(),
+            };
+            let route = desired.resources.iter().find_map(|r| match r {
+                Resource::HttpRoute(route) if r.key() == key => Some(route),
+                _ => None,
+            });
+            let origins = desired.origins.get(&key).map_or(&[][..], Vec::as_slice);
+            let mut done = true;
+            for event in &events {
+                for origin in origins {
+                    if run.term().is_none() {
+                        return;
+                    }
+                    let Some(source) = self.sources.iter().find(|s| s.name == origin.cluster)
+                    else {
+                        continue;
+                    };
+                    let emitted = super::events::emit(
+                        source,
+                        &name,
+                        route,
+                        world,
+                        event,
+                        &self.controller_name,
+                    )
+                    .await;
+                    if let Err(e) = emitted {
+                        done = false;
+                        run.out.errors.push(e);
+                    }
                 }
-                Err(e) => errors.push(e),
+            }
+            if done {
+                self.rows.insert(name, row.clone());
+            }
+        }
+    }
+
+    /// The proxies' addresses, read once per publish.
+    async fn read_fleet(&self) -> Option<Fleet> {
+        let wanted = self.proxy_service.as_ref()?;
+        let label = format!("{}/{}", wanted.cluster, wanted.service);
+        let Some(source) = self.sources.iter().find(|s| s.name == wanted.cluster) else {
+            return Some(Fleet {
+                service: label,
+                addresses: Vec::new(),
+                problem: Some(format!("no cluster named {:?} is watched", wanted.cluster)),
+            });
+        };
+        let api: kube::Api<k8s_openapi::api::core::v1::Service> =
+            kube::Api::namespaced(source.client.clone(), &wanted.service.namespace);
+        Some(match api.get(&wanted.service.name).await {
+            Ok(service) => Fleet::of_service(&label, &service),
+            Err(e) => Fleet {
+                service: label,
+                addresses: Vec::new(),
+                problem: Some(e.to_string()),
+            },
+        })
+    }
+}
+
+/// The state of one publish.
+struct Run<'a, L> {
+    lease: &'a L,
+    out: Publication,
+    visited: HashSet<Slot>,
+}
+
+impl<L: Lease> Run<'_, L> {
+    /// The term to write with, or `None` (and the publish stops) when
+    /// this coordinator may not write now.
+    fn term(&mut self) -> Option<u64> {
+        if self.out.stopped.is_some() {
+            return None;
+        }
+        let term = self.lease.current_term();
+        if term.is_none() {
+            debug!("leadership gone: status publish stopped");
+            self.out.stopped = Some(Stopped::NotLeading);
+        }
+        term
+    }
+
+    /// Records a write's result; true when what was wanted is stored.
+    fn settle(
+        &mut self,
+        cluster: &str,
+        key: &ResourceKey,
+        result: Result<WriteOutcome, LiveError>,
+    ) -> bool {
+        match result {
+            Ok(WriteOutcome::Fenced(fenced)) => {
+                debug!(%cluster, object = %key, %fenced, "status write fenced: publish stopped");
+                self.out.stopped = Some(Stopped::Fenced(fenced));
+                false
+            }
+            Ok(outcome) => {
+                debug!(%cluster, object = %key, ?outcome, "status published");
+                true
+            }
+            Err(e) => {
+                self.out.errors.push(e);
+                false
             }
         }
     }

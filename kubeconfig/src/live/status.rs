@@ -1,5 +1,6 @@
-//! Writing status: the server-side-apply writers for HTTPRoute and
-//! Gateway status, and the pure builders of what they apply.
+//! Writing status: the server-side-apply writers for HTTPRoute, Gateway
+//! and GatewayClass status. What they apply is built by the pure
+//! `patch` module.
 //!
 //! **Why read, merge, then force-apply with a resourceVersion.** An
 //! HTTPRoute's `status.parents` is an *atomic* list in the Gateway API
@@ -14,32 +15,37 @@
 //! if anyone wrote in between, the API server answers 409 and we read
 //! again, so another controller's fresh entries are never lost.
 //!
-//! Gateway status belongs to the Gateway's class controller (us) alone;
-//! its `conditions` and `listeners` are list-maps keyed by type and name,
-//! so the same apply only touches the entries we set. Reading first also
-//! lets both writers keep `lastTransitionTime` when a condition's status
-//! did not change, and skip the write entirely when nothing changed.
+//! Gateway and GatewayClass status belong to the class controller (us)
+//! alone; their `conditions` and `listeners` are list-maps keyed by type
+//! and name, so the same apply only touches the entries we set. Reading
+//! first also lets the writers keep `lastTransitionTime` when a
+//! condition's status did not change, skip the write entirely when
+//! nothing changed, and check the Raft term fence: the read and the
+//! guarded apply are one compare-and-swap, so a deposed leader's write
+//! either sees the newer term and is refused ([`WriteOutcome::Fenced`])
+//! or gets 409 and reads it on the next round.
 //!
 //! It deliberately does not decide *what* the conditions are
-//! ([`super::route_parent_statuses`], [`super::gateway_status`]) nor when
-//! to publish ([`super::StatusPublisher`]).
+//! ([`super::route_parent_statuses`], [`super::gateway_status`],
+//! `class_status`) nor when to publish ([`super::StatusPublisher`]).
 
-use super::conditions::{Condition, RouteParentStatus};
+mod patch;
+
+pub(crate) use patch::{class_status_patch, gateway_status_patch, route_parents_patch};
+
+use super::addresses::{Fleet, assign};
+use super::class_status::class_status;
+use super::conditions::RouteParentStatus;
 use super::error::LiveError;
-use super::gateway_conditions::GatewayStatus;
-use super::kinds::{FIELD_MANAGER, api_resource};
-use gateway_api::apis::standard::gateways::{
-    GatewayStatus as K8sGatewayStatus, GatewayStatusListeners, GatewayStatusListenersSupportedKinds,
-};
-use gateway_api::apis::standard::httproutes::{
-    HttpRouteStatusParents, HttpRouteStatusParentsParentRef,
-};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition as K8sCondition, Time};
+use super::fence::Fenced;
+use super::gateway_conditions::{GatewayStatus, with_addresses};
+use super::kinds::{FIELD_MANAGER, GATEWAY_GROUP, api_resource};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::Api;
 use kube::api::{Patch, PatchParams};
 use kube::core::DynamicObject;
 use serde_json::{Value, json};
-use switchyard_proto::model::{Kind, ObjectName};
+use switchyard_proto::model::{HttpRoute, Kind, ObjectMeta, ObjectName, ParentRef};
 use tracing::debug;
 
 /// How many read-merge-apply rounds a write tries before giving up on
@@ -51,55 +57,117 @@ const ATTEMPTS: u32 = 3;
 pub enum WriteOutcome {
     /// The status was applied.
     Written,
-    /// The stored status already said the same; nothing was sent.
+    /// The stored status already said the same (or the object is not
+    /// ours to report on); nothing was sent.
     Unchanged,
     /// The object no longer exists; nothing was sent.
     Gone,
+    /// A newer leader wrote the object: nothing was sent, and this
+    /// coordinator should stop writing.
+    Fenced(Fenced),
 }
 
 /// Replaces our entries of an HTTPRoute's `status.parents` in `cluster`
 /// with `parents` (all of them carrying `controller_name`), keeping every
-/// other controller's entry.
+/// other controller's entry, as the leader of Raft term `term`. Empty
+/// `parents` removes our entries.
 pub async fn write_route_status(
     client: &kube::Client,
     cluster: &str,
     route: &ObjectName,
     controller_name: &str,
     parents: &[RouteParentStatus],
+    term: u64,
 ) -> Result<WriteOutcome, LiveError> {
     let now = now();
     write(client, cluster, Kind::HTTPRoute, route, |current| {
         let existing = current.data.pointer("/status/parents");
-        route_parents_patch(existing, parents, controller_name, &now)
-            .map(|parents| json!({ "parents": parents }))
+        route_parents_patch(existing, parents, controller_name, term, &now)
+            .map(|p| p.map(|parents| json!({ "parents": parents })))
     })
     .await
 }
 
-/// Applies a Gateway's conditions and listener statuses in `cluster`.
+/// Writes the status of an HTTPRoute switchyard could not read at all
+/// (no version of it ever translated): `statuses` computes our entries
+/// from the route's parentRefs, read leniently from the stored object.
+pub async fn write_unread_route_status(
+    client: &kube::Client,
+    cluster: &str,
+    route: &ObjectName,
+    controller_name: &str,
+    statuses: impl Fn(&HttpRoute) -> Vec<RouteParentStatus>,
+    term: u64,
+) -> Result<WriteOutcome, LiveError> {
+    let now = now();
+    write(client, cluster, Kind::HTTPRoute, route, |current| {
+        let parents = statuses(&unread_route(current, route));
+        let existing = current.data.pointer("/status/parents");
+        route_parents_patch(existing, &parents, controller_name, term, &now)
+            .map(|p| p.map(|parents| json!({ "parents": parents })))
+    })
+    .await
+}
+
+/// Applies a Gateway's conditions, listener statuses and addresses in
+/// `cluster`. `status` is computed without addresses; the Gateway's
+/// `spec.addresses`, read here, and the proxies' addresses (`fleet`,
+/// `None` when no proxy Service is configured) complete it
+/// ([`with_addresses`]).
 pub async fn write_gateway_status(
     client: &kube::Client,
     cluster: &str,
     gateway: &ObjectName,
     status: &GatewayStatus,
+    fleet: Option<&Fleet>,
+    term: u64,
 ) -> Result<WriteOutcome, LiveError> {
     let now = now();
     write(client, cluster, Kind::Gateway, gateway, |current| {
-        gateway_status_patch(current.data.get("status"), status, &now)
+        let assignment = assign(&requested_addresses(current), fleet);
+        let status = with_addresses(status.clone(), &assignment);
+        gateway_status_patch(current.data.get("status"), &status, term, &now)
     })
     .await
 }
 
-/// Read, build, apply; again on 409.
+/// Writes the status of GatewayClass `class` in `cluster` if its
+/// `spec.controllerName` is `controller_name`; another controller's class
+/// is read and left alone ([`WriteOutcome::Unchanged`]).
+pub async fn write_class_status(
+    client: &kube::Client,
+    cluster: &str,
+    class: &str,
+    controller_name: &str,
+    term: u64,
+) -> Result<WriteOutcome, LiveError> {
+    let now = now();
+    let name = ObjectName::new("", class);
+    write(client, cluster, Kind::GatewayClass, &name, |current| {
+        let object = serde_json::to_value(current).unwrap_or_default();
+        let Some(status) = class_status(&object, controller_name) else {
+            return Ok(None);
+        };
+        class_status_patch(current.data.get("status"), &status, term, &now)
+    })
+    .await
+}
+
+/// Read, build, apply; again on 409. An empty namespace is a
+/// cluster-scoped object.
 async fn write(
     client: &kube::Client,
     cluster: &str,
     kind: Kind,
     name: &ObjectName,
-    build: impl Fn(&DynamicObject) -> Option<Value>,
+    build: impl Fn(&DynamicObject) -> Result<Option<Value>, Fenced>,
 ) -> Result<WriteOutcome, LiveError> {
     let resource = api_resource(kind);
-    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &name.namespace, &resource);
+    let api: Api<DynamicObject> = if name.namespace.is_empty() {
+        Api::all_with(client.clone(), &resource)
+    } else {
+        Api::namespaced_with(client.clone(), &name.namespace, &resource)
+    };
     let fail = |source| LiveError::Status {
         cluster: cluster.to_string(),
         kind: kind.as_str(),
@@ -113,17 +181,22 @@ async fn write(
             Err(kube::Error::Api(s)) if s.is_not_found() => return Ok(WriteOutcome::Gone),
             Err(e) => return Err(fail(e)),
         };
-        let Some(status) = build(&current) else {
-            return Ok(WriteOutcome::Unchanged);
+        let status = match build(&current) {
+            Ok(Some(status)) => status,
+            Ok(None) => return Ok(WriteOutcome::Unchanged),
+            Err(fenced) => return Ok(WriteOutcome::Fenced(fenced)),
         };
+        let mut metadata = json!({
+            "name": name.name,
+            "resourceVersion": current.metadata.resource_version,
+        });
+        if !name.namespace.is_empty() {
+            metadata["namespace"] = json!(name.namespace);
+        }
         let body = json!({
             "apiVersion": resource.api_version,
             "kind": resource.kind,
-            "metadata": {
-                "name": name.name,
-                "namespace": name.namespace,
-                "resourceVersion": current.metadata.resource_version,
-            },
+            "metadata": metadata,
             "status": status,
         });
         match api
@@ -152,137 +225,59 @@ fn now() -> Time {
     Time(k8s_openapi::jiff::Timestamp::from_second(ts.as_second()).unwrap_or(ts))
 }
 
-/// The `status.parents` to apply: other controllers' entries untouched, in
-/// their order, then ours. `None` when our entries would not change.
-pub(crate) fn route_parents_patch(
-    existing: Option<&Value>,
-    ours: &[RouteParentStatus],
-    controller_name: &str,
-    now: &Time,
-) -> Option<Vec<Value>> {
-    let existing: &[Value] = existing
+/// An unread route's `spec.parentRefs`, read leniently from the object
+/// (the route as a whole failed translation; its parentRefs usually did
+/// not), as a route the status computation can take.
+fn unread_route(object: &DynamicObject, name: &ObjectName) -> HttpRoute {
+    let text = |v: &Value, key: &str| v.get(key).and_then(Value::as_str).map(str::to_string);
+    let parent_refs = object
+        .data
+        .pointer("/spec/parentRefs")
         .and_then(Value::as_array)
-        .map_or(&[], Vec::as_slice);
-    let is_ours =
-        |v: &&Value| v.get("controllerName").and_then(Value::as_str) == Some(controller_name);
-    let old_ours: Vec<HttpRouteStatusParents> = existing
-        .iter()
-        .filter(is_ours)
-        .filter_map(|v| serde_json::from_value(v.clone()).ok())
-        .collect();
-    let new_ours: Vec<HttpRouteStatusParents> = ours
-        .iter()
-        .map(|p| {
-            let parent_ref = parent_ref(p);
-            let old = old_ours
-                .iter()
-                .find(|o| o.parent_ref == parent_ref)
-                .map_or(&[][..], |o| o.conditions.as_slice());
-            HttpRouteStatusParents {
-                conditions: conditions(&p.conditions, old, now),
-                controller_name: p.controller_name.clone(),
-                parent_ref,
-            }
+        .into_iter()
+        .flatten()
+        .filter_map(|p| {
+            Some(ParentRef {
+                group: text(p, "group").unwrap_or_else(|| GATEWAY_GROUP.to_string()),
+                kind: text(p, "kind").unwrap_or_else(|| "Gateway".to_string()),
+                namespace: text(p, "namespace"),
+                name: text(p, "name")?,
+                section_name: text(p, "sectionName"),
+                port: p
+                    .get("port")
+                    .and_then(Value::as_u64)
+                    .and_then(|p| u16::try_from(p).ok()),
+            })
         })
         .collect();
-    if new_ours == old_ours && existing.iter().filter(is_ours).count() == old_ours.len() {
-        return None;
+    let mut meta = ObjectMeta::named(name.namespace.clone(), name.name.clone());
+    meta.k8s_generation = object.metadata.generation;
+    HttpRoute {
+        meta,
+        parent_refs,
+        hostnames: Vec::new(),
+        rules: Vec::new(),
     }
-    let mut out: Vec<Value> = existing.iter().filter(|v| !is_ours(v)).cloned().collect();
-    out.extend(new_ours.iter().filter_map(|p| serde_json::to_value(p).ok()));
-    Some(out)
 }
 
-/// The Gateway `status` to apply (`conditions` and `listeners`). `None`
-/// when the stored status already says the same.
-pub(crate) fn gateway_status_patch(
-    existing: Option<&Value>,
-    status: &GatewayStatus,
-    now: &Time,
-) -> Option<Value> {
-    let old: K8sGatewayStatus = existing
-        .and_then(|v| serde_json::from_value(v.clone()).ok())
-        .unwrap_or_default();
-    let old_conditions = old.conditions.unwrap_or_default();
-    let old_listeners = old.listeners.unwrap_or_default();
-    let new_conditions = conditions(&status.conditions, &old_conditions, now);
-    let new_listeners: Vec<GatewayStatusListeners> = status
-        .listeners
-        .iter()
-        .map(|l| {
-            let old = old_listeners
-                .iter()
-                .find(|o| o.name == l.name)
-                .map_or(&[][..], |o| o.conditions.as_slice());
-            GatewayStatusListeners {
-                attached_routes: l.attached_routes,
-                conditions: conditions(&l.conditions, old, now),
-                name: l.name.clone(),
-                supported_kinds: Some(
-                    l.supported_kinds
-                        .iter()
-                        .map(|(group, kind)| GatewayStatusListenersSupportedKinds {
-                            group: Some(group.clone()),
-                            kind: kind.clone(),
-                        })
-                        .collect(),
-                ),
-            }
-        })
-        .collect();
-    let old_of_our_types: Vec<&K8sCondition> = new_conditions
-        .iter()
-        .filter_map(|n| old_conditions.iter().find(|o| o.type_ == n.type_))
-        .collect();
-    let unchanged = old_of_our_types.len() == new_conditions.len()
-        && old_of_our_types
-            .iter()
-            .zip(&new_conditions)
-            .all(|(o, n)| *o == n)
-        && old_listeners == new_listeners;
-    if unchanged {
-        return None;
-    }
-    serde_json::to_value(K8sGatewayStatus {
-        conditions: Some(new_conditions),
-        listeners: Some(new_listeners),
-        ..K8sGatewayStatus::default()
-    })
-    .ok()
-}
-
-/// Our conditions as Kubernetes conditions, each keeping its old
-/// `lastTransitionTime` when its status did not change.
-fn conditions(new: &[Condition], old: &[K8sCondition], now: &Time) -> Vec<K8sCondition> {
-    new.iter()
-        .map(|c| {
-            let status = c.status.as_str();
-            let since = old
-                .iter()
-                .find(|o| o.type_ == c.type_ && o.status == status)
-                .map_or_else(|| now.clone(), |o| o.last_transition_time.clone());
-            K8sCondition {
-                last_transition_time: since,
-                message: c.message.clone(),
-                observed_generation: c.observed_generation,
-                reason: c.reason.clone(),
-                status: status.to_string(),
-                type_: c.type_.clone(),
-            }
+/// A Gateway's `spec.addresses` as `(type, value)`.
+fn requested_addresses(object: &DynamicObject) -> Vec<(Option<String>, String)> {
+    object
+        .data
+        .pointer("/spec/addresses")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .map(|a| {
+            (
+                a.get("type").and_then(Value::as_str).map(str::to_string),
+                a.get("value")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string(),
+            )
         })
         .collect()
-}
-
-fn parent_ref(p: &RouteParentStatus) -> HttpRouteStatusParentsParentRef {
-    let r = &p.parent_ref;
-    HttpRouteStatusParentsParentRef {
-        group: Some(r.group.clone()),
-        kind: Some(r.kind.clone()),
-        name: r.name.clone(),
-        namespace: r.namespace.clone(),
-        port: r.port.map(i32::from),
-        section_name: r.section_name.clone(),
-    }
 }
 
 #[cfg(test)]

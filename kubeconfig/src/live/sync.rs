@@ -14,7 +14,7 @@
 //! implements over its coordinator: this crate never sees Raft.
 
 use super::plan::{Plan, Stored, plan};
-use super::publish::StatusPublisher;
+use super::publish::{ProxyService, StatusPublisher, Stopped};
 use super::watch::{WatchSettings, watch_clusters_holding};
 use super::{ClusterSource, DesiredState};
 use std::future::Future;
@@ -39,6 +39,11 @@ pub trait Store: Sync {
     /// nothing: its proposals cannot commit, and its status would fight
     /// the real leader's.
     fn may_write(&self) -> bool;
+
+    /// The Raft term this coordinator leads in. Every status write is
+    /// fenced with it (asked, with [`Store::may_write`], before each
+    /// write): a write over a newer term's status is refused.
+    fn term(&self) -> u64;
 
     /// Most objects one apply or delete may carry.
     fn max_objects_per_request(&self) -> usize;
@@ -65,7 +70,7 @@ pub trait Store: Sync {
 }
 
 /// Timings of the sync.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct SyncSettings {
     /// Status is recomputed and written (what differs only) at least this
     /// often.
@@ -75,6 +80,10 @@ pub struct SyncSettings {
     pub status_coalesce: Duration,
     /// First and longest wait before retrying a failed write to the store.
     pub retry: (Duration, Duration),
+    /// The proxies' LoadBalancer Service, whose addresses are every
+    /// Gateway's `status.addresses`; `None`: Gateways stay
+    /// `Programmed` `False` (`AddressNotAssigned`).
+    pub proxy_service: Option<ProxyService>,
 }
 
 impl SyncSettings {
@@ -84,6 +93,7 @@ impl SyncSettings {
             status_interval,
             status_coalesce: Duration::from_millis(500),
             retry: (Duration::from_millis(500), Duration::from_secs(30)),
+            proxy_service: None,
         }
     }
 }
@@ -149,7 +159,8 @@ pub async fn lead_term_with<S: Store>(
         std::future::pending::<()>(),
     );
     let reconcile = async {
-        let mut publisher = StatusPublisher::new(sources.to_vec(), controller_name);
+        let mut publisher = StatusPublisher::new(sources.to_vec(), controller_name)
+            .with_proxy_service(settings.proxy_service.clone());
         let mut status_changes = store.status_changes();
         let mut ticks = tokio::time::interval(settings.status_interval);
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -314,8 +325,19 @@ fn log_answer(verb: &str, answer: Result<Vec<String>, String>) -> bool {
 async fn publish<S: Store>(store: &S, publisher: &mut StatusPublisher, desired: &DesiredState) {
     let status = store.status();
     let live = status.proxies.iter().filter(|p| p.live).count();
-    for e in publisher.publish(desired, &status.routes, live).await {
+    let lease = || store.may_write().then(|| store.term());
+    let out = publisher
+        .publish(desired, &status.routes, live, &lease)
+        .await;
+    for e in out.errors {
         warn!(error = %e, retryable = e.is_retryable(), "status write-back failed; retrying on the next publish");
+    }
+    match out.stopped {
+        Some(Stopped::Fenced(fenced)) => {
+            info!(%fenced, "a newer leader writes status now; this coordinator stopped writing");
+        }
+        Some(Stopped::NotLeading) => debug!("status publish stopped: not leading"),
+        None => {}
     }
 }
 
@@ -343,6 +365,9 @@ mod tests {
         }
         fn may_write(&self) -> bool {
             true
+        }
+        fn term(&self) -> u64 {
+            1
         }
         fn max_objects_per_request(&self) -> usize {
             2

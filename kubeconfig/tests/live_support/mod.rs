@@ -49,3 +49,36 @@ pub fn fast() -> WatchSettings {
         probe_interval: Duration::from_millis(100),
     }
 }
+
+/// A watcher over `server` (as cluster `east`) that keeps running, and
+/// the states it publishes: for tests that need the cache to remember an
+/// object's last good version across changes.
+pub fn watching(
+    server: &FakeApiServer,
+) -> (
+    tokio::sync::watch::Receiver<Option<switchyard_kubeconfig::live::DesiredState>>,
+    tokio::task::JoinHandle<()>,
+) {
+    let (tx, rx) = tokio::sync::watch::channel(None);
+    let sources = vec![server.source("east")];
+    let task = tokio::spawn(switchyard_kubeconfig::live::watch_clusters_with(
+        sources,
+        switchyard_proto::model::CONTROLLER_NAME,
+        fast(),
+        tx,
+        std::future::pending::<()>(),
+    ));
+    (rx, task)
+}
+
+/// The first state the watchers publish for `server` (as cluster
+/// `east`); the watchers stop after it.
+pub async fn desired_once(server: &FakeApiServer) -> switchyard_kubeconfig::live::DesiredState {
+    let (rx, task) = watching(server);
+    let state =
+        switchyard_test_support::eventually("desired state", WAIT, async || rx.borrow().clone())
+            .await
+            .expect("the watchers publish");
+    task.abort();
+    state
+}

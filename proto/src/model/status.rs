@@ -1,6 +1,8 @@
 //! What `switchyard status` shows: the leader, every route's generations and
-//! cutover progress, and the proxies.
+//! cutover progress, and the proxies with the listener sockets they bound.
 
+use super::gateway_api::{PortState, listener_port_state};
+use super::meta::ObjectName;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -26,6 +28,15 @@ pub struct ClusterStatus {
     /// than an election timeout.
     #[serde(default)]
     pub stale: Option<String>,
+}
+
+impl ClusterStatus {
+    /// Whether the live proxies bound the port of `gateway`'s listener on
+    /// `port` (see [`listener_port_state`]): what a listener's
+    /// `Programmed` condition rests on.
+    pub fn listener_port_state(&self, gateway: &ObjectName, port: u16) -> PortState {
+        listener_port_state(&self.proxies, gateway, port)
+    }
 }
 
 /// One route's generations and progress.
@@ -79,4 +90,37 @@ pub struct ProxyStatus {
     /// Whether its lease is current (known on the leader only; followers
     /// report `true` for every registered proxy).
     pub live: bool,
+    /// Its listener sockets as its latest readiness report gave them. `None`
+    /// when unknown: a proxy older than this report, one not heard from
+    /// since this leader took over, or a follower's view (the reports are
+    /// the leader's soft state).
+    #[serde(default)]
+    pub listeners: Option<Vec<ListenerBinding>>,
+}
+
+/// One listener socket of a proxy (a `--listener` flag) and whether it is
+/// bound.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct ListenerBinding {
+    /// The one Gateway this socket serves (`--listener NS/GATEWAY:PORT=…`);
+    /// `None` when it serves every Gateway with a listener on `port`.
+    #[serde(default)]
+    pub gateway: Option<ObjectName>,
+    /// The Gateway listener port it serves.
+    pub port: u16,
+    /// The local address: the bound one, or the one asked for.
+    pub address: String,
+    /// Whether the socket is bound and accepting.
+    pub bound: bool,
+    /// Why binding failed, while it does (the proxy keeps retrying).
+    #[serde(default)]
+    pub error: Option<String>,
+}
+
+impl ListenerBinding {
+    /// Whether requests for `gateway`'s listener on `port` can arrive on
+    /// this socket.
+    pub fn serves(&self, gateway: &ObjectName, port: u16) -> bool {
+        self.port == port && self.gateway.as_ref().is_none_or(|g| g == gateway)
+    }
 }

@@ -40,6 +40,7 @@ pub(super) async fn run(shared: Arc<Shared>) {
         return;
     }
     let mut readiness = shared.dataplane.readiness_changes();
+    let mut sockets = shared.dataplane.listener_socket_changes();
     let mut backoff = Backoff::new(shared.config.backoff_policy());
     // Since when this proxy has been trying to (re)register.
     let mut unregistered_since = Instant::now();
@@ -89,6 +90,7 @@ pub(super) async fn run(shared: Arc<Shared>) {
                 _ = tokio::time::sleep(interval) => {}
                 _ = shared.report_now.notified() => {}
                 _ = readiness.changed() => {}
+                _ = sockets.changed() => {}
             }
         }
     }
@@ -195,7 +197,8 @@ async fn heartbeat(shared: &Shared, lag: &mut LagDetector) -> Result<(), Control
     known(reply.known, address, Call::Heartbeat, registration)
 }
 
-/// Sends evidence for every reported backend. An unknown registration is a
+/// Sends evidence for every reported backend, and the listener sockets.
+/// An unknown registration is a
 /// [`Refusal::UnknownRegistration`].
 async fn report(shared: &Shared) -> Result<(), ControlError> {
     let backends: Vec<pb::BackendReadiness> = shared
@@ -214,10 +217,19 @@ async fn report(shared: &Shared) -> Result<(), ControlError> {
     // leader, so an empty one withdraws evidence for backends this proxy
     // no longer keeps warm.
     let registration = shared.registration.load(Ordering::Relaxed);
+    // The sockets ride along: whether this proxy bound each listener port
+    // is what the Gateways' listener status rests on.
+    let listeners = shared
+        .dataplane
+        .listener_sockets()
+        .map(|sockets| pb::ListenerSockets {
+            sockets: sockets.iter().map(pb::ListenerSocket::from).collect(),
+        });
     let request = pb::ReadinessReport {
         proxy_id: shared.config.proxy_id.clone(),
         backends,
         registration,
+        listeners,
     };
     let (address, reply) = call(shared, Call::ReportReadiness, |mut c| async move {
         c.report_readiness(request).await

@@ -1,10 +1,14 @@
 //! Which listeners of the served Gateways the router builds tables for,
-//! and where each route goes — the attachment rules themselves live in the
-//! model ([`Topology`], shared with the Kubernetes status writer and the
-//! coordinators' status, so what is served and what status says agree).
+//! and where each route goes — the attachment and conflict rules
+//! themselves live in the model ([`Topology`], shared with the Kubernetes
+//! status writer and the coordinators' status, so what is served and what
+//! status says agree).
 //!
 //! It owns the mapping from attachments to the router's listener slots and
-//! the compile notes that say why a route or listener is not served.
+//! the compile notes that say why a route or listener is not served. A
+//! conflicted listener (`Topology::listener_conflicts`) gets no slot: it
+//! serves nothing, and the listener that won its port or hostname keeps
+//! it alone, so no Gateway's routes answer through another's listener.
 
 use super::CompileNote;
 use super::hostname::HostPattern;
@@ -51,6 +55,16 @@ impl<'t, 'a> Gateways<'t, 'a> {
         for g in topology.gateways().filter(|g| topology.is_ours(g)) {
             let name = g.meta.object_name();
             for l in &g.listeners {
+                if let Some(conflict) = topology.listener_conflict(&name, &l.name) {
+                    notes.push(CompileNote::gateway(
+                        &name,
+                        format!(
+                            "listener {} is Conflicted ({}): {conflict}",
+                            l.name, conflict.reason
+                        ),
+                    ));
+                    continue;
+                }
                 if l.protocol != ListenerProtocol::Http {
                     notes.push(CompileNote::gateway(
                         &name,

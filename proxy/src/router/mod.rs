@@ -6,6 +6,23 @@
 //! served, route attachment, hostname intersection, match precedence,
 //! backend validity and weights, and every filter's effect on a request.
 //!
+//! # Gateways share the fleet
+//!
+//! Every proxy serves every Gateway of ours (Envoy Gateway's
+//! `mergeGateways` model): a socket for port P ([`ListenerKey`] without a
+//! Gateway) carries the listeners on P of all Gateways. A request is
+//! matched to the most specific listener on P whose hostname matches its
+//! Host (exact over wildcard, longer wildcard first, no hostname last),
+//! and only the routes attached to *that* listener, of *that* Gateway,
+//! are candidates — even when none of them matches (then 404), so one
+//! Gateway's routes never answer through another's listener. That needs
+//! the listeners on a port to be distinct: the model's conflict rule
+//! (`gateway_api::listener_conflicts`: oldest Gateway first) decides which
+//! listener keeps a clashing port or hostname, and the conflicted ones are
+//! not served at all. A socket for one Gateway (`NS/GATEWAY:PORT`) carries
+//! only that Gateway's listeners on P, after the same conflict rule, so
+//! what is served never depends on how sockets were configured.
+//!
 //! It deliberately does no IO: no sockets, no clocks, no randomness of its
 //! own (the caller passes a random number), and no logging above `debug`.
 //! Forwarding, mirroring, endpoint selection and warm-up belong to the
@@ -40,7 +57,7 @@ pub use regexes::RegexStats;
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ListenerKey {
     /// The Gateway; `None` means every served Gateway with a listener on
-    /// `port`.
+    /// `port`, its listeners told apart by hostname.
     pub gateway: Option<ObjectName>,
     /// The Gateway listener port (not the local socket's port): redirects
     /// derive their default port from it.

@@ -73,8 +73,8 @@ pub(crate) struct Candidate {
 /// Candidates with their precedence keys, while building.
 pub(crate) type Pending = Vec<(PrecedenceKey, Candidate)>;
 
-/// The routes of one listener (or of listeners sharing a hostname across
-/// Gateways), by route hostname.
+/// The routes of one listener (conflicts leave one listener per port and
+/// hostname), by route hostname.
 #[derive(Debug, Default)]
 pub(crate) struct ListenerTable {
     pub(crate) routes: HostBuckets<Vec<Candidate>>,
@@ -87,8 +87,9 @@ impl ListenerTable {
         self.pending.slot(host).push((key, c));
     }
 
-    /// Sorts every bucket by precedence and drops duplicates (a route
-    /// reached through two Gateways that merge here).
+    /// Sorts every bucket by precedence and drops duplicates (attachment
+    /// already lists each listener once per route; this keeps a bucket
+    /// from ever holding one candidate twice).
     pub(crate) fn finish(&mut self) {
         let pending = std::mem::take(&mut self.pending);
         let sorted = |mut v: Pending| {

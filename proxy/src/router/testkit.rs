@@ -42,6 +42,16 @@ impl World {
         w
     }
 
+    /// [`World::new`] without its Gateway `infra/gw`: for tests whose own
+    /// Gateways would otherwise clash with it on port 80 (all our Gateways
+    /// are merged on the fleet's ports, so a second catch-all listener on
+    /// :80 is `Conflicted`).
+    pub(crate) fn bare() -> World {
+        let mut w = World::new();
+        w.snapshot.gateways.clear();
+        w
+    }
+
     /// Adds a Gateway.
     pub(crate) fn gateway(
         &mut self,

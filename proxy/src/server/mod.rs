@@ -15,6 +15,9 @@
 //!
 //! [`bind_reuseport`] lets a replacement process bind the same address
 //! while the old one still serves: both accept until the old one drains.
+//! [`sockets`] binds the `--listener` sockets, keeps retrying one that
+//! cannot be bound while the others serve, and keeps the table of what is
+//! bound that the proxy reports to the coordinators.
 //!
 //! Request hygiene lives beside it: [`inbound`] (Host settled and path
 //! normalized before routing, [`host`], [`path`]), [`headers`] (hop-by-hop),
@@ -30,6 +33,7 @@ pub mod host;
 pub mod inbound;
 pub mod path;
 pub(crate) mod service;
+pub mod sockets;
 mod upload;
 
 use crate::dataplane::DataPlane;
@@ -133,10 +137,12 @@ impl Accepting {
 }
 
 /// Serves `listeners` until `shutdown` resolves, then drains (see the
-/// module docs). Returns once every connection closed.
+/// module docs); a socket not bound yet is retried meanwhile and served
+/// once bound, and `dp`'s socket table says which are. Returns once every
+/// connection closed.
 pub async fn serve(
     dp: Arc<DataPlane>,
-    listeners: Vec<BoundListener>,
+    listeners: sockets::Listeners,
     shutdown: impl Future<Output = ()>,
 ) -> io::Result<()> {
     let settings = dp.settings().clone();
@@ -157,8 +163,24 @@ pub async fn serve(
         )),
     });
     let mut loops = JoinSet::new();
-    for bound in listeners {
-        loops.spawn(accept_loop(Arc::clone(&accepting), bound));
+    dp.sockets().start(&listeners);
+    for (index, entry) in listeners.entries.into_iter().enumerate() {
+        let accepting = Arc::clone(&accepting);
+        match entry {
+            sockets::Entry::Bound(bound) => {
+                loops.spawn(accept_loop(accepting, bound));
+            }
+            sockets::Entry::Unbound { spec, error } => {
+                let dp = Arc::clone(&dp);
+                loops.spawn(async move {
+                    let drain = accepting.drain.clone();
+                    match sockets::bind_retrying(spec, error, dp.sockets(), index, drain).await {
+                        Some(bound) => accept_loop(accepting, bound).await,
+                        None => Ok(()),
+                    }
+                });
+            }
+        }
     }
 
     shutdown.await;

@@ -121,6 +121,17 @@ fn build_world() -> World {
             .insert("kubernetes.io/metadata.name".to_string(), ns);
         snapshot.namespaces.push(Namespace { meta });
     }
+    // One snapshot merges every case file's Gateways on the fleet's ports
+    // (in the suite each Gateway has an address of its own), so catch-all
+    // listeners on :80 clash: the oldest keeps the port and the others are
+    // Conflicted and serve nothing, which the properties cover too. A
+    // Gateway without a creation time counts as the oldest: leave it off
+    // `same-namespace` only, which most cases and the extra routes use.
+    for (name, g) in gateways.iter_mut() {
+        if name.name != "same-namespace" {
+            g.meta.creation_timestamp_ms = Some(1);
+        }
+    }
     snapshot.gateways = gateways.into_values().collect();
     snapshot.reference_grants = grants.into_values().collect();
     snapshot.services = services

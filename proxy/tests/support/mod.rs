@@ -216,7 +216,7 @@ impl Proxy {
             .iter()
             .map(|(_, l)| l.local_addr().unwrap())
             .collect();
-        let bound = listeners
+        let bound: Vec<BoundListener> = listeners
             .into_iter()
             .enumerate()
             .map(|(i, (key, listener))| BoundListener {

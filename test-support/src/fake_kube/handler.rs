@@ -1,5 +1,6 @@
 //! The fake server's request handling: lists, watch streams, object GETs,
-//! status PATCHes and `/version`, each request recorded first.
+//! status PATCHes (server-side apply, [`super::apply`]), Event creates
+//! and `/version`, each request recorded first.
 
 use super::{Recorded, State, gone, watch_line};
 use bytes::Bytes;
@@ -107,6 +108,12 @@ pub(super) async fn handle(
             list(&s, &path)
         };
     }
+    if let Some(namespace) = events_namespace(&path) {
+        return match method {
+            Method::POST => create_event(&mut s, namespace, &recorded),
+            _ => status_response(405, "MethodNotAllowed", "not served by the fake"),
+        };
+    }
     let Some((collection, namespace, name, sub)) = parse_object_path(&path) else {
         return status_response(404, "NotFound", "no such path");
     };
@@ -126,7 +133,39 @@ pub(super) async fn handle(
     }
 }
 
-/// `/apis/g/v/namespaces/ns/plural/name[/sub]` into (collection, ns, name, sub).
+/// The namespace of an `events.k8s.io/v1` collection path.
+fn events_namespace(path: &str) -> Option<String> {
+    let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    match parts.as_slice() {
+        ["apis", "events.k8s.io", "v1", "namespaces", ns, "events"] => Some(ns.to_string()),
+        _ => None,
+    }
+}
+
+/// Creates an Event; a name already taken is `409 AlreadyExists`, as the
+/// API server answers a second create of a deterministic name.
+fn create_event(s: &mut State, namespace: String, req: &Recorded) -> Response<ResponseBody> {
+    let mut event = req.body.clone().unwrap_or_default();
+    let Some(name) = event["metadata"]["name"].as_str().map(str::to_string) else {
+        return status_response(422, "Invalid", "metadata.name is required by the fake");
+    };
+    if s.events.contains_key(&(namespace.clone(), name.clone())) {
+        return status_response(
+            409,
+            "AlreadyExists",
+            &format!("events.events.k8s.io \"{name}\" already exists"),
+        );
+    }
+    let rv = s.bump();
+    event["metadata"]["namespace"] = json!(namespace);
+    event["metadata"]["resourceVersion"] = json!(rv.to_string());
+    s.events.insert((namespace, name), event.clone());
+    json_response(StatusCode::CREATED, &event)
+}
+
+/// `/apis/g/v/namespaces/ns/plural/name[/sub]` (or a cluster-scoped
+/// `/apis/g/v/plural/name[/sub]`) into (collection, ns, name, sub); the
+/// namespace of a cluster-scoped object is empty.
 fn parse_object_path(path: &str) -> Option<(String, String, String, Option<String>)> {
     let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
     let (prefix, rest) = match parts.as_slice() {
@@ -134,10 +173,17 @@ fn parse_object_path(path: &str) -> Option<(String, String, String, Option<Strin
         ["apis", g, v, rest @ ..] => (format!("/apis/{g}/{v}"), rest),
         _ => return None,
     };
+    let (namespace, rest) = match rest {
+        ["namespaces", ns, plural, rest @ ..] => (ns.to_string(), (plural, rest)),
+        [plural, rest @ ..] if *plural != "namespaces" || rest.len() == 1 => {
+            (String::new(), (plural, rest))
+        }
+        _ => return None,
+    };
     match rest {
-        ["namespaces", ns, plural, name, sub @ ..] => Some((
+        (plural, [name, sub @ ..]) if sub.len() <= 1 => Some((
             format!("{prefix}/{plural}"),
-            ns.to_string(),
+            namespace,
             name.to_string(),
             sub.first().map(|s| s.to_string()),
         )),
@@ -191,10 +237,10 @@ fn watch(s: &mut State, path: &str, req: &Recorded) -> Response<ResponseBody> {
         .expect("response")
 }
 
-/// Server-side apply of `status`, as far as the fake models it: the
-/// patch's `status` replaces the stored one. A `metadata.resourceVersion`
-/// in the patch must match the stored object's (409 otherwise), and
-/// injected conflicts come first.
+/// Server-side apply of `status` ([`super::apply`]): the field manager
+/// from `?fieldManager=`, `?force=true` taking fields from other managers.
+/// A `metadata.resourceVersion` in the patch must match the stored
+/// object's (409 otherwise), and injected conflicts come first.
 fn patch_status(
     s: &mut State,
     collection: &str,
@@ -206,10 +252,11 @@ fn patch_status(
         s.conflicts -= 1;
         return status_response(409, "Conflict", "the object has been modified");
     }
+    let key = (namespace, name);
     let Some(mut object) = s
         .collections
         .get(collection)
-        .and_then(|c| c.objects.get(&(namespace, name)))
+        .and_then(|c| c.objects.get(&key))
         .cloned()
     else {
         return status_response(404, "NotFound", "not found");
@@ -219,7 +266,25 @@ fn patch_status(
     if wanted.is_some() && wanted != object["metadata"]["resourceVersion"].as_str() {
         return status_response(409, "Conflict", "the object has been modified");
     }
-    object["status"] = body["status"].clone();
+    if req.content_type.as_deref() != Some("application/apply-patch+yaml") {
+        return status_response(
+            415,
+            "UnsupportedMediaType",
+            "the fake serves apply patches only",
+        );
+    }
+    let Some(manager) = req.query.get("fieldManager").filter(|m| !m.is_empty()) else {
+        return status_response(422, "Invalid", "fieldManager is required for apply patch");
+    };
+    let force = req.query.get("force").is_some_and(|f| f == "true");
+    let status = body.get("status").cloned().unwrap_or_else(|| json!({}));
+    let owners = s
+        .ownership
+        .entry((collection.to_string(), key.0.clone(), key.1.clone()))
+        .or_default();
+    if let Err(conflicts) = owners.apply_status(&mut object, manager, &status, force) {
+        return status_response(409, "Conflict", &conflicts.message());
+    }
     let stored = s.put(object);
     json_response(StatusCode::OK, &stored)
 }

@@ -6,17 +6,21 @@
 //!
 //! Owns: lists, `?watch=true` streams (replayed from a resourceVersion,
 //! `410 Gone` after compaction, so a client must re-list), single-object
-//! GETs, status PATCHes (server-side apply of `status`, optimistic
-//! concurrency on `metadata.resourceVersion`, injected `409 Conflict`s),
-//! `/version`, a record of every request (with the RBAC permission it
-//! needs), and stopping and resuming the server to play an unreachable
-//! cluster. Every object change is an event to open watches.
+//! GETs (namespaced and cluster-scoped), status PATCHes (server-side
+//! apply of `status` with field managers and the CRDs' list types, see
+//! `apply`; optimistic concurrency on `metadata.resourceVersion`,
+//! injected `409 Conflict`s), `events.k8s.io/v1` Event creates (`409
+//! AlreadyExists` for a taken name), `/version`, a record of every
+//! request (with the RBAC permission it needs), and stopping and resuming
+//! the server to play an unreachable cluster. Every object change is an
+//! event to open watches. Objects get a `metadata.uid` derived from their
+//! name.
 //!
-//! Does not own: validation of objects or server-side apply merging (a
-//! status patch replaces `status`); the kube client (each test suite
-//! builds its own from [`FakeApiServer::addr`]); the objects themselves
-//! ([`crate::fixtures`]).
+//! Does not own: validation or pruning of objects; the kube client (each
+//! test suite builds its own from [`FakeApiServer::addr`]); the objects
+//! themselves ([`crate::fixtures`]).
 
+mod apply;
 mod handler;
 
 use bytes::Bytes;
@@ -86,6 +90,7 @@ impl Recorded {
             ("GET", false, false) => "list",
             ("GET", true, false) => "get",
             ("PATCH", _, _) => "patch",
+            ("POST", false, _) => "create",
             ("PUT", _, _) => "update",
             (m, _, _) => panic!("unexpected method {m}"),
         };
@@ -110,6 +115,11 @@ struct State {
     requests: Vec<Recorded>,
     /// Status patches to answer with 409 before accepting.
     conflicts: u32,
+    /// Field ownership of each object's status, by (collection, namespace,
+    /// name): what server-side apply merges by.
+    ownership: HashMap<(String, String, String), apply::Ownership>,
+    /// `events.k8s.io/v1` Events by (namespace, name), as created.
+    events: BTreeMap<(String, String), Value>,
 }
 
 /// Every collection switchyard's watchers read (all namespaces).
@@ -133,6 +143,8 @@ pub fn collection_of(api_version: &str, kind: &str) -> String {
         "Gateway" => "gateways",
         "HTTPRoute" => "httproutes",
         "ReferenceGrant" => "referencegrants",
+        // Cluster-scoped, read one at a time (`switchyard node-zone`).
+        "Node" => "nodes",
         "ServiceExport" => "serviceexports",
         other => panic!("kind {other} not served by the fake"),
     };
@@ -191,6 +203,12 @@ impl State {
         let path = path_of(&object);
         let rv = self.bump();
         object["metadata"]["resourceVersion"] = json!(rv.to_string());
+        if object["metadata"]["uid"].is_null() {
+            // Stable for a name, as a test needs to predict it; a real
+            // server's uid is random.
+            let (ns, name) = key_of(&object);
+            object["metadata"]["uid"] = json!(format!("uid-{ns}-{name}"));
+        }
         let c = self.collections.entry(path.clone()).or_default();
         let kind = match c.objects.insert(key_of(&object), object.clone()) {
             Some(_) => "MODIFIED",
@@ -294,8 +312,10 @@ impl FakeApiServer {
         )
     }
 
-    /// Adds or replaces an object (ADDED / MODIFIED to watchers); returns
-    /// it as stored, with its new resourceVersion.
+    /// Adds or replaces an object (ADDED / MODIFIED to watchers), status
+    /// included, as a writer that ignores field management would (field
+    /// ownership is left as it was); returns it as stored, with its new
+    /// resourceVersion.
     pub fn apply(&self, object: Value) -> Value {
         self.lock().put(object)
     }
@@ -363,6 +383,33 @@ impl FakeApiServer {
     /// Answer the next `n` status patches with 409 Conflict.
     pub fn conflict_next_patches(&self, n: u32) {
         self.lock().conflicts = n;
+    }
+
+    /// The field managers owning `field` (object fields, dotted: e.g.
+    /// `status.parents`) of an object's status, or anything beneath it.
+    pub fn field_owners(
+        &self,
+        api_version: &str,
+        kind: &str,
+        namespace: &str,
+        name: &str,
+        field: &str,
+    ) -> Vec<String> {
+        let key = (
+            collection_of(api_version, kind),
+            namespace.to_string(),
+            name.to_string(),
+        );
+        self.lock()
+            .ownership
+            .get(&key)
+            .map(|o| o.owners(field))
+            .unwrap_or_default()
+    }
+
+    /// Every Event created so far, in (namespace, name) order.
+    pub fn events(&self) -> Vec<Value> {
+        self.lock().events.values().cloned().collect()
     }
 
     /// Every request so far.

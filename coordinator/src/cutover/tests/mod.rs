@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use switchyard_proto::model::*;
 
 mod safety;
+mod sockets;
 
 pub(super) const TTL: u64 = 1_000;
 /// The term every test state is written in and every engine leads.

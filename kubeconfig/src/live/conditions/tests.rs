@@ -220,17 +220,62 @@ fn cutover_progress_pending_timeout_forced_and_unknown() {
 }
 
 #[test]
-fn a_rejected_route_is_not_accepted_with_the_reason() {
+fn route_fall_back_is_accepted_at_the_good_generation_and_partially_invalid_at_the_newest() {
+    // The Gateway API's PartiallyInvalid "Fall Back" pattern.
     let resources = world_with("");
     let world = World::new(&resources, CONTROLLER_NAME);
+    let mut good = route("shop", GOOD);
+    good.meta.k8s_generation = Some(4);
+    let why = "spec.rules[0].matches[0].path.value: invalid regular expression";
     let status = route_parent_statuses(
-        &route("shop", GOOD),
+        &good,
         &world,
         None,
-        Some("spec.rules[0].matches[0].path.value: invalid regular expression"),
+        Some(FallBack {
+            why,
+            newest_generation: Some(5),
+        }),
         CONTROLLER_NAME,
     );
     let accepted = condition(&status[0], "Accepted");
-    assert_eq!(accepted.status, ConditionStatus::False);
-    assert_eq!(accepted.reason, "UnsupportedValue");
+    assert_eq!(
+        (accepted.status, accepted.observed_generation),
+        (ConditionStatus::True, Some(4))
+    );
+    let partial = condition(&status[0], PARTIALLY_INVALID_CONDITION);
+    assert_eq!(partial.status, ConditionStatus::True);
+    assert_eq!(partial.reason, "UnsupportedValue");
+    assert_eq!(partial.observed_generation, Some(5));
+    assert!(
+        partial.message.starts_with("Fall Back"),
+        "{}",
+        partial.message
+    );
+    assert!(partial.message.contains(why), "{}", partial.message);
+    let plain = route_parent_statuses(&good, &world, None, None, CONTROLLER_NAME);
+    assert!(
+        plain[0]
+            .conditions
+            .iter()
+            .all(|c| c.type_ != PARTIALLY_INVALID_CONDITION)
+    );
+}
+
+#[test]
+fn a_route_never_read_is_not_accepted_on_our_parents_only() {
+    let resources = world_with("");
+    let world = World::new(&resources, CONTROLLER_NAME);
+    let mut stub = route("shop", GOOD);
+    stub.rules.clear();
+    let mut foreign = stub.parent_refs[0].clone();
+    foreign.name = "not-a-gateway-here".into();
+    stub.parent_refs.push(foreign);
+    let status = unread_route_parent_statuses(&stub, &world, "spec.rules: bad", CONTROLLER_NAME);
+    assert_eq!(status.len(), 1, "{status:?}");
+    let accepted = condition(&status[0], "Accepted");
+    assert_eq!(
+        (accepted.status, accepted.reason.as_str()),
+        (ConditionStatus::False, "UnsupportedValue")
+    );
+    assert!(accepted.message.contains("spec.rules: bad"));
 }

@@ -1,7 +1,10 @@
 //! Attachment: which listeners of which Gateways a route's parentRef binds
 //! to — the Gateway named (and whether it is ours), `sectionName`/`port`,
-//! the listener's protocol (only HTTP is served), `allowedRoutes`
-//! namespaces and kinds, hostname intersection — and, when none, why.
+//! the listener's protocol (only HTTP is served), whether the listener is
+//! conflicted (a conflicted listener is served nowhere, so nothing
+//! attaches to it; the route reads `NotAllowedByListeners`, naming the
+//! conflict), `allowedRoutes` namespaces and kinds, hostname intersection
+//! — and, when none, why.
 
 use super::hostname::{HostPattern, effective_hostnames};
 use super::{GATEWAY_GROUP, Topology};
@@ -177,6 +180,13 @@ impl<'a> Topology<'a> {
                 not_allowed.push(format!(
                     "listener {}: protocol {:?} is not served",
                     l.name, l.protocol
+                ));
+                continue;
+            }
+            if let Some(conflict) = self.listener_conflict(&gateway.meta.object_name(), &l.name) {
+                not_allowed.push(format!(
+                    "listener {} is Conflicted ({}): {conflict}",
+                    l.name, conflict.reason
                 ));
                 continue;
             }

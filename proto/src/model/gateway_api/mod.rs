@@ -1,7 +1,10 @@
 //! The Gateway API rules switchyard follows, in one place: which Gateways
-//! are ours, which listeners a route attaches to (parentRefs,
-//! `allowedRoutes`, hostname intersection) and whether a backendRef
-//! resolves (kind, ReferenceGrant, Service and port).
+//! are ours, which of their listeners conflict (all our Gateways share one
+//! proxy fleet, merged by port and hostname: see `conflicts`), which
+//! listeners a route attaches to (parentRefs, `allowedRoutes`, hostname
+//! intersection, never a conflicted listener), whether a backendRef
+//! resolves (kind, ReferenceGrant, Service and port), and whether the
+//! proxies bound a listener's port (`programmed`).
 //!
 //! Pure, with typed reasons named as the Gateway API names them. The
 //! proxy's router (what is served), the Kubernetes status writer (what
@@ -13,11 +16,17 @@
 //! router's), readiness of backends (the cutover engine's).
 
 mod attach;
+mod conflicts;
 mod hostname;
+mod programmed;
 mod refs;
 
 pub use attach::{Attached, NotAttached, listener_allows_http_routes};
+pub use conflicts::{
+    ConflictReason, ListenerConflict, ListenerRef, gateway_precedence, listener_conflicts,
+};
 pub use hostname::{HostPattern, effective_hostnames};
+pub use programmed::{FailedBind, PortState, listener_port_state};
 pub use refs::Unresolved;
 
 use super::backend::{ReferenceGrant, Service};
@@ -37,7 +46,8 @@ pub const GATEWAY_GROUP: &str = "gateway.networking.k8s.io";
 const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
 
 /// The objects the rules read, indexed: GatewayClasses controlled by our
-/// controller, Gateways, Namespaces' labels, Services and ReferenceGrants.
+/// controller, Gateways, Namespaces' labels, Services and ReferenceGrants;
+/// and, computed once, the conflicted listeners of our Gateways.
 #[derive(Debug, Default)]
 pub struct Topology<'a> {
     our_classes: BTreeSet<&'a str>,
@@ -45,6 +55,7 @@ pub struct Topology<'a> {
     namespaces: BTreeMap<&'a str, &'a BTreeMap<String, String>>,
     services: BTreeMap<(&'a str, &'a str), &'a Service>,
     grants: Vec<&'a ReferenceGrant>,
+    conflicts: BTreeMap<ListenerRef, ListenerConflict>,
 }
 
 impl<'a> Topology<'a> {
@@ -91,6 +102,7 @@ impl<'a> Topology<'a> {
         for r in refs {
             t.add(CONTROLLER_NAME, r);
         }
+        t.finish();
         t
     }
 
@@ -111,7 +123,35 @@ impl<'a> Topology<'a> {
             };
             t.add(controller, r);
         }
+        t.finish();
         t
+    }
+
+    /// Computes what depends on every object: the listener conflicts
+    /// among our Gateways.
+    fn finish(&mut self) {
+        let ours: Vec<&Gateway> = self.gateways().filter(|g| self.is_ours(g)).collect();
+        self.conflicts = listener_conflicts(ours);
+    }
+
+    /// Every conflicted listener of our Gateways, with its `Conflicted`
+    /// reason and the listener that keeps the port; a listener absent
+    /// from the map is not conflicted. Conflicted listeners are not
+    /// served and no route attaches to them. See the `conflicts` module
+    /// for the rule (oldest Gateway first, then spec order).
+    pub fn listener_conflicts(&self) -> &BTreeMap<ListenerRef, ListenerConflict> {
+        &self.conflicts
+    }
+
+    /// Why `gateway`'s listener `listener` is conflicted, or `None` when
+    /// it is not (or is not one of our Gateways' listeners).
+    pub fn listener_conflict(
+        &self,
+        gateway: &ObjectName,
+        listener: &str,
+    ) -> Option<&ListenerConflict> {
+        self.conflicts
+            .get(&ListenerRef::new(gateway.clone(), listener))
     }
 
     /// Every Gateway, ours or not.

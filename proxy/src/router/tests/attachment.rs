@@ -85,7 +85,7 @@ fn https_listeners_are_skipped_with_a_note() {
 
 #[test]
 fn parent_refs_select_listeners_by_section_name_and_port() {
-    let mut w = World::new();
+    let mut w = World::bare();
     w.gateway(
         INFRA,
         "two",
@@ -151,11 +151,13 @@ fn parent_refs_select_listeners_by_section_name_and_port() {
 
 #[test]
 fn allowed_routes_same_all_and_namespace_selector() {
+    // Each Gateway on :80 with a hostname of its own: merged on the
+    // fleet's port, they must not clash with infra/gw's catch-all.
     let mut w = World::new();
-    let mut all = listener("http", 80, None);
+    let mut all = listener("http", 80, Some("all.example.com"));
     all.allowed_routes.namespaces = RouteNamespaces::All;
     w.gateway(INFRA, "all", OUR_CLASS, vec![all]);
-    let mut sel = listener("http", 80, None);
+    let mut sel = listener("http", 80, Some("selected.example.com"));
     sel.allowed_routes.namespaces = RouteNamespaces::Selector(LabelSelector {
         match_labels: [("gateway-conformance".to_string(), "backend".to_string())].into(),
         match_expressions: Vec::new(),
@@ -183,12 +185,12 @@ fn allowed_routes_same_all_and_namespace_selector() {
     assert_eq!(outcome(t.route(&key("gw"), &get("a", "/"), 0)), "404");
     // All: both attach; the tie goes to the alphabetically first route.
     assert_eq!(
-        outcome(t.route(&key("all"), &get("a", "/"), 0)),
+        outcome(t.route(&key("all"), &get("all.example.com", "/"), 0)),
         "other-backend"
     );
     // Selector: only the labelled namespace.
     assert_eq!(
-        outcome(t.route(&key("selected"), &get("a", "/"), 0)),
+        outcome(t.route(&key("selected"), &get("selected.example.com", "/"), 0)),
         "web-backend"
     );
     assert!(notes_of(&t).contains("NotAllowedByListeners"));
@@ -196,7 +198,7 @@ fn allowed_routes_same_all_and_namespace_selector() {
 
 #[test]
 fn selector_sees_the_implicit_namespace_name_label() {
-    let mut w = World::new();
+    let mut w = World::bare();
     let mut sel = listener("http", 80, None);
     sel.allowed_routes.namespaces = RouteNamespaces::Selector(LabelSelector {
         match_labels: Default::default(),
@@ -225,7 +227,7 @@ fn selector_sees_the_implicit_namespace_name_label() {
 
 #[test]
 fn allowed_route_kinds_exclude_httproute() {
-    let mut w = World::new();
+    let mut w = World::bare();
     let mut l = listener("http", 80, None);
     l.allowed_routes.kinds = vec![GroupKind {
         group: "gateway.networking.k8s.io".into(),
@@ -242,31 +244,6 @@ fn allowed_route_kinds_exclude_httproute() {
     };
     assert_eq!(outcome(t.route(&key, &get("a", "/"), 0)), "404");
     assert!(notes_of(&t).contains("kind HTTPRoute is not allowed"));
-}
-
-#[test]
-fn any_gateway_key_merges_listeners_on_the_port() {
-    let mut w = World::new();
-    w.gateway(INFRA, "second", OUR_CLASS, vec![listener("http", 80, None)]);
-    let mut r = route(
-        INFRA,
-        "second-route",
-        vec![rule(prefix("/second"), vec![svc("v2", 1)])],
-    );
-    r.parent_refs = vec![parent(INFRA, "second")];
-    w.route(r);
-    // Attached to both Gateways: must not be doubled or confused.
-    let mut both = route(INFRA, "both", vec![rule(prefix("/"), vec![svc("v1", 1)])]);
-    both.parent_refs.push(parent(INFRA, "second"));
-    w.route(both);
-    let t = w.table();
-    let any = ListenerKey {
-        gateway: None,
-        port: 80,
-    };
-    assert_eq!(outcome(t.route(&any, &get("h", "/second/x"), 0)), "v2");
-    assert_eq!(outcome(t.route(&any, &get("h", "/x"), 0)), "v1");
-    assert_eq!(outcome(t.route(&gw80(), &get("h", "/second/x"), 0)), "v1");
 }
 
 #[test]

@@ -6,6 +6,7 @@ mod attachment;
 mod backends;
 mod filters;
 mod hostnames;
+mod isolation;
 mod precedence;
 
 use super::RouteTable;
