@@ -34,6 +34,7 @@ pub(crate) fn object_meta(meta: K8sMeta, kind: Kind) -> Result<ObjectMeta, Probl
         annotations: meta.annotations.unwrap_or_default(),
         creation_timestamp_ms: meta.creation_timestamp.map(|t| t.0.as_millisecond()),
         k8s_generation: meta.generation,
+        origin: None,
         revision: 0,
     })
 }

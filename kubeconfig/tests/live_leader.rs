@@ -78,10 +78,7 @@ async fn only_the_leader_watches_and_a_new_leader_reapplies_nothing() {
     let server = FakeApiServer::start(shop::cluster()).await;
     // The same cluster name on both (it is stored in EndpointSlices), told
     // apart on the wire by the client tag.
-    let source = |tag: &str| ClusterSource {
-        name: "east".into(),
-        client: server.client(tag),
-    };
+    let source = |tag: &str| ClusterSource::new("east", server.client(tag));
     let a = coordinator(source("a"));
     let b = coordinator(source("b"));
     let stored = Mutex::new(Vec::new());

@@ -1,10 +1,13 @@
-//! Two fake clusters: the endpoints of one Service in both are merged,
-//! each tagged with its cluster and zone; a cluster that goes away keeps
-//! its endpoints and is reported unreachable with the error. Also
-//! `connect` from a kubeconfig file with two contexts.
+//! Two fake clusters: the endpoints of one exported Service in both serve
+//! its clusterset ServiceImport, each tagged with its cluster and zone; an
+//! endpoints-only cluster is never asked for Gateway API objects; a
+//! cluster that goes away keeps its endpoints and is reported unreachable
+//! with the error. Also `connect` from a kubeconfig file with two
+//! contexts, which name one cluster by its API server.
 
 mod live_support;
 
+use live_support::mcs::{export, exporting_shop};
 use live_support::{Clients, WAIT, fast};
 use switchyard_kubeconfig::live::{DesiredState, connect, watch_clusters_with};
 use switchyard_proto::model::{CONTROLLER_NAME, EndpointSlice, Resource};
@@ -40,16 +43,18 @@ fn t(a: &str, b: &str, c: &str, d: &str) -> (String, String, String, String) {
 
 #[tokio::test]
 async fn two_clusters_merge_and_an_unreachable_one_keeps_its_endpoints() {
-    let east = FakeApiServer::start(shop::cluster()).await;
-    // West serves the same Service from its own pods, in another zone.
+    let east = FakeApiServer::start(exporting_shop("2026-01-01T00:00:00Z")).await;
+    // West serves the same exported Service from its own pods, in another
+    // zone; it is watched for backends only.
     let west = FakeApiServer::start(vec![
         shop::namespace(),
         shop::service("blue"),
         shop::slice("blue-w1", "blue", "10.1.0.1", "zone-b", true),
+        export("blue", "2026-01-02T00:00:00Z"),
     ])
     .await;
     let (tx, rx) = watch::channel(None);
-    let sources = vec![east.source("east"), west.source("west")];
+    let sources = vec![east.source("east"), west.source("west").endpoints_only()];
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let task = tokio::spawn(async move {
         watch_clusters_with(sources, CONTROLLER_NAME, fast(), tx, async {
@@ -63,19 +68,31 @@ async fn two_clusters_merge_and_an_unreachable_one_keeps_its_endpoints() {
     assert_eq!(
         slices(&state),
         [
-            t("blue-a1.east", "east", "10.0.0.1", "zone-a"),
-            t("blue-w1.west", "west", "10.1.0.1", "zone-b"),
+            t("blue-a1.east.clusterset", "east", "10.0.0.1", "zone-a"),
+            t("blue-w1.west.clusterset", "west", "10.1.0.1", "zone-b"),
         ]
     );
-    let services = state
+    let services: Vec<String> = state
         .resources
         .iter()
         .filter(|r| matches!(r, Resource::Service(_)))
-        .count();
-    assert_eq!(services, 1, "one Service for both clusters");
+        .map(|r| r.meta().name.clone())
+        .collect();
+    assert_eq!(
+        services,
+        ["blue.clusterset"],
+        "one import for both clusters"
+    );
+    let west_paths: Vec<String> = west.requests().into_iter().map(|r| r.path).collect();
+    assert!(
+        west_paths
+            .iter()
+            .all(|p| !p.contains("gateway.networking.k8s.io")),
+        "{west_paths:?}"
+    );
     for c in &state.clusters {
         assert!(c.reachable, "{c:?}");
-        assert_eq!(c.contributed, ["shop/blue"], "{c:?}");
+        assert_eq!(c.contributed, ["shop/blue.clusterset"], "{c:?}");
     }
 
     // West goes away: its endpoints stay, it is reported unreachable.
@@ -97,14 +114,14 @@ async fn two_clusters_merge_and_an_unreachable_one_keeps_its_endpoints() {
         .as_deref()
         .expect("the error is reported");
     assert!(!error.is_empty());
-    assert_eq!(west_health.contributed, ["shop/blue"]);
+    assert_eq!(west_health.contributed, ["shop/blue.clusterset"]);
     assert!(
         state
             .clusters
             .iter()
             .any(|c| c.name == "east" && c.reachable)
     );
-    assert!(slices(&state).contains(&t("blue-w1.west", "west", "10.1.0.1", "zone-b")));
+    assert!(slices(&state).contains(&t("blue-w1.west.clusterset", "west", "10.1.0.1", "zone-b")));
 
     // East keeps working meanwhile.
     east.apply(shop::slice("blue-a1", "blue", "10.0.0.1", "zone-a", false));
@@ -152,9 +169,11 @@ async fn connect_reads_a_kubeconfig_context() {
     )
     .expect("write kubeconfig");
     let default = connect(&path, None).await.expect("current context");
-    assert_eq!(default.name, "east");
     let west = connect(&path, Some("west")).await.expect("named context");
-    assert_eq!(west.name, "west");
+    // Both contexts reach one cluster: one id, its API server's, whatever
+    // the contexts are called.
+    assert_eq!(default.name, server.addr.to_string());
+    assert_eq!(west.name, default.name);
     // The client really talks to the server the context names.
     let (tx, rx) = watch::channel(None);
     let task = tokio::spawn(async move {
@@ -172,7 +191,7 @@ async fn connect_reads_a_kubeconfig_context() {
     })
     .await
     .unwrap();
-    assert_eq!(state.clusters[0].name, "west");
+    assert_eq!(state.clusters[0].name, server.addr.to_string());
     task.abort();
     let missing = connect(&path, Some("nope"))
         .await

@@ -16,10 +16,7 @@ use switchyard_test_support::fake_kube::FakeApiServer;
 use switchyard_test_support::fixtures::{GW, shop};
 
 fn source(server: &FakeApiServer, tag: &str) -> ClusterSource {
-    ClusterSource {
-        name: "east".into(),
-        client: server.client(tag),
-    }
+    ClusterSource::new("east", server.client(tag))
 }
 
 fn row(active: u64, pending: Option<u64>) -> RouteStatus {

@@ -12,15 +12,29 @@
 //! a live route must not delete the route from switchyard) and is reported
 //! as rejected. Errors mark the kind unhealthy until its next event; the
 //! objects stay as last seen (static stability: an unreachable cluster keeps
-//! its endpoints).
+//! its endpoints). A custom kind whose list is answered `404` is not
+//! installed in the cluster ([`Update::Absent`]): it counts as listed and
+//! empty, so a cluster without the Gateway API CRDs still contributes its
+//! endpoints.
 //!
 //! It deliberately does no IO: events come in as values, so every path is
 //! unit-tested.
 
+use super::kinds::Watched;
 use crate::error::ParseError;
 use std::collections::BTreeMap;
 use std::time::Instant;
-use switchyard_proto::model::{Kind, ObjectName, Resource};
+use switchyard_proto::model::{ObjectMeta, ObjectName, Resource};
+
+/// A watched object, translated.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Object {
+    /// A kind of the model.
+    Resource(Resource),
+    /// A `ServiceExport`: only its metadata matters (which Service, since
+    /// when).
+    Export(ObjectMeta),
+}
 
 /// One object version as a watcher saw it, translated.
 #[derive(Debug)]
@@ -30,7 +44,7 @@ pub(crate) struct Observed {
     /// Its `metadata.generation`.
     pub(crate) generation: Option<i64>,
     /// Its translation, or why it has none.
-    pub(crate) result: Result<Resource, ParseError>,
+    pub(crate) result: Result<Object, ParseError>,
 }
 
 /// One watcher event, translated.
@@ -42,6 +56,10 @@ pub(crate) enum Update {
     InitApply(Observed),
     /// The list is complete: replace the set.
     InitDone,
+    /// The list was answered `404`: the kind's CRD is not installed, so
+    /// the cluster has no such objects (the watcher keeps retrying, and an
+    /// installed CRD is listed on a next attempt).
+    Absent,
     /// An object was added or changed.
     Apply(Observed),
     /// An object was deleted.
@@ -79,7 +97,7 @@ impl WatchFailure {
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Entry {
     /// The newest version that translated.
-    pub(crate) good: Option<Resource>,
+    pub(crate) good: Option<Object>,
     /// Why the newest version did not, if it did not.
     pub(crate) rejected: Option<String>,
     /// The newest version's `metadata.generation` (status reports it).
@@ -111,6 +129,8 @@ pub(crate) struct KindCache {
     /// `Some` during a list cycle.
     buffer: Option<BTreeMap<ObjectName, Entry>>,
     listed: bool,
+    /// The last list was answered `404`.
+    absent: bool,
     error: Option<WatchFailure>,
 }
 
@@ -136,9 +156,17 @@ impl KindCache {
             Update::InitDone => {
                 self.error = None;
                 self.listed = true;
+                self.absent = false;
                 if let Some(buffer) = self.buffer.take() {
                     self.objects = buffer;
                 }
+            }
+            Update::Absent => {
+                self.error = None;
+                self.listed = true;
+                self.absent = true;
+                self.buffer = None;
+                self.objects.clear();
             }
             Update::Apply(observed) => {
                 self.error = None;
@@ -157,6 +185,11 @@ impl KindCache {
     /// Whether a first list has completed.
     pub(crate) fn listed(&self) -> bool {
         self.listed
+    }
+
+    /// Whether the kind is not installed in the cluster.
+    pub(crate) fn absent(&self) -> bool {
+        self.absent
     }
 
     /// The current error, if the watcher is failing.
@@ -189,25 +222,29 @@ impl KindCache {
 pub(crate) struct ClusterCache {
     /// The cluster's name.
     pub(crate) name: String,
-    kinds: BTreeMap<Kind, KindCache>,
+    kinds: BTreeMap<Watched, KindCache>,
     /// The newest error of any kind, with the kind.
-    last_error: Option<(Kind, String)>,
+    last_error: Option<(Watched, String)>,
+    /// Whether any watcher has failed since the cache was made.
+    failed: bool,
 }
 
 impl ClusterCache {
     /// An empty cache for `kinds`.
-    pub(crate) fn new(name: impl Into<String>, kinds: &[Kind]) -> ClusterCache {
+    pub(crate) fn new(name: impl Into<String>, kinds: &[Watched]) -> ClusterCache {
         ClusterCache {
             name: name.into(),
             kinds: kinds.iter().map(|k| (*k, KindCache::default())).collect(),
             last_error: None,
+            failed: false,
         }
     }
 
     /// Applies one event of `kind`.
-    pub(crate) fn update(&mut self, kind: Kind, update: Update) {
+    pub(crate) fn update(&mut self, kind: Watched, update: Update) {
         if let Update::Error(failure) = &update {
             self.last_error = Some((kind, failure.message.clone()));
+            self.failed = true;
         }
         self.kinds.entry(kind).or_default().update(update);
         if self.reachable() {
@@ -230,6 +267,22 @@ impl ClusterCache {
         self.kinds.values().all(KindCache::listed)
     }
 
+    /// The watched kinds whose CRD the cluster does not have.
+    pub(crate) fn absent_kinds(&self) -> Vec<String> {
+        self.kinds
+            .iter()
+            .filter(|(_, c)| c.absent())
+            .map(|(k, _)| k.to_string())
+            .collect()
+    }
+
+    /// Whether the cluster has either listed every kind or failed to: its
+    /// first answer (or error) is in, so waiting longer for it holds the
+    /// other clusters back for nothing.
+    pub(crate) fn settled(&self) -> bool {
+        self.failed || self.listed()
+    }
+
     /// Whether no watcher is currently failing.
     pub(crate) fn reachable(&self) -> bool {
         self.kinds.values().all(|k| k.error().is_none())
@@ -243,16 +296,29 @@ impl ClusterCache {
     }
 
     /// Every object's entry, with its kind.
-    pub(crate) fn entries(&self) -> impl Iterator<Item = (Kind, &ObjectName, &Entry)> {
+    pub(crate) fn entries(&self) -> impl Iterator<Item = (Watched, &ObjectName, &Entry)> {
         self.kinds
             .iter()
             .flat_map(|(kind, cache)| cache.entries().map(move |(name, e)| (*kind, name, e)))
     }
 
-    /// The good version of every object.
+    /// The good version of every object of a model kind.
     pub(crate) fn resources(&self) -> Vec<Resource> {
         self.entries()
-            .filter_map(|(_, _, e)| e.good.clone())
+            .filter_map(|(_, _, e)| match &e.good {
+                Some(Object::Resource(r)) => Some(r.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Every `ServiceExport`'s metadata.
+    pub(crate) fn exports(&self) -> Vec<ObjectMeta> {
+        self.entries()
+            .filter_map(|(_, _, e)| match &e.good {
+                Some(Object::Export(meta)) => Some(meta.clone()),
+                _ => None,
+            })
             .collect()
     }
 }
@@ -261,7 +327,10 @@ impl ClusterCache {
 mod tests {
     use super::*;
     use crate::error::{Location, Problem};
-    use switchyard_proto::model::{Namespace, ObjectMeta};
+    use switchyard_proto::model::{Kind, Namespace};
+
+    const NAMESPACE: Watched = Watched::Model(Kind::Namespace);
+    const SERVICE: Watched = Watched::Model(Kind::Service);
 
     fn ns(name: &str, label: &str) -> Observed {
         let mut meta = ObjectMeta::named("", name);
@@ -269,7 +338,7 @@ mod tests {
         Observed {
             name: ObjectName::new("", name),
             generation: None,
-            result: Ok(Resource::Namespace(Namespace { meta })),
+            result: Ok(Object::Resource(Resource::Namespace(Namespace { meta }))),
         }
     }
 
@@ -289,8 +358,10 @@ mod tests {
     fn label(c: &KindCache, name: &str) -> Option<String> {
         c.entries()
             .find(|(n, _)| n.name == name)
-            .and_then(|(_, e)| e.good.as_ref())
-            .map(|r| r.meta().labels["v"].clone())
+            .and_then(|(_, e)| match &e.good {
+                Some(Object::Resource(r)) => Some(r.meta().labels["v"].clone()),
+                _ => None,
+            })
     }
 
     #[test]
@@ -352,29 +423,29 @@ mod tests {
 
     #[test]
     fn a_cluster_is_listed_when_every_kind_is_and_reachable_when_none_fails() {
-        let mut c = ClusterCache::new("east", &[Kind::Namespace, Kind::Service]);
-        c.update(Kind::Namespace, Update::Init);
-        c.update(Kind::Namespace, Update::InitDone);
+        let mut c = ClusterCache::new("east", &[NAMESPACE, SERVICE]);
+        c.update(NAMESPACE, Update::Init);
+        c.update(NAMESPACE, Update::InitDone);
         assert!(!c.listed());
-        c.update(Kind::Service, Update::Init);
-        c.update(Kind::Service, Update::InitDone);
+        c.update(SERVICE, Update::Init);
+        c.update(SERVICE, Update::InitDone);
         assert!(c.listed());
-        c.update(Kind::Service, Update::Error(WatchFailure::now("503")));
+        c.update(SERVICE, Update::Error(WatchFailure::now("503")));
         assert!(!c.reachable());
         assert_eq!(c.last_error().as_deref(), Some("Service: 503"));
-        c.update(Kind::Service, Update::Init);
+        c.update(SERVICE, Update::Init);
         assert!(!c.reachable(), "Init is sent before the list call");
-        c.update(Kind::Service, Update::InitDone);
+        c.update(SERVICE, Update::InitDone);
         assert!(c.reachable());
         assert_eq!(c.last_error(), None);
     }
 
     #[test]
     fn a_probe_answered_after_a_failure_clears_it_but_not_a_refusal() {
-        let mut c = ClusterCache::new("east", &[Kind::Namespace, Kind::Service]);
+        let mut c = ClusterCache::new("east", &[NAMESPACE, SERVICE]);
         let before = Instant::now();
         c.update(
-            Kind::Namespace,
+            NAMESPACE,
             Update::Error(WatchFailure::now("connection refused")),
         );
         // A probe sent before the failure proves nothing.
@@ -384,7 +455,7 @@ mod tests {
         assert!(c.reachable());
         assert_eq!(c.last_error(), None);
         c.update(
-            Kind::Service,
+            SERVICE,
             Update::Error(WatchFailure {
                 sticky: true,
                 ..WatchFailure::now("403 forbidden")
@@ -392,5 +463,22 @@ mod tests {
         );
         c.reached(Instant::now());
         assert!(!c.reachable(), "a refusal needs a real event to clear");
+    }
+
+    #[test]
+    fn a_kind_answered_404_is_listed_empty_until_a_list_succeeds() {
+        let mut c = ClusterCache::new("east", &[NAMESPACE, SERVICE]);
+        c.update(NAMESPACE, Update::Init);
+        c.update(NAMESPACE, Update::InitApply(ns("a", "1")));
+        c.update(NAMESPACE, Update::InitDone);
+        c.update(SERVICE, Update::Absent);
+        assert!(c.listed() && c.reachable());
+        assert_eq!(c.absent_kinds(), ["Service"]);
+        // The CRD removed later: its objects go with it.
+        c.update(NAMESPACE, Update::Absent);
+        assert!(c.resources().is_empty());
+        c.update(SERVICE, Update::Init);
+        c.update(SERVICE, Update::InitDone);
+        assert_eq!(c.absent_kinds(), ["Namespace"]);
     }
 }

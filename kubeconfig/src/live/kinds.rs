@@ -2,10 +2,14 @@
 //! permissions the code needs — kept together so a new watched kind or a
 //! new write cannot be added without its permission.
 //!
+//! What a cluster is watched for is per source ([`SourceRole`]): a
+//! cluster that only runs backends is not asked for Gateway API objects.
+//!
 //! It deliberately does not talk to any cluster.
 
 use kube::core::ApiResource;
-use switchyard_proto::model::Kind;
+use std::fmt;
+use switchyard_proto::model::{Kind, MCS_GROUP};
 
 /// The Gateway API group.
 pub(crate) const GATEWAY_GROUP: &str = "gateway.networking.k8s.io";
@@ -31,6 +35,9 @@ pub const FIELD_MANAGER: &str = "switchyard.io/gateway-controller";
 /// - `create` on `events.k8s.io` `events` (cutover Events);
 /// - `list` on `httproutes` also serves the sweep that removes our status
 ///   entries from routes no longer served.
+///
+/// `serviceexports` (Multi-Cluster Services) are read, never written:
+/// switchyard derives the clusterset's imports itself.
 ///
 /// Besides these, each cluster is probed with `GET /version`, a
 /// non-resource URL every authenticated identity may read (the default
@@ -58,10 +65,101 @@ pub const REQUIRED_PERMISSIONS: &[(&str, &str, &str)] = &[
     (GATEWAY_GROUP, "referencegrants", "list"),
     (GATEWAY_GROUP, "referencegrants", "watch"),
     ("events.k8s.io", "events", "create"),
+    (MCS_GROUP, "serviceexports", "list"),
+    (MCS_GROUP, "serviceexports", "watch"),
 ];
 
-/// Every kind the watchers read, in [`Kind::ALL`] order.
-pub(crate) const WATCHED: [Kind; 7] = Kind::ALL;
+/// What one watcher reads: a kind of the model, or the Multi-Cluster
+/// Services `ServiceExport`, which is not stored but decides which
+/// Services the clusterset imports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) enum Watched {
+    /// A stored kind.
+    Model(Kind),
+    /// `multicluster.x-k8s.io/v1alpha1 ServiceExport`.
+    ServiceExport,
+}
+
+impl fmt::Display for Watched {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Watched::Model(kind) => kind.fmt(f),
+            Watched::ServiceExport => f.write_str("ServiceExport"),
+        }
+    }
+}
+
+impl Watched {
+    /// Whether a CustomResourceDefinition serves this kind: a `404` on
+    /// its list means "not installed in this cluster" (no such objects),
+    /// not a failure. Core kinds always exist.
+    pub(crate) fn is_custom(self) -> bool {
+        match self {
+            Watched::Model(kind) => coordinates(kind).0 == GATEWAY_GROUP,
+            Watched::ServiceExport => true,
+        }
+    }
+}
+
+/// What a cluster is watched for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SourceRole {
+    /// Gateway API configuration and backends: every kind.
+    #[default]
+    Full,
+    /// Backends only: Services, EndpointSlices and ServiceExports. A
+    /// cluster that runs workloads but no Gateways, typically without the
+    /// Gateway API CRDs; its Gateway API objects, if any, are ignored.
+    Endpoints,
+}
+
+/// Every kind a full source's watchers read, model kinds in
+/// [`Kind::ALL`] order.
+const FULL: [Watched; 8] = [
+    Watched::Model(Kind::Namespace),
+    Watched::Model(Kind::GatewayClass),
+    Watched::Model(Kind::Gateway),
+    Watched::Model(Kind::ReferenceGrant),
+    Watched::Model(Kind::Service),
+    Watched::Model(Kind::EndpointSlice),
+    Watched::Model(Kind::HTTPRoute),
+    Watched::ServiceExport,
+];
+
+/// What an endpoints-only source's watchers read.
+const ENDPOINTS: [Watched; 3] = [
+    Watched::Model(Kind::Service),
+    Watched::Model(Kind::EndpointSlice),
+    Watched::ServiceExport,
+];
+
+impl SourceRole {
+    /// The kinds watched in a source of this role.
+    pub(crate) fn watched(self) -> &'static [Watched] {
+        match self {
+            SourceRole::Full => &FULL,
+            SourceRole::Endpoints => &ENDPOINTS,
+        }
+    }
+}
+
+/// The label selector of a kind's watch: EndpointSlices only with a
+/// `kubernetes.io/service-name` label (slices of a Service; hand-made ones
+/// for no Service cannot be a backend, so they are not even read).
+pub(crate) fn label_selector(watched: Watched) -> Option<&'static str> {
+    match watched {
+        Watched::Model(Kind::EndpointSlice) => Some(switchyard_proto::model::SERVICE_NAME_LABEL),
+        _ => None,
+    }
+}
+
+/// `(group, version, plural)` of a watched kind.
+pub(crate) fn watched_coordinates(watched: Watched) -> (&'static str, &'static str, &'static str) {
+    match watched {
+        Watched::Model(kind) => coordinates(kind),
+        Watched::ServiceExport => (MCS_GROUP, "v1alpha1", "serviceexports"),
+    }
+}
 
 /// `(group, version, plural)` of a kind as the watchers read it.
 pub(crate) fn coordinates(kind: Kind) -> (&'static str, &'static str, &'static str) {
@@ -78,9 +176,14 @@ pub(crate) fn coordinates(kind: Kind) -> (&'static str, &'static str, &'static s
     }
 }
 
-/// The dynamic API type of a kind, for `Api<DynamicObject>`.
+/// The dynamic API type of a model kind, for `Api<DynamicObject>`.
 pub(crate) fn api_resource(kind: Kind) -> ApiResource {
-    let (group, version, plural) = coordinates(kind);
+    watched_api_resource(Watched::Model(kind))
+}
+
+/// The dynamic API type of a watched kind, for `Api<DynamicObject>`.
+pub(crate) fn watched_api_resource(watched: Watched) -> ApiResource {
+    let (group, version, plural) = watched_coordinates(watched);
     let api_version = if group.is_empty() {
         version.to_string()
     } else {
@@ -90,7 +193,7 @@ pub(crate) fn api_resource(kind: Kind) -> ApiResource {
         group: group.to_string(),
         version: version.to_string(),
         api_version,
-        kind: kind.as_str().to_string(),
+        kind: watched.to_string(),
         plural: plural.to_string(),
     }
 }
@@ -106,8 +209,8 @@ mod tests {
 
     #[test]
     fn every_watched_kind_can_be_listed_and_watched() {
-        for kind in WATCHED {
-            let (group, _, plural) = coordinates(kind);
+        for kind in SourceRole::Full.watched() {
+            let (group, _, plural) = watched_coordinates(*kind);
             assert!(granted(group, plural, "list"), "{kind}");
             assert!(granted(group, plural, "watch"), "{kind}");
         }
@@ -132,11 +235,29 @@ mod tests {
 
     #[test]
     fn api_versions_are_group_slash_version() {
-        assert_eq!(api_resource(Kind::Service).api_version, "v1");
+        let model = api_resource;
+        assert_eq!(model(Kind::Service).api_version, "v1");
         assert_eq!(
-            api_resource(Kind::HTTPRoute).api_version,
+            model(Kind::HTTPRoute).api_version,
             "gateway.networking.k8s.io/v1"
         );
-        assert_eq!(api_resource(Kind::EndpointSlice).kind, "EndpointSlice");
+        assert_eq!(model(Kind::EndpointSlice).kind, "EndpointSlice");
+        let export = watched_api_resource(Watched::ServiceExport);
+        assert_eq!(export.api_version, "multicluster.x-k8s.io/v1alpha1");
+        assert_eq!(export.plural, "serviceexports");
+    }
+
+    #[test]
+    fn an_endpoints_source_watches_backends_only_and_crds_are_known() {
+        let watched = SourceRole::Endpoints.watched();
+        assert!(watched.contains(&Watched::Model(Kind::EndpointSlice)));
+        assert!(!watched.contains(&Watched::Model(Kind::Gateway)));
+        assert!(Watched::Model(Kind::HTTPRoute).is_custom());
+        assert!(Watched::ServiceExport.is_custom());
+        assert!(!Watched::Model(Kind::Service).is_custom());
+        // Every model kind is watched by a full source.
+        for kind in Kind::ALL {
+            assert!(SourceRole::Full.watched().contains(&Watched::Model(kind)));
+        }
     }
 }

@@ -13,30 +13,51 @@
 //! fleet. The router still checks the class itself, so a hand-applied file
 //! is filtered the same way.
 //!
-//! **Several clusters.** Objects other than EndpointSlices are taken from
-//! the first cluster (in source order) that has them; a later cluster's
-//! different copy is ignored (the first source is authoritative). Every
-//! cluster's EndpointSlices are kept, tagged with their cluster, so the
-//! endpoints of one Service seen in several clusters all serve it; with
-//! more than one cluster their names get a `.<cluster>` suffix so slices of
-//! equal names cannot collide.
+//! **Several clusters.** Each cluster's GatewayClasses are its own: a
+//! Gateway is ours only if its class *in its own cluster* names our
+//! controller, so another cluster's same-named class of another controller
+//! never makes its Gateways ours. Other objects are taken from the first
+//! cluster (in source order) that has them; a later cluster's different
+//! copy is ignored (the first source is authoritative). A Service
+//! backendRef is served by the endpoints of the cluster whose Service won,
+//! never by same-named Services elsewhere: sending traffic to other
+//! clusters is asked for explicitly, with a Multi-Cluster Services
+//! `ServiceExport` in each and a `ServiceImport` backendRef (see
+//! [`mcs`]). With more than one cluster, slice names get a `.<cluster>`
+//! suffix so slices of equal names cannot collide.
+//!
+//! **Held objects.** A cluster not (yet) listed in this term contributes
+//! the objects the store holds from it ([`ClusterObjects::held`]), exactly
+//! as stored: a new leader that cannot reach a cluster keeps serving what
+//! the previous leader stored from it instead of deleting it or waiting.
+//! Every object is tagged with the cluster it came from (`meta.origin`).
 //!
 //! It deliberately does no IO and keeps no state between calls.
 
+mod mcs;
+
 use std::collections::{BTreeMap, BTreeSet};
 use switchyard_proto::model::{
-    BackendRef, Filter, HttpRoute, Kind, ObjectName, Resource, ResourceKey,
+    BackendRef, Filter, HttpRoute, Kind, ObjectMeta, ObjectName, Resource, ResourceKey,
 };
 
 use super::kinds::GATEWAY_GROUP;
+pub use mcs::ExportConflict;
 
 /// One cluster's current objects, input to [`merge_clusters`].
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct ClusterObjects {
-    /// The cluster's name.
+    /// The cluster's id. Empty for the objects of no configured cluster
+    /// (stored before origins were recorded, or from a cluster no longer
+    /// configured): they have only `held` objects.
     pub name: String,
-    /// Its objects (already translated).
+    /// Its objects as read (already translated).
     pub resources: Vec<Resource>,
+    /// Its `ServiceExport`s (their namespace, name and creation time).
+    pub exports: Vec<ObjectMeta>,
+    /// Stored objects of this cluster, kept as they are, while it has not
+    /// been listed in this term (`resources` is then empty).
+    pub held: Vec<Resource>,
 }
 
 /// The merged, served set.
@@ -48,32 +69,57 @@ pub struct Merged {
     /// Per cluster, the served Services (`namespace/name`) it contributed
     /// EndpointSlices to; every input cluster has an entry.
     pub contributed: BTreeMap<String, Vec<String>>,
+    /// Exports left out of a ServiceImport because they conflict with an
+    /// older one.
+    pub conflicts: Vec<ExportConflict>,
 }
 
 /// Merges clusters (earlier ones win for everything but EndpointSlices)
 /// and keeps only what is served by `controller_name`.
 pub fn merge_clusters(clusters: &[ClusterObjects], controller_name: &str) -> Merged {
-    let multi = clusters.len() > 1;
+    let multi = clusters.iter().filter(|c| !c.name.is_empty()).count() > 1;
     let mut by_key: BTreeMap<ResourceKey, Resource> = BTreeMap::new();
     for cluster in clusters {
-        for resource in &cluster.resources {
-            let resource = match resource {
-                Resource::EndpointSlice(slice) => {
-                    let mut slice = slice.clone();
-                    slice.cluster = Some(cluster.name.clone());
-                    if multi {
-                        slice.meta.name = slice_name(&slice.meta.name, &cluster.name);
-                    }
-                    Resource::EndpointSlice(slice)
-                }
-                other => other.clone(),
-            };
+        for resource in &cluster.held {
+            by_key
+                .entry(resource.key())
+                .or_insert_with(|| resource.clone());
+        }
+        for resource in ours_in_cluster(&cluster.resources, controller_name) {
+            let resource = tagged(resource, &cluster.name, multi);
             by_key.entry(resource.key()).or_insert(resource);
         }
     }
+    let imports = mcs::imports(clusters, multi);
+    for resource in imports.resources {
+        by_key.entry(resource.key()).or_insert(resource);
+    }
+    // A Service's own endpoints are those of the cluster its Service came
+    // from; an import's slices are those of every exporting cluster.
+    let winners: BTreeMap<ObjectName, Option<String>> = by_key
+        .values()
+        .filter_map(|r| match r {
+            Resource::Service(s) => Some((s.meta.object_name(), s.meta.origin.clone())),
+            _ => None,
+        })
+        .collect();
+    by_key.retain(|_, r| match r {
+        Resource::EndpointSlice(s) if !mcs::is_import_slice(s) => {
+            s.service_name().is_some_and(|svc| {
+                match winners.get(&ObjectName::new(&s.meta.namespace, svc)) {
+                    // Stored before origins were recorded: as it was.
+                    Some(None) => true,
+                    Some(origin) => *origin == s.cluster,
+                    None => false,
+                }
+            })
+        }
+        _ => true,
+    });
     let resources = select_served(by_key.into_values().collect(), controller_name);
     let mut contributed: BTreeMap<String, BTreeSet<String>> = clusters
         .iter()
+        .filter(|c| !c.name.is_empty())
         .map(|c| (c.name.clone(), BTreeSet::new()))
         .collect();
     for resource in &resources {
@@ -90,7 +136,44 @@ pub fn merge_clusters(clusters: &[ClusterObjects], controller_name: &str) -> Mer
             .into_iter()
             .map(|(k, v)| (k, v.into_iter().collect()))
             .collect(),
+        conflicts: imports.conflicts,
     }
+}
+
+/// A cluster's objects without the GatewayClasses of other controllers and
+/// the Gateways of classes that are not ours *in this cluster*.
+fn ours_in_cluster<'a>(
+    resources: &'a [Resource],
+    controller_name: &str,
+) -> impl Iterator<Item = &'a Resource> {
+    let classes: BTreeSet<&str> = resources
+        .iter()
+        .filter_map(|r| match r {
+            Resource::GatewayClass(c) if c.controller_name == controller_name => {
+                Some(c.meta.name.as_str())
+            }
+            _ => None,
+        })
+        .collect();
+    resources.iter().filter(move |r| match r {
+        Resource::GatewayClass(c) => classes.contains(c.meta.name.as_str()),
+        Resource::Gateway(g) => classes.contains(g.gateway_class_name.as_str()),
+        _ => true,
+    })
+}
+
+/// `resource` as read from `cluster`: its origin recorded; a slice tagged
+/// with the cluster and, with several clusters, renamed apart.
+fn tagged(resource: &Resource, cluster: &str, multi: bool) -> Resource {
+    let mut resource = resource.clone();
+    if let Resource::EndpointSlice(slice) = &mut resource {
+        slice.cluster = Some(cluster.to_string());
+        if multi {
+            slice.meta.name = slice_name(&slice.meta.name, cluster);
+        }
+    }
+    resource.meta_mut().origin = Some(cluster.to_string());
+    resource
 }
 
 /// Keeps what `controller_name` serves (see the module docs), in apply
@@ -125,9 +208,9 @@ pub fn select_served(all: Vec<Resource>, controller_name: &str) -> Vec<Resource>
     let services: BTreeSet<ObjectName> = routes
         .iter()
         .flat_map(|route| {
-            service_refs(route).map(|b| {
+            service_refs(route).filter_map(|b| {
                 let ns = b.namespace.as_deref().unwrap_or(&route.meta.namespace);
-                ObjectName::new(ns, b.name.clone())
+                Some(ObjectName::new(ns, b.stored_service()?))
             })
         })
         .collect();
@@ -179,8 +262,8 @@ fn attaches_to_any(route: &HttpRoute, gateways: &BTreeSet<ObjectName>) -> bool {
     })
 }
 
-/// Every Service backendRef of a route: rule backends and mirror targets
-/// in rule and backend filters.
+/// Every Service or ServiceImport backendRef of a route: rule backends and
+/// mirror targets in rule and backend filters.
 pub(crate) fn service_refs(route: &HttpRoute) -> impl Iterator<Item = &BackendRef> {
     route.rules.iter().flat_map(|rule| {
         let mut refs: Vec<&BackendRef> = rule.backend_refs.iter().collect();
@@ -188,7 +271,7 @@ pub(crate) fn service_refs(route: &HttpRoute) -> impl Iterator<Item = &BackendRe
         for b in &rule.backend_refs {
             refs.extend(mirrors(&b.filters));
         }
-        refs.into_iter().filter(|b| b.is_service())
+        refs.into_iter().filter(|b| b.stored_service().is_some())
     })
 }
 
@@ -201,7 +284,12 @@ fn mirrors(filters: &[Filter]) -> impl Iterator<Item = &BackendRef> {
 
 /// `name.<cluster label>`, kept a valid DNS subdomain.
 fn slice_name(name: &str, cluster: &str) -> String {
-    let label = cluster_label(cluster);
+    suffixed(name, &cluster_label(cluster))
+}
+
+/// `name.<suffix>`, `name` shortened so the whole stays a valid DNS
+/// subdomain (at most 253 characters).
+pub(crate) fn suffixed(name: &str, label: &str) -> String {
     let room = 253usize.saturating_sub(label.len() + 1);
     let mut base: String = name.chars().take(room).collect();
     while base.ends_with(['-', '.']) {

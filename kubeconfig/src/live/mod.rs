@@ -13,6 +13,9 @@
 //! - choosing what switchyard serves (only what hangs off a GatewayClass
 //!   whose `controllerName` is ours) and merging several clusters
 //!   ([`merge_clusters`], [`select_served`]);
+//! - what each cluster is watched for ([`SourceRole`]), and a cluster
+//!   without some CRDs or not reachable failing alone: until a cluster has
+//!   listed, it contributes what the store holds from it;
 //! - the diff between desired and stored ([`plan`]);
 //! - Gateway API status: the pure condition computation
 //!   ([`route_parent_statuses`], [`gateway_status`]) and the server-side
@@ -42,7 +45,8 @@
 //! - `kinds`: the watched kinds, their API paths, [`REQUIRED_PERMISSIONS`].
 //! - `translate`: one watched object into a `Resource` (or why not).
 //! - `cache`: one cluster's objects, driven by watcher events.
-//! - `merge`: served-object selection and the multi-cluster merge.
+//! - `merge`: served-object selection and the multi-cluster merge;
+//!   `merge::mcs`: ServiceExports into clusterset ServiceImports.
 //! - `plan`: desired versus stored ([`plan`], pure); `sync`: the term's
 //!   loop that proposes the plan and publishes status ([`lead_term`]).
 //! - `watch`: the watcher and probe tasks and the aggregator; `desired`:
@@ -84,46 +88,76 @@ pub use error::LiveError;
 pub use events::{CutoverEvent, transitions};
 pub use fence::{FENCE_WINDOW, Fenced, LEADER_TERM_CONDITION};
 pub use gateway_conditions::{GatewayStatus, ListenerStatus, gateway_status, with_addresses};
-pub use kinds::{FIELD_MANAGER, REQUIRED_PERMISSIONS};
+pub use kinds::{FIELD_MANAGER, REQUIRED_PERMISSIONS, SourceRole};
 pub use leader::{Lease, run_while_leader};
-pub use merge::{ClusterObjects, Merged, merge_clusters, select_served};
+pub use merge::{ClusterObjects, ExportConflict, Merged, merge_clusters, select_served};
 pub use plan::{Plan, Stored, plan};
 pub use publish::{DEFAULT_VERIFY_EVERY, ProxyService, Publication, StatusPublisher, Stopped};
 pub use status::{
     WriteOutcome, write_class_status, write_gateway_status, write_route_status,
     write_unread_route_status,
 };
-pub use sync::{Store, SyncSettings, lead_term};
+pub use sync::{Store, SyncSettings, lead_term, lead_term_with};
 pub use watch::{WatchSettings, watch_clusters, watch_clusters_with};
 
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use std::path::Path;
 
-/// One cluster to watch: a client and the name that tags what came from it
-/// (EndpointSlice `cluster`, [`ClusterHealth::name`], log fields).
+/// One cluster to watch: a client, the id that tags what came from it
+/// (`meta.origin`, EndpointSlice `cluster`, [`ClusterHealth::name`], log
+/// fields) and what it is watched for.
 #[derive(Clone)]
 pub struct ClusterSource {
-    /// The kubeconfig context name, or the file name when the file has no
-    /// current context. Must be unique among the sources watched together,
-    /// and the same on every coordinator: it is stored (EndpointSlice
-    /// `cluster`), so a new leader naming the cluster differently would
-    /// rewrite every slice.
+    /// The cluster's id: unique among the sources watched together, and
+    /// the same on every coordinator and across restarts. It is stored
+    /// (`meta.origin`, EndpointSlice `cluster`): a new leader naming the
+    /// cluster differently would rewrite every slice, and could not tell
+    /// which stored objects an unreachable cluster had contributed. Give
+    /// it explicitly (the KEP-2149 `cluster.clusterset.k8s.io` id is a
+    /// good choice); [`connect`]'s default is the API server's address,
+    /// never a kubeconfig context name (a local alias each operator picks).
     pub name: String,
     /// The client for this cluster.
     pub client: kube::Client,
+    /// What the cluster is watched for.
+    pub role: SourceRole,
+}
+
+impl ClusterSource {
+    /// A full source (Gateway API and backends) named `name`.
+    pub fn new(name: impl Into<String>, client: kube::Client) -> ClusterSource {
+        ClusterSource {
+            name: name.into(),
+            client,
+            role: SourceRole::Full,
+        }
+    }
+
+    /// The same source, watched for backends only
+    /// ([`SourceRole::Endpoints`]).
+    pub fn endpoints_only(self) -> ClusterSource {
+        ClusterSource {
+            role: SourceRole::Endpoints,
+            ..self
+        }
+    }
 }
 
 impl std::fmt::Debug for ClusterSource {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ClusterSource")
             .field("name", &self.name)
+            .field("role", &self.role)
             .finish_non_exhaustive()
     }
 }
 
 /// Reads a kubeconfig file and builds a client for `context` (the file's
 /// current context when `None`). Connects to nothing yet: an unreachable
-/// cluster shows up later as [`ClusterHealth::reachable`] `false`.
+/// cluster shows up later as [`ClusterHealth::reachable`] `false`. The
+/// source is named by its API server's `host:port`, which every
+/// coordinator's kubeconfig for that cluster shares whatever it calls the
+/// context; callers with a better id (`NAME=`) overwrite it.
 pub async fn connect(kubeconfig: &Path, context: Option<&str>) -> Result<ClusterSource, LiveError> {
     let path = kubeconfig.display().to_string();
     let file = Kubeconfig::read_from(kubeconfig).map_err(|source| LiveError::Kubeconfig {
@@ -131,14 +165,6 @@ pub async fn connect(kubeconfig: &Path, context: Option<&str>) -> Result<Cluster
         context: context.map(str::to_string),
         cause: source,
     })?;
-    let name = context
-        .map(str::to_string)
-        .or_else(|| file.current_context.clone())
-        .unwrap_or_else(|| {
-            kubeconfig
-                .file_stem()
-                .map_or_else(|| path.clone(), |s| s.to_string_lossy().into_owned())
-        });
     let options = KubeConfigOptions {
         context: context.map(str::to_string),
         ..KubeConfigOptions::default()
@@ -150,11 +176,26 @@ pub async fn connect(kubeconfig: &Path, context: Option<&str>) -> Result<Cluster
             context: context.map(str::to_string),
             cause: source,
         })?;
+    let name = server_id(&config).unwrap_or(path);
     let client = kube::Client::try_from(config).map_err(|source| LiveError::Client {
         cluster: name.clone(),
         cause: Box::new(source),
     })?;
-    Ok(ClusterSource { name, client })
+    Ok(ClusterSource::new(name, client))
+}
+
+/// `host:port` of the API server's URL, the port defaulted by scheme.
+fn server_id(config: &kube::Config) -> Option<String> {
+    let url = &config.cluster_url;
+    let host = url.host()?;
+    let port = url
+        .port_u16()
+        .unwrap_or(if url.scheme_str() == Some("http") {
+            80
+        } else {
+            443
+        });
+    Some(format!("{host}:{port}"))
 }
 
 /// A client for the cluster this process runs in (its ServiceAccount
@@ -166,8 +207,5 @@ pub fn connect_in_cluster(name: &str) -> Result<ClusterSource, LiveError> {
         cluster: name.to_string(),
         cause: Box::new(source),
     })?;
-    Ok(ClusterSource {
-        name: name.to_string(),
-        client,
-    })
+    Ok(ClusterSource::new(name, client))
 }

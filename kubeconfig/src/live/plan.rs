@@ -49,6 +49,13 @@ impl Plan {
 /// Everything stored that is not desired is deleted: a coordinator fed by
 /// live clusters treats them as the whole truth, including over objects
 /// applied by hand with `switchyard apply`.
+///
+/// A difference in `meta.origin` alone is not a change when the stored
+/// object has none (stored before origins were recorded: adopting the tag
+/// is not worth a Raft write of every object on upgrade) or is an
+/// HTTPRoute (the state machine starts a cutover for any route change; a
+/// route moving to another cluster with an equal spec must not start one).
+/// Such an object keeps its stored origin until it really changes.
 pub fn plan(desired: &[Resource], stored: &Stored) -> Plan {
     let by_key: BTreeMap<ResourceKey, Resource> = stored
         .resources
@@ -60,7 +67,7 @@ pub fn plan(desired: &[Resource], stored: &Stored) -> Plan {
     for resource in desired {
         let key = resource.key();
         let wanted = without_revision(resource);
-        if by_key.get(&key) != Some(&wanted) {
+        if by_key.get(&key).is_none_or(|old| differs(old, &wanted)) {
             apply.push(wanted);
         }
         desired_keys.insert(key);
@@ -74,6 +81,18 @@ pub fn plan(desired: &[Resource], stored: &Stored) -> Plan {
     delete.sort_by_key(|k| (std::cmp::Reverse(kind_rank(k.kind)), k.name.clone()));
     delete.dedup();
     Plan { apply, delete }
+}
+
+/// Whether `wanted` changes `old` (both without revision), by the origin
+/// rule of [`plan`].
+fn differs(old: &Resource, wanted: &Resource) -> bool {
+    let old_origin = &old.meta().origin;
+    if old_origin.is_none() || matches!(old, Resource::HttpRoute(_)) {
+        let mut adopted = wanted.clone();
+        adopted.meta_mut().origin = old_origin.clone();
+        return *old != adopted;
+    }
+    old != wanted
 }
 
 fn without_revision(resource: &Resource) -> Resource {
@@ -177,6 +196,33 @@ spec:
             p.delete,
             vec![gone],
             "a spec-less route still desired stays"
+        );
+    }
+
+    #[test]
+    fn an_origin_alone_changes_nothing_stored_without_one_nor_a_route() {
+        let tagged = |origin: Option<&str>| -> Vec<Resource> {
+            let mut set = parse_documents("set", SET).unwrap();
+            for r in &mut set {
+                r.meta_mut().origin = origin.map(str::to_string);
+            }
+            set
+        };
+        let legacy = stored_as_the_state_machine_would(&tagged(None));
+        assert!(
+            plan(&tagged(Some("east")), &legacy).is_empty(),
+            "no upgrade churn"
+        );
+        let east = stored_as_the_state_machine_would(&tagged(Some("east")));
+        let moved = plan(&tagged(Some("west")), &east);
+        let keys: Vec<String> = moved.apply.iter().map(|r| r.key().to_string()).collect();
+        assert!(!keys.is_empty(), "a Service or slice re-tagged is applied");
+        assert!(
+            moved
+                .apply
+                .iter()
+                .all(|r| !matches!(r, Resource::HttpRoute(_))),
+            "a route is not re-applied for its origin alone: {keys:?}"
         );
     }
 }

@@ -15,7 +15,7 @@
 
 use super::plan::{Plan, Stored, plan};
 use super::publish::{ProxyService, StatusPublisher, Stopped};
-use super::watch::watch_clusters;
+use super::watch::{WatchSettings, watch_clusters_holding};
 use super::{ClusterSource, DesiredState};
 use std::future::Future;
 use std::time::Duration;
@@ -126,12 +126,35 @@ pub async fn lead_term<S: Store>(
     settings: SyncSettings,
     store: &S,
 ) {
-    // A fresh channel per term: the new watchers list from scratch and
-    // publish nothing until every cluster has listed every kind.
+    lead_term_with(
+        sources,
+        controller_name,
+        settings,
+        WatchSettings::default(),
+        store,
+    )
+    .await;
+}
+
+/// [`lead_term`] with the watchers' timings.
+pub async fn lead_term_with<S: Store>(
+    sources: &[ClusterSource],
+    controller_name: &str,
+    settings: SyncSettings,
+    watch_settings: WatchSettings,
+    store: &S,
+) {
+    // A fresh channel per term: the new watchers list from scratch. Until
+    // a cluster has listed, it contributes what the store holds from it
+    // (the previous leader's work), so one unreachable cluster neither
+    // holds back the others nor loses its objects.
     let (desired_tx, mut desired_rx) = watch::channel::<Option<DesiredState>>(None);
-    let watchers = watch_clusters(
+    let held = store.stored().resources;
+    let watchers = watch_clusters_holding(
         sources.to_vec(),
         controller_name,
+        watch_settings,
+        Some(held),
         desired_tx,
         std::future::pending::<()>(),
     );

@@ -8,28 +8,37 @@
 //! fails the whole list of its kind, in every cluster, forever. Decoded
 //! here, it is rejected alone and reported.
 //!
+//! A `ServiceExport` keeps only its metadata (which Service, since when):
+//! its spec is empty and its status is the MCS controller's.
+//!
 //! It deliberately does not decide what is served or what happens to a
 //! rejected object; the cache keeps its last good version.
 
+use super::cache::Object;
+use super::kinds::Watched;
 use crate::error::{Location, ParseError, Problem};
 use crate::{backend, gateway, route};
 use kube::core::DynamicObject;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
-use switchyard_proto::model::{Kind, Resource, validate_resource};
+use switchyard_proto::model::{Kind, ObjectMeta, Resource, validate_resource};
 
-/// Translates one watched object of `kind` read from `cluster`.
-/// EndpointSlices are tagged with the cluster.
+/// Translates one watched object read from `cluster`. EndpointSlices are
+/// tagged with the cluster.
 pub(crate) fn translate(
     cluster: &str,
-    kind: Kind,
+    watched: Watched,
     object: &DynamicObject,
-) -> Result<Resource, ParseError> {
+) -> Result<Object, ParseError> {
     let at = Location {
         file: format!("cluster {cluster}"),
         document: None,
-        kind: Some(kind.to_string()),
+        kind: Some(watched.to_string()),
         object: Some(object_label(object)),
+    };
+    let kind = match watched {
+        Watched::Model(kind) => kind,
+        Watched::ServiceExport => return Ok(Object::Export(export_meta(object))),
     };
     let value = serde_json::to_value(object).map_err(|e| {
         ParseError::new(
@@ -45,7 +54,23 @@ pub(crate) fn translate(
         slice.cluster = Some(cluster.to_string());
     }
     validate_resource(&resource).map_err(|e| ParseError::new(&at, Problem::Validation(e)))?;
-    Ok(resource)
+    Ok(Object::Resource(resource))
+}
+
+/// A ServiceExport's namespace, name (the exported Service's) and
+/// creation time (the oldest export wins a conflict).
+fn export_meta(object: &DynamicObject) -> ObjectMeta {
+    ObjectMeta {
+        creation_timestamp_ms: object
+            .metadata
+            .creation_timestamp
+            .as_ref()
+            .map(|t| t.0.as_millisecond()),
+        ..ObjectMeta::named(
+            object.metadata.namespace.clone().unwrap_or_default(),
+            object.metadata.name.clone().unwrap_or_default(),
+        )
+    }
 }
 
 /// `namespace/name` (or `name`) of a watched object, for errors and logs.
@@ -101,7 +126,8 @@ mod tests {
             "ports": [{"port": 8080}],
             "endpoints": [{"addresses": ["10.0.0.1"], "zone": "a"}]
         }));
-        let Resource::EndpointSlice(s) = translate("east", Kind::EndpointSlice, &o).unwrap() else {
+        let translated = translate("east", Watched::Model(Kind::EndpointSlice), &o).unwrap();
+        let Object::Resource(Resource::EndpointSlice(s)) = translated else {
             panic!("not a slice")
         };
         assert_eq!(s.cluster.as_deref(), Some("east"));
@@ -115,12 +141,26 @@ mod tests {
             "metadata": {"name": "app", "namespace": "demo"},
             "spec": {"rules": [{"matches": [{"path": {"type": "RegularExpression", "value": "(("}}]}]}
         }));
-        let err = translate("east", Kind::HTTPRoute, &o)
+        let err = translate("east", Watched::Model(Kind::HTTPRoute), &o)
             .unwrap_err()
             .to_string();
         assert!(
             err.starts_with("cluster east, HTTPRoute demo/app: "),
             "{err}"
         );
+    }
+
+    #[test]
+    fn a_service_export_keeps_its_name_and_age() {
+        let o = object(json!({
+            "metadata": {"name": "blue", "namespace": "shop",
+                         "creationTimestamp": "2026-01-02T03:04:05Z"},
+            "spec": {}
+        }));
+        let Object::Export(meta) = translate("east", Watched::ServiceExport, &o).unwrap() else {
+            panic!("not an export")
+        };
+        assert_eq!(meta.object_name().to_string(), "shop/blue");
+        assert_eq!(meta.creation_timestamp_ms, Some(1_767_323_045_000));
     }
 }

@@ -6,15 +6,21 @@
 //! object's last good translation and the per-kind health, and swap a
 //! re-listed kind in whole at `InitDone`. The watcher itself re-lists after
 //! `410 Gone` and retries every other error with the backoff in
-//! [`WatchSettings`]; the aggregator only records errors as health.
+//! [`WatchSettings`]; the aggregator only records errors as health. A
+//! `410` is routine (the watch fell behind the server's history), not a
+//! sign of an unreachable cluster, so it is not recorded as one; a `404`
+//! on a custom kind's list means its CRD is not installed.
+//!
+//! Each source is watched for its role's kinds only ([`super::SourceRole`]),
+//! and EndpointSlices only with a `kubernetes.io/service-name` label.
 //!
 //! It deliberately does not write to the coordinators: the caller diffs
 //! each published state against what is stored ([`super::plan`]).
 
 use super::ClusterSource;
 use super::cache::{ClusterCache, Observed, Update, WatchFailure};
-use super::desired::{DesiredState, desired_state};
-use super::kinds::{WATCHED, api_resource};
+use super::desired::{DesiredState, Held, desired_state};
+use super::kinds::{Watched, label_selector, watched_api_resource};
 use super::translate::{object_label, translate};
 use futures::StreamExt;
 use kube::Api;
@@ -24,7 +30,7 @@ use kube::runtime::watcher::{self, Event};
 use kube::runtime::{WatchStreamExt, watcher as watch_stream};
 use std::future::Future;
 use std::time::{Duration, Instant};
-use switchyard_proto::model::{Kind, ObjectName};
+use switchyard_proto::model::ObjectName;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
 use tracing::{Instrument, debug, info, info_span, warn};
@@ -87,12 +93,27 @@ pub async fn watch_clusters_with(
     out: watch::Sender<Option<DesiredState>>,
     shutdown: impl Future,
 ) {
+    watch_clusters_holding(sources, controller_name, settings, None, out, shutdown).await;
+}
+
+/// [`watch_clusters_with`], but with what the store `held` when the term
+/// began: published once every cluster has listed or failed, each cluster
+/// not listed yet contributing its stored objects (see
+/// [`super::desired`]).
+pub(crate) async fn watch_clusters_holding(
+    sources: Vec<ClusterSource>,
+    controller_name: &str,
+    settings: WatchSettings,
+    held: Option<Held>,
+    out: watch::Sender<Option<DesiredState>>,
+    shutdown: impl Future,
+) {
     // Bounded: a burst of events (a big re-list) waits for the aggregator
     // instead of growing memory without limit.
     let (tx, mut rx) = mpsc::channel::<Message>(1024);
     let mut tasks = JoinSet::new();
     for (index, source) in sources.iter().enumerate() {
-        for kind in WATCHED {
+        for &kind in source.role.watched() {
             let span = info_span!("watch", cluster = %source.name, kind = %kind);
             let task = watch_kind(index, source.clone(), kind, settings, tx.clone());
             tasks.spawn(task.instrument(span));
@@ -109,7 +130,7 @@ pub async fn watch_clusters_with(
     drop(tx);
     let mut caches: Vec<ClusterCache> = sources
         .iter()
-        .map(|s| ClusterCache::new(s.name.clone(), &WATCHED))
+        .map(|s| ClusterCache::new(s.name.clone(), s.role.watched()))
         .collect();
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
@@ -136,23 +157,36 @@ pub async fn watch_clusters_with(
                 _ => {}
             }
         }
-        let state = desired_state(&caches, controller_name);
-        out.send_if_modified(|current| {
-            if *current == state {
-                return false;
-            }
-            *current = state;
-            true
-        });
+        let state = desired_state(&caches, held.as_ref(), controller_name);
+        publish(&out, state);
     }
     tasks.abort_all();
+}
+
+/// Sends `state` if it differs from the last one sent.
+fn publish(out: &watch::Sender<Option<DesiredState>>, state: Option<DesiredState>) {
+    out.send_if_modified(|current| {
+        if *current == state {
+            return false;
+        }
+        if let Some(new) = &state {
+            let old = current.as_ref().map(|c| &c.export_conflicts);
+            if old != Some(&new.export_conflicts) {
+                for c in &new.export_conflicts {
+                    warn!(cluster = %c.cluster, service = %c.service, reason = c.reason, "{}", c.message);
+                }
+            }
+        }
+        *current = state;
+        true
+    });
 }
 
 /// What the watcher and probe tasks tell the aggregator.
 enum Message {
     /// An event of one kind in cluster `.0` (boxed: a translated object is
     /// large, a probe answer small).
-    Watch(usize, Kind, Box<Update>),
+    Watch(usize, Watched, Box<Update>),
     /// Cluster `.0` answered a probe sent at `.1`.
     Reached(usize, Instant),
 }
@@ -195,12 +229,15 @@ async fn probe(index: usize, client: kube::Client, interval: Duration, tx: mpsc:
 async fn watch_kind(
     index: usize,
     source: ClusterSource,
-    kind: Kind,
+    kind: Watched,
     settings: WatchSettings,
     tx: mpsc::Sender<Message>,
 ) {
-    let api: Api<DynamicObject> = Api::all_with(source.client.clone(), &api_resource(kind));
-    let config = watcher::Config::default().timeout(settings.watch_timeout_secs);
+    let api: Api<DynamicObject> = Api::all_with(source.client.clone(), &watched_api_resource(kind));
+    let mut config = watcher::Config::default().timeout(settings.watch_timeout_secs);
+    if let Some(selector) = label_selector(kind) {
+        config = config.labels(selector);
+    }
     let stream = watch_stream(api, config).backoff(Doubling::new(settings));
     let mut stream = std::pin::pin!(stream);
     while let Some(event) = stream.next().await {
@@ -223,11 +260,10 @@ async fn watch_kind(
             }
             Err(e) => {
                 debug!(error = %e, "watch error; the watcher retries");
-                Update::Error(WatchFailure {
-                    message: e.to_string(),
-                    at: Instant::now(),
-                    sticky: is_refusal(&e),
-                })
+                match classify(kind, &e) {
+                    Some(update) => update,
+                    None => continue,
+                }
             }
         };
         if let Update::Apply(Observed { result: Err(e), .. })
@@ -247,16 +283,44 @@ async fn watch_kind(
     }
 }
 
+/// What a watcher error means for the cache: nothing for a `410 Gone`
+/// (routine: the watch fell behind the server's history and the watcher
+/// re-lists by itself; the cluster is fine), [`Update::Absent`] for a
+/// `404` on a custom kind's list (its CRD is not installed), else a
+/// failure, sticky for a refusal.
+fn classify(kind: Watched, e: &watcher::Error) -> Option<Update> {
+    if status_code(e) == Some(410) {
+        return None;
+    }
+    if kind.is_custom() && is_list_not_found(e) {
+        return Some(Update::Absent);
+    }
+    Some(Update::Error(WatchFailure {
+        message: e.to_string(),
+        at: Instant::now(),
+        sticky: is_refusal(e),
+    }))
+}
+
 /// 401 or 403: the cluster is reachable but refuses us.
 fn is_refusal(e: &watcher::Error) -> bool {
-    let code = match e {
+    matches!(status_code(e), Some(401 | 403))
+}
+
+/// The list itself answered `404`: the API server does not serve the kind.
+fn is_list_not_found(e: &watcher::Error) -> bool {
+    matches!(e, watcher::Error::InitialListFailed(kube::Error::Api(s)) if s.code == 404)
+}
+
+/// The HTTP status code the API server answered with, if it answered.
+fn status_code(e: &watcher::Error) -> Option<u16> {
+    match e {
         watcher::Error::InitialListFailed(kube::Error::Api(s))
         | watcher::Error::WatchStartFailed(kube::Error::Api(s))
-        | watcher::Error::WatchFailed(kube::Error::Api(s)) => s.code,
-        watcher::Error::WatchError(s) => s.code,
-        _ => return false,
-    };
-    matches!(code, 401 | 403)
+        | watcher::Error::WatchFailed(kube::Error::Api(s)) => Some(s.code),
+        watcher::Error::WatchError(s) => Some(s.code),
+        _ => None,
+    }
 }
 
 fn object_name(o: &DynamicObject) -> ObjectName {
@@ -303,6 +367,51 @@ impl Backoff for Doubling {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kube::core::Status;
+    use switchyard_proto::model::Kind;
+
+    fn api(code: u16) -> kube::Error {
+        kube::Error::Api(Box::new(Status {
+            code,
+            ..Status::default()
+        }))
+    }
+
+    #[test]
+    fn a_410_is_routine_a_404_list_of_a_crd_is_absence_and_the_rest_is_failure() {
+        let expired = watcher::Error::WatchError(Box::new(Status {
+            code: 410,
+            ..Status::default()
+        }));
+        let gateway = Watched::Model(Kind::Gateway);
+        let service = Watched::Model(Kind::Service);
+        assert!(classify(gateway, &expired).is_none());
+        assert!(classify(service, &watcher::Error::InitialListFailed(api(410))).is_none());
+        assert!(matches!(
+            classify(gateway, &watcher::Error::InitialListFailed(api(404))),
+            Some(Update::Absent)
+        ));
+        assert!(matches!(
+            classify(
+                Watched::ServiceExport,
+                &watcher::Error::InitialListFailed(api(404))
+            ),
+            Some(Update::Absent)
+        ));
+        // Core kinds always exist: a 404 there is a failure.
+        let Some(Update::Error(failure)) =
+            classify(service, &watcher::Error::InitialListFailed(api(404)))
+        else {
+            panic!("a core kind's 404 is a failure")
+        };
+        assert!(!failure.sticky);
+        let Some(Update::Error(refused)) =
+            classify(gateway, &watcher::Error::WatchStartFailed(api(403)))
+        else {
+            panic!("a refusal is a failure")
+        };
+        assert!(refused.sticky);
+    }
 
     #[test]
     fn backoff_doubles_to_the_cap_and_resets() {

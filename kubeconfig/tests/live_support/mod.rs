@@ -6,6 +6,8 @@
 
 #![allow(dead_code)] // each test file uses a different part
 
+pub mod mcs;
+
 use std::time::Duration;
 use switchyard_kubeconfig::live::{ClusterSource, WatchSettings};
 
@@ -34,10 +36,7 @@ impl Clients for FakeApiServer {
     }
 
     fn source(&self, name: &str) -> ClusterSource {
-        ClusterSource {
-            name: name.to_string(),
-            client: self.client(name),
-        }
+        ClusterSource::new(name, self.client(name))
     }
 }
 

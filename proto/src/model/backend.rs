@@ -8,6 +8,19 @@ use std::fmt;
 /// The EndpointSlice label naming the Service a slice belongs to.
 pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
 
+/// The API group of the Multi-Cluster Services API (KEP-1645):
+/// `ServiceExport`, and `ServiceImport` as a backendRef kind (GEP-1748).
+pub const MCS_GROUP: &str = "multicluster.x-k8s.io";
+
+/// What a clusterset `ServiceImport` `namespace/name` is stored as: a
+/// Service named `name.clusterset` in the same namespace, whose
+/// EndpointSlices are those of every cluster exporting `name`. Kubernetes
+/// Service names are DNS labels (no `.`), so this name never collides with
+/// a Service read from a cluster.
+pub fn service_import_name(name: &str) -> String {
+    format!("{name}.clusterset")
+}
+
 /// A Service port: the unit a backendRef points at, `namespace/name:port`.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct BackendKey {

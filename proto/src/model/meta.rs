@@ -133,6 +133,14 @@ pub struct ObjectMeta {
     /// cluster; reported back in status `observedGeneration`.
     #[serde(default)]
     pub k8s_generation: Option<i64>,
+    /// The id of the live cluster this object was read from (its
+    /// `--kubernetes` source id), `None` for objects from files or
+    /// `switchyard apply`. A new leader keeps a cluster's stored objects as
+    /// they are until it has listed that cluster, so one cluster that
+    /// cannot be reached never makes it delete what the previous leader
+    /// stored from there.
+    #[serde(default)]
+    pub origin: Option<String>,
     /// Raft log index of the apply that last changed this object. Set by the
     /// coordinator's state machine; whatever a client sends is overwritten.
     /// Endpoint-set generations are derived from it.

@@ -4,7 +4,7 @@
 //! The semantics (precedence, wildcard hostnames, prefix segments) live in
 //! the proxy's router; this module is only the shape.
 
-use super::backend::BackendKey;
+use super::backend::{BackendKey, MCS_GROUP, service_import_name};
 use super::meta::ObjectMeta;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
@@ -27,17 +27,19 @@ pub struct HttpRoute {
 
 impl HttpRoute {
     /// The Service ports this spec sends client traffic to: every Service
-    /// backendRef with a port and a weight above 0, its namespace defaulted
-    /// to the route's. Mirrors are not included (their answers never reach
-    /// a client). Whether the Services exist is not checked here.
+    /// or ServiceImport backendRef with a port and a weight above 0, its
+    /// namespace defaulted to the route's (a ServiceImport as its stored
+    /// Service, [`service_import_name`]). Mirrors are not included (their
+    /// answers never reach a client). Whether the Services exist is not
+    /// checked here.
     pub fn traffic_backends(&self) -> BTreeSet<BackendKey> {
         self.rules
             .iter()
             .flat_map(|rule| &rule.backend_refs)
-            .filter(|b| b.is_service() && b.weight > 0)
+            .filter(|b| b.weight > 0)
             .filter_map(|b| {
                 let namespace = b.namespace.as_deref().unwrap_or(&self.meta.namespace);
-                Some(BackendKey::new(namespace, b.name.clone(), b.port?))
+                Some(BackendKey::new(namespace, b.stored_service()?, b.port?))
             })
             .collect()
     }
@@ -270,8 +272,27 @@ impl BackendRef {
         }
     }
 
-    /// Whether this names a core `Service` (the only kind switchyard serves).
+    /// Whether this names a core `Service`.
     pub fn is_service(&self) -> bool {
         self.group.is_empty() && self.kind == "Service"
+    }
+
+    /// Whether this names a clusterset `ServiceImport` (GEP-1748): the
+    /// endpoints of every cluster exporting the Service of that name.
+    pub fn is_service_import(&self) -> bool {
+        self.group == MCS_GROUP && self.kind == "ServiceImport"
+    }
+
+    /// The name of the stored Service whose endpoints this ref sends to:
+    /// its own name for a Service, [`service_import_name`] for a
+    /// ServiceImport, `None` for kinds switchyard does not serve.
+    pub fn stored_service(&self) -> Option<String> {
+        if self.is_service() {
+            Some(self.name.clone())
+        } else if self.is_service_import() {
+            Some(service_import_name(&self.name))
+        } else {
+            None
+        }
     }
 }

@@ -22,8 +22,9 @@ pub struct EndpointSet {
     /// (`ConfigSnapshot::endpoint_generations`): the generation readiness
     /// reports refer to, the same number the coordinators judge by.
     pub generation: u64,
-    /// Endpoints eligible for traffic by their conditions, sorted, without
-    /// duplicates.
+    /// Endpoints eligible for traffic by their conditions (ready ones;
+    /// serving-but-terminating ones only when none is ready), sorted,
+    /// without duplicates.
     pub addrs: Vec<SocketAddr>,
     /// Path the proxy health-checks.
     pub health_path: String,
@@ -58,24 +59,36 @@ pub fn resolve(snapshot: &ConfigSnapshot, backend: &BackendKey) -> EndpointSet {
             health_path,
         };
     };
-    let mut addrs = BTreeSet::new();
+    // KEP-1669, as kube-proxy does it: ready endpoints; only when a
+    // backend has none, the ones still serving while terminating (a
+    // rolling update's last pods), rather than none at all.
+    let mut ready = BTreeSet::new();
+    let mut terminating = BTreeSet::new();
     for slice in slices {
         if slice.address_type == "FQDN" {
             // Resolving names is not the data plane's business; FQDN slices
             // are skipped rather than half-supported.
             continue;
         }
-        let target = slice_port(slice, port);
-        for endpoint in slice.endpoints.iter().filter(|e| eligible(e)) {
+        let Some(target) = slice_port(slice, port) else {
+            continue;
+        };
+        for endpoint in &slice.endpoints {
+            let class = match condition(endpoint) {
+                Condition::Ready => &mut ready,
+                Condition::ServingTerminating => &mut terminating,
+                Condition::Out => continue,
+            };
             if let Some(ip) = endpoint
                 .addresses
                 .first()
                 .and_then(|a| a.parse::<IpAddr>().ok())
             {
-                addrs.insert(SocketAddr::new(ip, target));
+                class.insert(SocketAddr::new(ip, target));
             }
         }
     }
+    let addrs = if ready.is_empty() { terminating } else { ready };
     EndpointSet {
         generation,
         addrs: addrs.into_iter().collect(),
@@ -84,22 +97,41 @@ pub fn resolve(snapshot: &ConfigSnapshot, backend: &BackendKey) -> EndpointSet {
 }
 
 /// The port endpoints of `slice` listen on for Service port `port`: the
-/// slice port with the same name, else the Service's numeric target port,
-/// else the Service port itself.
-fn slice_port(slice: &EndpointSlice, port: &ServicePort) -> u16 {
+/// slice port with the same name. A slice that lists ports but not this
+/// one does not serve it (Kubernetes semantics: a multi-cluster import
+/// keeps only the ports each cluster exports compatibly); a slice without
+/// any ports (hand-written files) listens on the Service's numeric target
+/// port, else the Service port itself.
+fn slice_port(slice: &EndpointSlice, port: &ServicePort) -> Option<u16> {
+    if slice.ports.is_empty() {
+        return Some(port.target_port.unwrap_or(port.port));
+    }
     let name = port.name.as_deref().filter(|n| !n.is_empty());
     slice
         .ports
         .iter()
         .find(|p| p.name.as_deref().filter(|n| !n.is_empty()) == name)
         .map(|p| p.port)
-        .or(port.target_port)
-        .unwrap_or(port.port)
 }
 
-/// Kubernetes semantics: `ready`, or still `serving` while not terminating.
-fn eligible(endpoint: &Endpoint) -> bool {
-    endpoint.ready || (endpoint.serving && !endpoint.terminating)
+/// How an endpoint's EndpointSlice conditions let it take traffic.
+enum Condition {
+    /// `ready`, or still `serving` while not terminating.
+    Ready,
+    /// `serving` and `terminating`: used only when no endpoint is ready.
+    ServingTerminating,
+    /// Neither.
+    Out,
+}
+
+fn condition(endpoint: &Endpoint) -> Condition {
+    if endpoint.ready || (endpoint.serving && !endpoint.terminating) {
+        Condition::Ready
+    } else if endpoint.serving {
+        Condition::ServingTerminating
+    } else {
+        Condition::Out
+    }
 }
 
 fn health_path(service: &Service) -> String {
@@ -230,5 +262,62 @@ mod tests {
         let missing = resolve(&snapshot, &BackendKey::new("ns", "nope", 80));
         assert_eq!(missing.generation, 0);
         assert!(missing.addrs.is_empty());
+    }
+
+    #[test]
+    fn terminating_but_serving_endpoints_serve_only_when_none_is_ready() {
+        let snapshot = |eps: Vec<Endpoint>| ConfigSnapshot {
+            services: vec![service(1, None, Some(8080))],
+            endpoint_slices: vec![slice("a", 1, vec![], eps)],
+            ..Default::default()
+        };
+        let backend = BackendKey::new("ns", "svc", 80);
+        let draining = endpoint("10.0.0.2", false, true, true);
+        let gone = endpoint("10.0.0.3", false, false, true);
+        let with_ready = snapshot(vec![
+            endpoint("10.0.0.1", true, true, false),
+            draining.clone(),
+            gone.clone(),
+        ]);
+        assert_eq!(
+            resolve(&with_ready, &backend).addrs,
+            vec!["10.0.0.1:8080".parse().unwrap()]
+        );
+        let rolling_out = snapshot(vec![draining, gone]);
+        assert_eq!(
+            resolve(&rolling_out, &backend).addrs,
+            vec!["10.0.0.2:8080".parse().unwrap()],
+            "KEP-1669: the serving terminating endpoint rather than none"
+        );
+    }
+
+    #[test]
+    fn a_slice_listing_other_ports_does_not_serve_this_one() {
+        let named = |name: &str, port: u16| EndpointPort {
+            name: Some(name.into()),
+            port,
+        };
+        let snapshot = ConfigSnapshot {
+            services: vec![service(1, Some("http"), None)],
+            endpoint_slices: vec![
+                slice(
+                    "a",
+                    1,
+                    vec![named("http", 8080)],
+                    vec![endpoint("10.0.0.1", true, true, false)],
+                ),
+                slice(
+                    "b",
+                    1,
+                    vec![named("metrics", 9090)],
+                    vec![endpoint("10.0.0.2", true, true, false)],
+                ),
+            ],
+            ..Default::default()
+        };
+        assert_eq!(
+            resolve(&snapshot, &BackendKey::new("ns", "svc", 80)).addrs,
+            vec!["10.0.0.1:8080".parse().unwrap()]
+        );
     }
 }

@@ -2,7 +2,7 @@
 //! status PATCHes (server-side apply, [`super::apply`]), Event creates
 //! and `/version`, each request recorded first.
 
-use super::{COLLECTIONS, Recorded, State, gone, watch_line};
+use super::{Recorded, State, gone, watch_line};
 use bytes::Bytes;
 use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full};
@@ -101,7 +101,7 @@ pub(super) async fn handle(
                     "goVersion": "go1.24", "compiler": "gc", "platform": "linux/amd64"}),
         );
     }
-    if COLLECTIONS.contains(&path.as_str()) && method == Method::GET {
+    if s.collections.contains_key(&path) && method == Method::GET {
         return if recorded.is_watch() {
             watch(&mut s, &path, &recorded)
         } else {

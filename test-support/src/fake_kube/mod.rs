@@ -145,6 +145,7 @@ pub fn collection_of(api_version: &str, kind: &str) -> String {
         "ReferenceGrant" => "referencegrants",
         // Cluster-scoped, read one at a time (`switchyard node-zone`).
         "Node" => "nodes",
+        "ServiceExport" => "serviceexports",
         other => panic!("kind {other} not served by the fake"),
     };
     let root = if api_version.contains('/') {
@@ -366,6 +367,17 @@ impl FakeApiServer {
                 .get(&(namespace.to_string(), name.to_string()))
                 .cloned()
         })
+    }
+
+    /// Uninstalls every kind of API `group` (a cluster without those
+    /// CRDs): their lists and watches are answered `404`, open watches
+    /// end. Kinds outside [`COLLECTIONS`] (`ServiceExport`) are served
+    /// only once an object of theirs has been applied.
+    pub fn remove_api_group(&self, group: &str) {
+        let prefix = format!("/apis/{group}/");
+        self.lock()
+            .collections
+            .retain(|path, _| !path.starts_with(&prefix));
     }
 
     /// Answer the next `n` status patches with 409 Conflict.

@@ -189,6 +189,7 @@ pub fn meta(cluster_scoped: bool) -> BoxedStrategy<ObjectMeta> {
                     annotations,
                     creation_timestamp_ms: created,
                     k8s_generation,
+                    origin: None,
                     revision,
                 }
             },

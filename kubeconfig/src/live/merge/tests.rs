@@ -53,7 +53,7 @@ fn cluster() -> String {
     ])
 }
 
-fn keys(resources: &[Resource]) -> Vec<String> {
+pub(super) fn keys(resources: &[Resource]) -> Vec<String> {
     resources.iter().map(|r| r.key().to_string()).collect()
 }
 
@@ -101,52 +101,46 @@ fn slice(name: &str, service: &str, address: &str, zone: Option<&str>) -> Value 
     )
 }
 
+/// A cluster's objects as read, without exports or held objects.
+pub(super) fn read(name: &str, resources: Vec<Resource>) -> ClusterObjects {
+    ClusterObjects {
+        name: name.into(),
+        resources,
+        ..ClusterObjects::default()
+    }
+}
+
+pub(super) fn slices(merged: &Merged) -> Vec<(&str, &str, &str)> {
+    merged
+        .resources
+        .iter()
+        .filter_map(|r| match r {
+            Resource::EndpointSlice(s) => Some((
+                s.meta.name.as_str(),
+                s.cluster.as_deref().unwrap_or_default(),
+                s.endpoints[0].addresses[0].as_str(),
+            )),
+            _ => None,
+        })
+        .collect()
+}
+
 #[test]
-fn endpoints_of_one_service_in_two_clusters_are_merged_and_tagged() {
+fn a_service_in_two_clusters_is_served_by_the_first_clusters_endpoints_only() {
     let east = parse_documents("east", &cluster()).unwrap();
     // The west cluster has only the backend: the same Service and a slice
-    // whose name equals east's.
+    // whose name equals east's. Not exported: its pods are not east's.
     let west_yaml = fixtures::yaml(&[
         fixtures::service("shop", "blue", json!([{"port": 80, "targetPort": 9090}])),
         slice("blue-1", "blue", "10.1.0.1", Some("zone-b")),
     ]);
     let west = parse_documents("west", &west_yaml).unwrap();
     let merged = merge_clusters(
-        &[
-            ClusterObjects {
-                name: "east".into(),
-                resources: east,
-            },
-            ClusterObjects {
-                name: "admin@West_2".into(),
-                resources: west,
-            },
-        ],
+        &[read("east", east), read("admin@West_2", west)],
         CONTROLLER_NAME,
     );
-    let slices: Vec<_> = merged
-        .resources
-        .iter()
-        .filter_map(|r| match r {
-            Resource::EndpointSlice(s) => Some(s),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(slices.len(), 2);
-    let tagged: Vec<_> = slices
-        .iter()
-        .map(|s| {
-            (
-                s.meta.name.as_str(),
-                s.cluster.as_deref().unwrap(),
-                s.endpoints[0].addresses[0].as_str(),
-                s.endpoints[0].zone.as_deref().unwrap(),
-            )
-        })
-        .collect();
-    assert!(tagged.contains(&("blue-1.east", "east", "10.0.0.1", "zone-a")));
-    assert!(tagged.contains(&("blue-1.admin-west-2", "admin@West_2", "10.1.0.1", "zone-b")));
-    // One Service, the first cluster's.
+    assert_eq!(slices(&merged), [("blue-1.east", "east", "10.0.0.1")]);
+    // One Service, the first cluster's, tagged with its origin.
     let services: Vec<_> = merged
         .resources
         .iter()
@@ -157,23 +151,86 @@ fn endpoints_of_one_service_in_two_clusters_are_merged_and_tagged() {
         .collect();
     assert_eq!(services.len(), 1);
     assert_eq!(services[0].ports[0].target_port, Some(8080));
+    assert_eq!(services[0].meta.origin.as_deref(), Some("east"));
     assert_eq!(merged.contributed["east"], ["shop/blue"]);
-    assert_eq!(merged.contributed["admin@West_2"], ["shop/blue"]);
+    assert!(merged.contributed["admin@West_2"].is_empty());
     for r in &merged.resources {
         validate_resource(r).unwrap();
     }
 }
 
 #[test]
-fn one_cluster_keeps_slice_names_and_tags_the_cluster() {
+fn a_gateway_class_of_another_controller_in_another_cluster_is_never_ours() {
+    // West names its class "ours" too, but for another controller, and
+    // has a Gateway and route of its own on it.
+    let west_yaml = fixtures::yaml(&[
+        fixtures::gateway_class("ours", fixtures::OTHER_CONTROLLER),
+        fixtures::gateway(
+            "infra",
+            "west-gw",
+            "ours",
+            json!([listener("http", 80, "HTTP")]),
+        ),
+        fixtures::route(
+            "shop",
+            "west-app",
+            json!({"parentRefs": [{"name": "west-gw", "namespace": "infra"}],
+                   "rules": [{"backendRefs": [{"name": "blue", "port": 80}]}]}),
+        ),
+    ]);
+    let west = parse_documents("west", &west_yaml).unwrap();
+    // West first: its class wins the name but is not ours.
     let east = parse_documents("east", &cluster()).unwrap();
-    let merged = merge_clusters(
-        &[ClusterObjects {
-            name: "east".into(),
-            resources: east,
-        }],
+    let merged = merge_clusters(&[read("west", west), read("east", east)], CONTROLLER_NAME);
+    let keys = keys(&merged.resources);
+    assert!(keys.contains(&"Gateway infra/gw".to_string()), "{keys:?}");
+    assert!(keys.contains(&"HTTPRoute shop/app".to_string()));
+    assert!(
+        !keys.contains(&"Gateway infra/west-gw".to_string()),
+        "{keys:?}"
+    );
+    assert!(!keys.contains(&"HTTPRoute shop/west-app".to_string()));
+    let class = merged.resources.iter().find_map(|r| match r {
+        Resource::GatewayClass(c) => Some(c),
+        _ => None,
+    });
+    assert_eq!(class.unwrap().meta.origin.as_deref(), Some("east"));
+}
+
+#[test]
+fn held_objects_of_a_cluster_pass_as_stored_and_win_by_source_order() {
+    let east = parse_documents("east", &cluster()).unwrap();
+    let west_yaml = fixtures::yaml(&[slice("blue-9", "blue", "10.1.0.9", None)]);
+    let west = parse_documents("west", &west_yaml).unwrap();
+    let before = merge_clusters(
+        &[read("east", east), read("west", west.clone())],
         CONTROLLER_NAME,
     );
+    // East is not listed in this term: what the store held from it.
+    let held: Vec<Resource> = before
+        .resources
+        .iter()
+        .filter(|r| r.meta().origin.as_deref() == Some("east"))
+        .cloned()
+        .collect();
+    let after = merge_clusters(
+        &[
+            ClusterObjects {
+                name: "east".into(),
+                held,
+                ..ClusterObjects::default()
+            },
+            read("west", west),
+        ],
+        CONTROLLER_NAME,
+    );
+    assert_eq!(after.resources, before.resources, "nothing renamed twice");
+}
+
+#[test]
+fn one_cluster_keeps_slice_names_and_tags_the_cluster() {
+    let east = parse_documents("east", &cluster()).unwrap();
+    let merged = merge_clusters(&[read("east", east)], CONTROLLER_NAME);
     let slice = merged
         .resources
         .iter()

@@ -1,9 +1,11 @@
 //! backendRefs: whether one resolves to a Service port — a kind switchyard
-//! serves, a cross-namespace reference permitted by a ReferenceGrant in the
-//! target's namespace, an existing Service with that port — and why not.
+//! serves (a core Service, or a Multi-Cluster Services `ServiceImport` as
+//! GEP-1748 has it), a cross-namespace reference permitted by a
+//! ReferenceGrant in the target's namespace, an existing Service with that
+//! port — and why not.
 
 use super::{GATEWAY_GROUP, Topology};
-use crate::model::backend::BackendKey;
+use crate::model::backend::{BackendKey, MCS_GROUP};
 use crate::model::route::BackendRef;
 use std::fmt;
 
@@ -11,7 +13,7 @@ use std::fmt;
 /// `False` with [`Unresolved::reason`], and the router answers 500 for it).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Unresolved {
-    /// Not a core Service.
+    /// Neither a core Service nor a ServiceImport.
     InvalidKind {
         /// `namespace/name` of the ref.
         target: String,
@@ -58,7 +60,7 @@ impl fmt::Display for Unresolved {
                 let group = if group.is_empty() { "core" } else { group };
                 write!(
                     f,
-                    "backendRef {target}: kind {group}/{kind} is not supported (only core Service)"
+                    "backendRef {target}: kind {group}/{kind} is not supported (only core Service and {MCS_GROUP}/ServiceImport)"
                 )
             }
             Unresolved::RefNotPermitted { target, from } => {
@@ -77,18 +79,19 @@ impl fmt::Display for Unresolved {
 
 impl Topology<'_> {
     /// Resolves a backendRef of a route in `route_namespace` to a Service
-    /// port.
+    /// port: a core Service, or a clusterset ServiceImport (GEP-1748) as
+    /// the Service it is stored as ([`BackendRef::stored_service`]).
     pub fn resolve(&self, route_namespace: &str, r: &BackendRef) -> Result<BackendKey, Unresolved> {
         let ns = r.namespace.as_deref().unwrap_or(route_namespace);
         let target = format!("{ns}/{}", r.name);
-        if !r.is_service() {
+        let Some(stored) = r.stored_service() else {
             return Err(Unresolved::InvalidKind {
                 target,
                 group: r.group.clone(),
                 kind: r.kind.clone(),
             });
-        }
-        if ns != route_namespace && !self.granted(route_namespace, ns, &r.name) {
+        };
+        if ns != route_namespace && !self.granted(route_namespace, ns, r) {
             return Err(Unresolved::RefNotPermitted {
                 target,
                 from: route_namespace.to_string(),
@@ -98,24 +101,37 @@ impl Topology<'_> {
             target: target.clone(),
             what,
         };
-        let Some(service) = self.services.get(&(ns, r.name.as_str())) else {
-            return Err(not_found("Service not found".into()));
+        let Some(service) = self.services.get(&(ns, stored.as_str())) else {
+            return Err(not_found(if r.is_service_import() {
+                "ServiceImport not found (no watched cluster exports the Service)".into()
+            } else {
+                "Service not found".into()
+            }));
         };
         let Some(port) = r.port else {
             return Err(not_found("port is required".into()));
         };
         if !service.ports.iter().any(|p| p.port == port) {
-            return Err(not_found(format!("Service has no port {port}")));
+            return Err(not_found(format!("{} has no port {port}", r.kind)));
         }
-        Ok(BackendKey::new(ns, r.name.clone(), port))
+        Ok(BackendKey::new(ns, stored, port))
     }
 
     /// Whether a grant living in `target_ns` lets HTTPRoutes of `route_ns`
-    /// refer to the Service `name`. Grants in other namespaces never count.
-    fn granted(&self, route_ns: &str, target_ns: &str, name: &str) -> bool {
+    /// refer to the object `r` names (its group and kind: a grant for
+    /// Services does not cover ServiceImports). Grants in other namespaces
+    /// never count.
+    fn granted(&self, route_ns: &str, target_ns: &str, r: &BackendRef) -> bool {
         self.grants.iter().any(|g| {
             g.meta.namespace == target_ns
-                && g.permits(GATEWAY_GROUP, "HTTPRoute", route_ns, "", "Service", name)
+                && g.permits(
+                    GATEWAY_GROUP,
+                    "HTTPRoute",
+                    route_ns,
+                    &r.group,
+                    &r.kind,
+                    &r.name,
+                )
         })
     }
 }
@@ -288,5 +304,57 @@ mod tests {
                 "{g:?}"
             );
         }
+    }
+
+    #[test]
+    fn a_service_import_resolves_to_its_stored_service_and_needs_its_own_grant() {
+        use crate::model::backend::service_import_name;
+        let mut s = snapshot(vec![]);
+        let mut import = s.services[1].clone();
+        import.meta.name = service_import_name("web-backend");
+        s.services.push(import);
+        let import_ref = |ns: Option<&str>| BackendRef {
+            group: MCS_GROUP.into(),
+            kind: "ServiceImport".into(),
+            namespace: ns.map(Into::into),
+            ..BackendRef::service("web-backend", 8080)
+        };
+        assert_eq!(
+            Topology::of_snapshot(&s).resolve("web", &import_ref(None)),
+            Ok(BackendKey::new("web", "web-backend.clusterset", 8080))
+        );
+        // A grant for Services does not cover ServiceImports...
+        s.reference_grants = vec![grant(
+            "web",
+            GATEWAY_GROUP,
+            "HTTPRoute",
+            "infra",
+            "Service",
+            None,
+        )];
+        let refused = Topology::of_snapshot(&s)
+            .resolve("infra", &import_ref(Some("web")))
+            .unwrap_err();
+        assert_eq!(refused.reason(), "RefNotPermitted");
+        // ... one for ServiceImports does.
+        s.reference_grants[0].to[0].group = MCS_GROUP.into();
+        s.reference_grants[0].to[0].kind = "ServiceImport".into();
+        assert!(
+            Topology::of_snapshot(&s)
+                .resolve("infra", &import_ref(Some("web")))
+                .is_ok()
+        );
+        // Nobody exports "v1": not found, saying why.
+        let missing = Topology::of_snapshot(&s)
+            .resolve(
+                "infra",
+                &BackendRef {
+                    name: "v1".into(),
+                    ..import_ref(None)
+                },
+            )
+            .unwrap_err();
+        assert_eq!(missing.reason(), "BackendNotFound");
+        assert!(missing.to_string().contains("exports"), "{missing}");
     }
 }

@@ -208,9 +208,14 @@ fn validate_backend_ref(c: &Checker, f: &str, b: &BackendRef) -> Result<(), Vali
             format!("weight {} exceeds {MAX_WEIGHT}", b.weight),
         ));
     }
-    if b.is_service() {
+    if b.is_service() || b.is_service_import() {
         match b.port {
-            None => return Err(c.fail(format!("{f}.port"), "required when referring to a Service")),
+            None => {
+                return Err(c.fail(
+                    format!("{f}.port"),
+                    format!("required when referring to a {}", b.kind),
+                ));
+            }
             Some(p) => c.port(&format!("{f}.port"), p)?,
         }
     }
