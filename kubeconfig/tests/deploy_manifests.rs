@@ -2,8 +2,8 @@
 //! field fails: each document is decoded into its k8s-openapi or
 //! gateway-api type, encoded again, and must equal the input); the
 //! ClusterRoles grant exactly what the code uses (the coordinators'
-//! `live::REQUIRED_PERMISSIONS` plus [`AWAITING_CODE`], the grants for code
-//! of other branches; the proxies' `node_zone::REQUIRED_PERMISSIONS`),
+//! `live::REQUIRED_PERMISSIONS`, the proxies'
+//! `node_zone::REQUIRED_PERMISSIONS`),
 //! bound to the accounts the pods run as; only the zone init container
 //! holds an API token; and the namespace enforces Pod Security
 //! "restricted".
@@ -16,22 +16,7 @@ mod deploy_support;
 use anyhow::{Context, Result};
 use deploy_support::{Manifests, grants, manifests, owned, pod_spec, round_trip};
 use k8s_openapi::api::apps::v1::Deployment;
-use std::collections::BTreeSet;
 use switchyard_kubeconfig::live::REQUIRED_PERMISSIONS;
-
-/// Granted to the coordinators for code that lands on another branch of
-/// issue 13 and adds these to `REQUIRED_PERMISSIONS`: ServiceExport and
-/// ServiceImport (item 6). The ClusterRole may grant `REQUIRED_PERMISSIONS`
-/// and these, nothing else, and must grant all of both. Once the code lists
-/// an entry itself, it only repeats here and can be deleted.
-const AWAITING_CODE: &[(&str, &str, &str)] = &[
-    ("multicluster.x-k8s.io", "serviceexports", "get"),
-    ("multicluster.x-k8s.io", "serviceexports", "list"),
-    ("multicluster.x-k8s.io", "serviceexports", "watch"),
-    ("multicluster.x-k8s.io", "serviceimports", "get"),
-    ("multicluster.x-k8s.io", "serviceimports", "list"),
-    ("multicluster.x-k8s.io", "serviceimports", "watch"),
-];
 
 #[test]
 fn every_manifest_is_its_typed_object_exactly() -> Result<()> {
@@ -68,16 +53,13 @@ fn the_coordinators_role_grants_exactly_what_the_code_uses() -> Result<()> {
     let role = m.cluster_role("switchyard-coordinator")?;
     let granted = grants(role);
     let required = owned(REQUIRED_PERMISSIONS);
-    let allowed: BTreeSet<_> = required.union(&owned(AWAITING_CODE)).cloned().collect();
     let missing: Vec<_> = required.difference(&granted).collect();
-    let extra: Vec<_> = granted.difference(&allowed).collect();
+    let extra: Vec<_> = granted.difference(&required).collect();
     assert!(missing.is_empty(), "the ClusterRole lacks {missing:?}");
     assert!(
         extra.is_empty(),
         "the ClusterRole grants more than used: {extra:?}"
     );
-    let pending: Vec<_> = owned(AWAITING_CODE).difference(&granted).cloned().collect();
-    assert!(pending.is_empty(), "AWAITING_CODE not granted: {pending:?}");
 
     // Bound to the account every coordinator runs as.
     assert_eq!(m.stateful_sets.len(), 3);

@@ -418,6 +418,28 @@ fn proxies_know_every_coordinator_and_the_class_is_ours() -> Result<()> {
     Ok(())
 }
 
+#[test]
+fn gateway_addresses_come_from_the_proxies_load_balancer_service() -> Result<()> {
+    // Without --kubernetes-proxy-service every Gateway would stay
+    // Programmed=False/AddressNotAssigned: it must name the proxies'
+    // LoadBalancer Service in the in-cluster source.
+    let m = manifests()?;
+    for sts in m.coordinators() {
+        let coordinator = container(coordinator_pod(sts)?, "coordinator")?;
+        assert_eq!(flag(coordinator, "--kubernetes"), Some("in-cluster"));
+        let named = flag(coordinator, "--kubernetes-proxy-service")
+            .context("--kubernetes-proxy-service")?;
+        let (cluster, rest) = named.split_once('/').context("CLUSTER/NAMESPACE/NAME")?;
+        let (namespace, name) = rest.split_once('/').context("NAMESPACE/NAME")?;
+        assert_eq!(cluster, "local", "in-cluster's id");
+        let service = m.service(name)?;
+        assert_eq!(service.metadata.namespace.as_deref(), Some(namespace));
+        let spec = service.spec.as_ref().context("spec")?;
+        assert_eq!(spec.type_.as_deref(), Some("LoadBalancer"), "{name}");
+    }
+    Ok(())
+}
+
 /// `value` as JSON text with member `id`'s own names put back to `N`, and
 /// `peers` (the `--peers` value, the same for all and checked elsewhere)
 /// to `PEERS`.

@@ -50,9 +50,11 @@ pub struct KubeArgs {
     /// A Kubernetes cluster to take Gateways, HTTPRoutes, Services and EndpointSlices from
     /// (repeatable; comma-separated in the env var): `in-cluster` (this pod's ServiceAccount,
     /// named `local`), `PATH` (the kubeconfig's current context) or `PATH#CONTEXT`, each
-    /// optionally prefixed `NAME=` to name the cluster (default: the context name). Names are
-    /// stored, so give every coordinator the same list. The clusters are the whole truth: the
-    /// leader deletes stored objects they do not have, including ones applied by hand.
+    /// optionally prefixed `NAME=` to name the cluster (default: `local` in-cluster, else the
+    /// API server's host:port, never the context name). Names are stored with what each
+    /// cluster contributes, so give every coordinator the same list. The clusters are the
+    /// whole truth: the leader deletes stored objects they do not have, including ones applied
+    /// by hand.
     #[arg(
         long = "kubernetes",
         env = "SWITCHYARD_KUBERNETES",
@@ -61,6 +63,16 @@ pub struct KubeArgs {
         value_name = "SOURCE"
     )]
     pub sources: Vec<SourceSpec>,
+    /// A --kubernetes source (by its name) that only runs backends: it is watched for Services,
+    /// EndpointSlices and ServiceExports alone, never for Gateway API objects (repeatable;
+    /// comma-separated in the env var).
+    #[arg(
+        long = "kubernetes-endpoints-only",
+        env = "SWITCHYARD_KUBERNETES_ENDPOINTS_ONLY",
+        value_delimiter = ',',
+        value_name = "CLUSTER"
+    )]
+    pub endpoints_only: Vec<String>,
     /// How often route and Gateway status is recomputed and written back even without a change
     /// the coordinator noticed (only what differs is written).
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
@@ -204,6 +216,16 @@ impl LiveSync {
             }
             info!(cluster = %source.name, "kubernetes source configured");
             sources.push(source);
+        }
+        for name in &args.endpoints_only {
+            let Some(source) = sources.iter_mut().find(|s| &s.name == name) else {
+                bail!(
+                    "--kubernetes-endpoints-only {name:?}: no --kubernetes source has that id (sources: {})",
+                    names.iter().cloned().collect::<Vec<_>>().join(", ")
+                );
+            };
+            *source = source.clone().endpoints_only();
+            info!(cluster = %name, "kubernetes source watched for endpoints only");
         }
         if let Some(proxy) = &args.kubernetes_proxy_service
             && !names.contains(&proxy.cluster)
@@ -356,6 +378,7 @@ fn stored_resources(state: &ReplicatedState) -> Stored {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use switchyard_kubeconfig::live::SourceRole;
 
     fn file(path: &str, context: Option<&str>) -> Location {
         Location::File {
@@ -476,6 +499,63 @@ mod tests {
         assert_eq!(names, [None, Some("a".into()), Some("b".into())]);
         assert_eq!(cli.kube.kubernetes_status_interval, Duration::from_secs(10));
         assert_eq!(cli.kube.kubernetes_proxy_service, None);
+    }
+
+    #[tokio::test]
+    async fn endpoints_only_names_a_source_and_an_unknown_name_is_refused() {
+        #[derive(Debug, clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            kube: KubeArgs,
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("clusters.yaml");
+        std::fs::write(
+            &path,
+            "apiVersion: v1\nkind: Config\ncurrent-context: c\n\
+             clusters: [{name: k, cluster: {server: 'http://127.0.0.1:1'}}]\n\
+             users: [{name: u, user: {}}]\n\
+             contexts: [{name: c, context: {cluster: k, user: u}}]\n",
+        )
+        .unwrap();
+        let args = |only: &str| {
+            <Cli as clap::Parser>::try_parse_from([
+                "x".to_string(),
+                "--kubernetes".into(),
+                format!("main={}", path.display()),
+                "--kubernetes".into(),
+                format!("{}#c", path.display()),
+                "--kubernetes-endpoints-only".into(),
+                only.into(),
+            ])
+            .unwrap()
+            .kube
+        };
+        let sync = LiveSync::connect(&args("127.0.0.1:1"))
+            .await
+            .unwrap()
+            .unwrap();
+        let roles: Vec<_> = sync
+            .sources
+            .iter()
+            .map(|s| (s.name.as_str(), s.role))
+            .collect();
+        assert_eq!(
+            roles,
+            [
+                ("main", SourceRole::Full),
+                ("127.0.0.1:1", SourceRole::Endpoints)
+            ],
+            "an unnamed kubeconfig source is named by its API server"
+        );
+        let e = LiveSync::connect(&args("west"))
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("\"west\"") && e.contains("127.0.0.1:1, main"),
+            "{e}"
+        );
     }
 
     #[test]
