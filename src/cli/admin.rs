@@ -262,6 +262,68 @@ fn render(s: &ClusterStatus) -> String {
             if p.live { "live" } else { "silent" },
             p.admin_address
         );
+        for socket in p.listeners.iter().flatten() {
+            let serves = socket
+                .gateway
+                .as_ref()
+                .map_or("every Gateway".to_string(), |g| format!("Gateway {g}"));
+            let state = match (&socket.error, socket.bound) {
+                (_, true) => "bound".to_string(),
+                (Some(error), false) => format!("NOT BOUND: {error}"),
+                (None, false) => "not bound".to_string(),
+            };
+            let _ = writeln!(
+                out,
+                "    listener port {} ({serves}) on {}: {state}",
+                socket.port, socket.address
+            );
+        }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::render;
+    use switchyard_proto::model::{ClusterStatus, ListenerBinding, ObjectName, ProxyStatus};
+
+    #[test]
+    fn the_text_status_shows_each_proxys_listener_sockets_and_why_one_is_not_bound() {
+        let status = ClusterStatus {
+            proxies: vec![ProxyStatus {
+                id: "p1".into(),
+                zone: "a".into(),
+                admin_address: "127.0.0.1:9901".into(),
+                live: true,
+                listeners: Some(vec![
+                    ListenerBinding {
+                        gateway: None,
+                        port: 80,
+                        address: "0.0.0.0:8080".into(),
+                        bound: true,
+                        error: None,
+                    },
+                    ListenerBinding {
+                        gateway: Some(ObjectName::new("shop", "gw")),
+                        port: 443,
+                        address: "0.0.0.0:8443".into(),
+                        bound: false,
+                        error: Some("Address in use (os error 98)".into()),
+                    },
+                ]),
+            }],
+            ..ClusterStatus::default()
+        };
+        let text = render(&status);
+        assert!(
+            text.contains("    listener port 80 (every Gateway) on 0.0.0.0:8080: bound\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "    listener port 443 (Gateway shop/gw) on 0.0.0.0:8443: NOT BOUND: Address in use (os error 98)\n"
+            ),
+            "{text}"
+        );
+    }
 }
