@@ -21,7 +21,7 @@ use super::cache::ClusterCache;
 use super::kinds::Watched;
 use super::merge::{ClusterObjects, ExportConflict, merge_clusters};
 use std::collections::{BTreeMap, BTreeSet};
-use switchyard_proto::model::{Kind, Resource, ResourceKey};
+use switchyard_proto::model::{Kind, ObjectMeta, ObjectName, Resource, ResourceKey};
 
 /// What the store held when the term began: the objects a cluster not
 /// yet listed keeps contributing.
@@ -44,6 +44,20 @@ pub struct DesiredState {
     /// ServiceExports left out of their ServiceImport (conflicts, oldest
     /// export wins).
     pub export_conflicts: Vec<ExportConflict>,
+    /// Every ServiceExport of every listed cluster: where export status
+    /// (`Valid`, `Conflict`) is written.
+    pub exports: Vec<ExportOrigin>,
+}
+
+/// One cluster's ServiceExport.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExportOrigin {
+    /// The cluster that holds it.
+    pub cluster: String,
+    /// `namespace/name`: the exported Service's.
+    pub name: ObjectName,
+    /// Its `metadata.generation`.
+    pub generation: Option<i64>,
 }
 
 /// One cluster's health and contribution.
@@ -144,6 +158,16 @@ pub(crate) fn desired_state(
             ..ClusterObjects::default()
         });
     }
+    let exports = inputs
+        .iter()
+        .flat_map(|c| {
+            c.exports.iter().map(|e: &ObjectMeta| ExportOrigin {
+                cluster: c.name.clone(),
+                name: e.object_name(),
+                generation: e.k8s_generation,
+            })
+        })
+        .collect();
     let mut merged = merge_clusters(&inputs, controller_name);
     let served_all: BTreeSet<ResourceKey> = merged.resources.iter().map(Resource::key).collect();
     let served: BTreeSet<&ResourceKey> = served_all
@@ -198,6 +222,7 @@ pub(crate) fn desired_state(
         rejected,
         origins,
         export_conflicts: merged.conflicts,
+        exports,
     })
 }
 

@@ -36,8 +36,10 @@ pub const FIELD_MANAGER: &str = "switchyard.io/gateway-controller";
 /// - `list` on `httproutes` also serves the sweep that removes our status
 ///   entries from routes no longer served.
 ///
-/// `serviceexports` (Multi-Cluster Services) are read, never written:
-/// switchyard derives the clusterset's imports itself.
+/// `serviceexports` (Multi-Cluster Services) are watched, and read back
+/// (`get`) before their `Valid`/`Conflict` status is applied; switchyard
+/// derives the clusterset's imports itself, so ServiceImports are never
+/// read.
 ///
 /// Besides these, each cluster is probed with `GET /version`, a
 /// non-resource URL every authenticated identity may read (the default
@@ -67,6 +69,8 @@ pub const REQUIRED_PERMISSIONS: &[(&str, &str, &str)] = &[
     ("events.k8s.io", "events", "create"),
     (MCS_GROUP, "serviceexports", "list"),
     (MCS_GROUP, "serviceexports", "watch"),
+    (MCS_GROUP, "serviceexports", "get"),
+    (MCS_GROUP, "serviceexports/status", "patch"),
 ];
 
 /// What one watcher reads: a kind of the model, or the Multi-Cluster
@@ -90,6 +94,14 @@ impl fmt::Display for Watched {
 }
 
 impl Watched {
+    /// The kind's name, as errors and logs give it.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Watched::Model(kind) => kind.as_str(),
+            Watched::ServiceExport => "ServiceExport",
+        }
+    }
+
     /// Whether a CustomResourceDefinition serves this kind: a `404` on
     /// its list means "not installed in this cluster" (no such objects),
     /// not a failure. Core kinds always exist.

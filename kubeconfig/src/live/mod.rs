@@ -20,7 +20,8 @@
 //! - Gateway API status: the pure condition computation
 //!   ([`route_parent_statuses`], [`gateway_status`]) and the server-side
 //!   apply writers ([`StatusPublisher`], [`write_route_status`],
-//!   [`write_gateway_status`]);
+//!   [`write_gateway_status`]), and ServiceExport `Valid`/`Conflict`
+//!   ([`export_conditions`]);
 //! - running the watchers only while this coordinator leads
 //!   ([`run_while_leader`]), and the term's reconcile loop around [`plan`]
 //!   ([`lead_term`], talking to the coordinators through [`Store`]);
@@ -65,6 +66,7 @@ mod conditions;
 mod desired;
 mod error;
 mod events;
+mod export_status;
 mod fence;
 mod gateway_conditions;
 mod kinds;
@@ -83,9 +85,10 @@ pub use conditions::{
     CUTOVER_CONDITION, Condition, ConditionStatus, FallBack, PARTIALLY_INVALID_CONDITION,
     ParentReference, RouteParentStatus, World, route_parent_statuses, unread_route_parent_statuses,
 };
-pub use desired::{ClusterHealth, DesiredState, Origin, Rejected};
+pub use desired::{ClusterHealth, DesiredState, ExportOrigin, Origin, Rejected};
 pub use error::LiveError;
 pub use events::{CutoverEvent, transitions};
+pub use export_status::{export_conditions, write_export_status};
 pub use fence::{FENCE_WINDOW, Fenced, LEADER_TERM_CONDITION};
 pub use gateway_conditions::{GatewayStatus, ListenerStatus, gateway_status, with_addresses};
 pub use kinds::{FIELD_MANAGER, REQUIRED_PERMISSIONS, SourceRole};

@@ -31,11 +31,13 @@ mod sweep;
 use super::ClusterSource;
 use super::addresses::Fleet;
 use super::conditions::{
-    FallBack, RouteParentStatus, World, route_parent_statuses, unread_route_parent_statuses,
+    Condition, FallBack, RouteParentStatus, World, route_parent_statuses,
+    unread_route_parent_statuses,
 };
 use super::desired::DesiredState;
 use super::error::LiveError;
 use super::events::{CutoverEvent, transitions};
+use super::export_status::{export_conditions, write_export_status};
 use super::fence::Fenced;
 use super::gateway_conditions::{GatewayStatus, gateway_status};
 use super::leader::Lease;
@@ -95,6 +97,9 @@ enum Written {
     Route(Vec<RouteParentStatus>),
     Unread(String),
     Gateway(GatewayStatus, Option<Fleet>),
+    /// A ServiceExport's `Valid` and `Conflict`. Its slot is keyed by
+    /// its Service's key (Services themselves get no status).
+    Export(Vec<Condition>),
 }
 
 type Slot = (String, ResourceKey);
@@ -222,6 +227,22 @@ impl StatusPublisher {
                 self.write(&mut run, slot, wanted, &world).await;
             }
         }
+        for export in &desired.exports {
+            if run.out.stopped.is_some() {
+                break;
+            }
+            let conflict = desired
+                .export_conflicts
+                .iter()
+                .find(|c| c.cluster == export.cluster && c.service == export.name);
+            let wanted = Written::Export(export_conditions(conflict, export.generation));
+            let key = ResourceKey {
+                kind: Kind::Service,
+                name: export.name.clone(),
+            };
+            self.write(&mut run, (export.cluster.clone(), key), wanted, &world)
+                .await;
+        }
         for r in &desired.rejected {
             if run.out.stopped.is_some() {
                 break;
@@ -274,6 +295,9 @@ impl StatusPublisher {
             }
             Written::Gateway(status, fleet) => {
                 write_gateway_status(client, cluster, name, status, fleet.as_ref(), term).await
+            }
+            Written::Export(conditions) => {
+                write_export_status(client, cluster, name, conditions, term).await
             }
         };
         if run.settle(cluster, &slot.1, result) {

@@ -31,7 +31,9 @@
 
 mod patch;
 
-pub(crate) use patch::{class_status_patch, gateway_status_patch, route_parents_patch};
+pub(crate) use patch::{
+    class_status_patch, conditions_patch, gateway_status_patch, route_parents_patch,
+};
 
 use super::addresses::{Fleet, assign};
 use super::class_status::class_status;
@@ -39,7 +41,7 @@ use super::conditions::RouteParentStatus;
 use super::error::LiveError;
 use super::fence::Fenced;
 use super::gateway_conditions::{GatewayStatus, with_addresses};
-use super::kinds::{FIELD_MANAGER, GATEWAY_GROUP, api_resource};
+use super::kinds::{FIELD_MANAGER, GATEWAY_GROUP, Watched, watched_api_resource};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::Api;
 use kube::api::{Patch, PatchParams};
@@ -162,7 +164,18 @@ async fn write(
     name: &ObjectName,
     build: impl Fn(&DynamicObject) -> Result<Option<Value>, Fenced>,
 ) -> Result<WriteOutcome, LiveError> {
-    let resource = api_resource(kind);
+    write_watched(client, cluster, Watched::Model(kind), name, build).await
+}
+
+/// [`write`] for any watched kind (ServiceExports too).
+pub(super) async fn write_watched(
+    client: &kube::Client,
+    cluster: &str,
+    watched: Watched,
+    name: &ObjectName,
+    build: impl Fn(&DynamicObject) -> Result<Option<Value>, Fenced>,
+) -> Result<WriteOutcome, LiveError> {
+    let resource = watched_api_resource(watched);
     let api: Api<DynamicObject> = if name.namespace.is_empty() {
         Api::all_with(client.clone(), &resource)
     } else {
@@ -170,7 +183,7 @@ async fn write(
     };
     let fail = |source| LiveError::Status {
         cluster: cluster.to_string(),
-        kind: kind.as_str(),
+        kind: watched.as_str(),
         object: name.to_string(),
         cause: Box::new(source),
     };
@@ -212,7 +225,7 @@ async fn write(
     }
     Err(LiveError::Conflict {
         cluster: cluster.to_string(),
-        kind: kind.as_str(),
+        kind: watched.as_str(),
         object: name.to_string(),
         attempts: ATTEMPTS,
     })
@@ -220,7 +233,7 @@ async fn write(
 
 /// Now, to the second (Kubernetes stores condition times in seconds, and
 /// equal times are what let an unchanged status compare equal).
-fn now() -> Time {
+pub(super) fn now() -> Time {
     let ts = k8s_openapi::jiff::Timestamp::now();
     Time(k8s_openapi::jiff::Timestamp::from_second(ts.as_second()).unwrap_or(ts))
 }

@@ -20,7 +20,8 @@
 //! from the proxies (one flat network, or a mesh gateway in front of
 //! each). Nothing here translates addresses.
 //!
-//! It deliberately does no IO and does not write ServiceExport status.
+//! It deliberately does no IO and does not write ServiceExport status
+//! (`export_status` maps these conflicts to conditions and writes them).
 
 use super::{ClusterObjects, cluster_label, suffixed};
 use std::collections::{BTreeMap, BTreeSet};

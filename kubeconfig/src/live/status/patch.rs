@@ -185,6 +185,26 @@ pub(crate) fn class_status_patch(
     .ok())
 }
 
+/// A `status` that is only `conditions` (a ServiceExport's): ours with our
+/// term, merged with the stored ones. `Ok(None)` when they say the same.
+pub(crate) fn conditions_patch(
+    existing: Option<&Value>,
+    wanted: &[Condition],
+    term: u64,
+    now: &Time,
+) -> Result<Option<Value>, Fenced> {
+    let old: Vec<K8sCondition> = existing
+        .and_then(|s| s.get("conditions"))
+        .and_then(|v| serde_json::from_value(v.clone()).ok())
+        .unwrap_or_default();
+    check(stored_term(&old), term, now)?;
+    let new = with_term(wanted, &old, term, now);
+    if same_of_our_types(&old, &new) {
+        return Ok(None);
+    }
+    Ok(Some(serde_json::json!({ "conditions": new })))
+}
+
 /// `new` plus our term condition, merged with `old`.
 fn with_term(new: &[Condition], old: &[K8sCondition], term: u64, now: &Time) -> Vec<K8sCondition> {
     let generation = new.iter().filter_map(|c| c.observed_generation).max();
