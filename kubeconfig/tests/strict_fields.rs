@@ -66,17 +66,8 @@ fn the_deploy_manifests_of_kinds_switchyard_reads_parse() -> Result<()> {
 /// conformance tests parse the same objects and check their translation).
 #[test]
 fn every_conformance_object_parses() -> Result<()> {
-    let dir =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/conformance/gateway-api");
-    if !dir.is_dir() {
-        bail!("conformance data not found at {}", dir.display());
-    }
     let mut parsed = 0;
-    for entry in std::fs::read_dir(&dir)? {
-        let path = entry?.path();
-        if path.extension().and_then(|e| e.to_str()) != Some("yaml") {
-            continue;
-        }
+    for path in switchyard_test_support::gateway_api_case_files() {
         let name = path.display().to_string();
         let text = std::fs::read_to_string(&path)?.replace("{GATEWAY_CLASS_NAME}", "switchyard");
         let data: Value = yaml_serde::from_str(&text).with_context(|| name.clone())?;
