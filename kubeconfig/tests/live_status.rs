@@ -7,7 +7,7 @@
 
 mod live_support;
 
-use live_support::{Clients, WAIT, fast};
+use live_support::{Clients, WAIT, fast, fleet, publish_clean};
 use serde_json::{Value, json};
 use switchyard_kubeconfig::live::{
     CUTOVER_CONDITION, DesiredState, FIELD_MANAGER, LEADER_TERM_CONDITION, ProxyService,
@@ -241,10 +241,7 @@ async fn the_publisher_writes_classes_routes_and_gateways_once() {
             service: ObjectName::new("switchyard", "proxy"),
         }));
     let before = server.requests().len();
-    let out = publisher
-        .publish(&state, &[ready_row()], &live_support::fleet(3), &LEADING)
-        .await;
-    assert!(out.is_clean(), "{out:?}");
+    publish_clean(&mut publisher, &state, &[ready_row()], &fleet(3), &LEADING).await;
     let new = server.requests().split_off(before);
     let patched: Vec<&str> = new
         .iter()
@@ -280,12 +277,7 @@ async fn the_publisher_writes_classes_routes_and_gateways_once() {
     // Nothing changed: no write, and the only read is the proxies'
     // Service (once per publish: its addresses may change).
     let before = server.requests().len();
-    assert!(
-        publisher
-            .publish(&state, &[ready_row()], &live_support::fleet(3), &LEADING)
-            .await
-            .is_clean()
-    );
+    publish_clean(&mut publisher, &state, &[ready_row()], &fleet(3), &LEADING).await;
     let reads: Vec<String> = server.requests()[before..]
         .iter()
         .map(|r| format!("{} {}", r.method, r.path))
@@ -297,12 +289,7 @@ async fn the_publisher_writes_classes_routes_and_gateways_once() {
         ready: false,
         ..ready_row()
     };
-    assert!(
-        publisher
-            .publish(&state, &[pending], &live_support::fleet(3), &LEADING)
-            .await
-            .is_clean()
-    );
+    publish_clean(&mut publisher, &state, &[pending], &fleet(3), &LEADING).await;
     let patched: Vec<String> = server.requests()[before..]
         .iter()
         .filter(|r| r.method == "PATCH")
@@ -330,12 +317,7 @@ async fn a_route_no_longer_served_loses_our_entry_and_keeps_theirs() {
     let server = FakeApiServer::start(objects).await;
     let state = desired(&server).await;
     let mut publisher = StatusPublisher::new(vec![server.source("east")], CONTROLLER_NAME);
-    assert!(
-        publisher
-            .publish(&state, &[ready_row()], &live_support::fleet(1), &LEADING)
-            .await
-            .is_clean()
-    );
+    publish_clean(&mut publisher, &state, &[ready_row()], &fleet(1), &LEADING).await;
     let stored = server.get(GW, "HTTPRoute", "shop", "app").expect("route");
     assert_eq!(
         stored["status"]["parents"].as_array().map(Vec::len),
@@ -353,32 +335,17 @@ async fn a_route_no_longer_served_loses_our_entry_and_keeps_theirs() {
             .iter()
             .all(|r| !matches!(r, Resource::HttpRoute(_)))
     );
-    assert!(
-        publisher
-            .publish(&state, &[], &live_support::fleet(1), &LEADING)
-            .await
-            .is_clean()
-    );
+    publish_clean(&mut publisher, &state, &[], &fleet(1), &LEADING).await;
     let stored = server.get(GW, "HTTPRoute", "shop", "app").expect("route");
     assert_eq!(stored["status"], other_controllers_status());
 
     // Served again, then deleted: the withdrawal finds it gone, no error.
     server.apply(shop::route("blue", 6));
     let served = desired(&server).await;
-    assert!(
-        publisher
-            .publish(&served, &[ready_row()], &live_support::fleet(1), &LEADING)
-            .await
-            .is_clean()
-    );
+    publish_clean(&mut publisher, &served, &[ready_row()], &fleet(1), &LEADING).await;
     server.delete(GW, "HTTPRoute", "shop", "app");
     let before = server.requests().len();
-    assert!(
-        publisher
-            .publish(&state, &[], &live_support::fleet(1), &LEADING)
-            .await
-            .is_clean()
-    );
+    publish_clean(&mut publisher, &state, &[], &fleet(1), &LEADING).await;
     // (The Gateway is rewritten too: its listener has no route now.)
     let tried: Vec<String> = server.requests()[before..]
         .iter()
@@ -391,11 +358,6 @@ async fn a_route_no_longer_served_loses_our_entry_and_keeps_theirs() {
     );
     // ... and forgets it.
     let before = server.requests().len();
-    assert!(
-        publisher
-            .publish(&state, &[], &live_support::fleet(1), &LEADING)
-            .await
-            .is_clean()
-    );
+    publish_clean(&mut publisher, &state, &[], &fleet(1), &LEADING).await;
     assert_eq!(server.requests().len(), before);
 }

@@ -9,9 +9,9 @@
 mod live_support;
 
 use live_support::mcs::{export, exporting_shop};
-use live_support::{Clients, WAIT, fast};
+use live_support::{Clients, WAIT, fleet, publish_clean, watching_sources};
 use serde_json::{Value, json};
-use switchyard_kubeconfig::live::{DesiredState, StatusPublisher, watch_clusters_with};
+use switchyard_kubeconfig::live::{DesiredState, StatusPublisher};
 use switchyard_proto::model::CONTROLLER_NAME;
 use switchyard_test_support::eventually;
 use switchyard_test_support::fake_kube::FakeApiServer;
@@ -67,15 +67,10 @@ async fn service_export_conflict_the_younger_clashing_export_says_why_until_it_i
         export("blue", "2026-01-02T00:00:00Z"),
     ])
     .await;
-    let (tx, rx) = watch::channel(None);
-    let sources = vec![east.source("east"), west.source("west").endpoints_only()];
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let watcher = tokio::spawn(async move {
-        watch_clusters_with(sources, CONTROLLER_NAME, fast(), tx, async {
-            let _ = stopped.await;
-        })
-        .await;
-    });
+    let (rx, watcher) = watching_sources(vec![
+        east.source("east"),
+        west.source("west").endpoints_only(),
+    ]);
     let mut publisher = StatusPublisher::new(
         vec![east.source("east"), west.source("west")],
         CONTROLLER_NAME,
@@ -83,10 +78,7 @@ async fn service_export_conflict_the_younger_clashing_export_says_why_until_it_i
 
     let state = state_where(&rx, "the clash", |s| !s.export_conflicts.is_empty()).await;
     assert_eq!(state.exports.len(), 2, "{:?}", state.exports);
-    let out = publisher
-        .publish(&state, &[], &live_support::fleet(1), &LEADING)
-        .await;
-    assert!(out.is_clean(), "{out:?}");
+    publish_clean(&mut publisher, &state, &[], &fleet(1), &LEADING).await;
     let (status, reason, message) = export_condition(&west, "Conflict");
     assert_eq!((status.as_str(), reason.as_str()), ("True", "PortConflict"));
     assert!(
@@ -105,12 +97,8 @@ async fn service_export_conflict_the_younger_clashing_export_says_why_until_it_i
     // West's port loses its name: no clash, the condition clears.
     west.apply(west_service(Value::Null));
     let state = state_where(&rx, "no clash", |s| s.export_conflicts.is_empty()).await;
-    let out = publisher
-        .publish(&state, &[], &live_support::fleet(1), &LEADING)
-        .await;
-    assert!(out.is_clean(), "{out:?}");
+    publish_clean(&mut publisher, &state, &[], &fleet(1), &LEADING).await;
     let (status, reason, _) = export_condition(&west, "Conflict");
     assert_eq!((status.as_str(), reason.as_str()), ("False", "NoConflicts"));
-    let _ = stop.send(());
-    watcher.await.unwrap();
+    watcher.abort();
 }

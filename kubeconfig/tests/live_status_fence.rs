@@ -7,7 +7,7 @@
 
 mod live_support;
 
-use live_support::{Clients, desired_once};
+use live_support::{Clients, desired_once, fleet, publish_clean};
 use serde_json::json;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use switchyard_kubeconfig::live::{ClusterSource, Fenced, StatusPublisher, Stopped};
@@ -37,19 +37,14 @@ async fn a_deposed_leaders_stale_status_write_is_refused() {
     // The new leader (term 8) writes: 3 live proxies.
     let mut new_leader = StatusPublisher::new(vec![source(&server, "new")], CONTROLLER_NAME);
     let term_8 = || Some(8);
-    assert!(
-        new_leader
-            .publish(&state, &[row(1, None)], &live_support::fleet(3), &term_8)
-            .await
-            .is_clean()
-    );
+    publish_clean(&mut new_leader, &state, &[row(1, None)], &fleet(3), &term_8).await;
     let written = server.get(GW, "Gateway", "shop", "gw").unwrap();
     // The old leader (term 7) still believes it leads and has a stale
     // view (no live proxy): its writes are refused, it stops.
     let mut old_leader = StatusPublisher::new(vec![source(&server, "old")], CONTROLLER_NAME);
     let term_7 = || Some(7);
     let out = old_leader
-        .publish(&state, &[row(1, Some(2))], &live_support::fleet(0), &term_7)
+        .publish(&state, &[row(1, Some(2))], &fleet(0), &term_7)
         .await;
     assert_eq!(
         out.stopped,
@@ -75,7 +70,7 @@ async fn a_publish_stops_at_the_first_write_after_leadership_is_gone() {
     let lease = || (asked.fetch_add(1, Ordering::SeqCst) < 3).then_some(1);
     let mut publisher = StatusPublisher::new(vec![source(&server, "a")], CONTROLLER_NAME);
     let out = publisher
-        .publish(&state, &[row(1, None)], &live_support::fleet(3), &lease)
+        .publish(&state, &[row(1, None)], &fleet(3), &lease)
         .await;
     assert_eq!(out.stopped, Some(Stopped::NotLeading));
     let patches = server
@@ -95,7 +90,7 @@ async fn a_publish_stops_at_the_first_write_after_leadership_is_gone() {
     let before = server.requests().len();
     let never = || None;
     let out = publisher
-        .publish(&state, &[row(1, None)], &live_support::fleet(3), &never)
+        .publish(&state, &[row(1, None)], &fleet(3), &never)
         .await;
     assert_eq!(out.stopped, Some(Stopped::NotLeading));
     assert_eq!(server.requests().len(), before);
@@ -116,25 +111,17 @@ async fn cutover_events_carry_the_gateways_infrastructure_gep_1867_and_are_creat
     let state = desired_once(&server).await;
     let lease = || Some(1);
     let mut publisher = StatusPublisher::new(vec![source(&server, "a")], CONTROLLER_NAME);
-    assert!(
-        publisher
-            .publish(&state, &[row(1, None)], &live_support::fleet(3), &lease)
-            .await
-            .is_clean()
-    );
+    publish_clean(&mut publisher, &state, &[row(1, None)], &fleet(3), &lease).await;
     assert!(server.events().is_empty(), "no transition seen yet");
-    assert!(
-        publisher
-            .publish(&state, &[row(1, Some(2))], &live_support::fleet(3), &lease)
-            .await
-            .is_clean()
-    );
-    assert!(
-        publisher
-            .publish(&state, &[row(2, None)], &live_support::fleet(3), &lease)
-            .await
-            .is_clean()
-    );
+    publish_clean(
+        &mut publisher,
+        &state,
+        &[row(1, Some(2))],
+        &fleet(3),
+        &lease,
+    )
+    .await;
+    publish_clean(&mut publisher, &state, &[row(2, None)], &fleet(3), &lease).await;
     let events = server.events();
     let reasons: Vec<&str> = events
         .iter()
@@ -152,15 +139,7 @@ async fn cutover_events_carry_the_gateways_infrastructure_gep_1867_and_are_creat
     }
     // A new leader that sees the same commit again creates nothing new.
     let mut next = StatusPublisher::new(vec![source(&server, "b")], CONTROLLER_NAME);
-    assert!(
-        next.publish(&state, &[row(1, Some(2))], &live_support::fleet(3), &lease)
-            .await
-            .is_clean()
-    );
-    assert!(
-        next.publish(&state, &[row(2, None)], &live_support::fleet(3), &lease)
-            .await
-            .is_clean()
-    );
+    publish_clean(&mut next, &state, &[row(1, Some(2))], &fleet(3), &lease).await;
+    publish_clean(&mut next, &state, &[row(2, None)], &fleet(3), &lease).await;
     assert_eq!(server.events().len(), 2);
 }

@@ -7,7 +7,7 @@
 
 mod live_support;
 
-use live_support::{Clients, desired_once};
+use live_support::{Clients, desired_once, fleet, publish_clean};
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
 use switchyard_kubeconfig::live::{
@@ -52,10 +52,7 @@ async fn cluster_with_gateway(spec: Value) -> FakeApiServer {
 
 async fn published_gateway(server: &FakeApiServer) -> Value {
     let state = desired_once(server).await;
-    let out = publisher(server)
-        .publish(&state, &[], &live_support::fleet(3), &LEADING)
-        .await;
-    assert!(out.is_clean(), "{out:?}");
+    publish_clean(&mut publisher(server), &state, &[], &fleet(3), &LEADING).await;
     server.get(GW, "Gateway", "shop", "gw").unwrap()["status"].clone()
 }
 
@@ -82,10 +79,7 @@ async fn gatewayclass_accepted_with_supported_features_gep_2162_and_another_cont
 {
     let server = cluster_with_gateway(json!({})).await;
     let state = desired_once(&server).await;
-    let out = publisher(&server)
-        .publish(&state, &[], &live_support::fleet(3), &LEADING)
-        .await;
-    assert!(out.is_clean(), "{out:?}");
+    publish_clean(&mut publisher(&server), &state, &[], &fleet(3), &LEADING).await;
     let class = server.get(GW, "GatewayClass", "", "switchyard").unwrap();
     let accepted = condition(&class["status"]["conditions"], "Accepted");
     assert_eq!(accepted["status"], "True");
@@ -183,12 +177,7 @@ async fn gateway_addresses_come_from_the_proxy_service_and_address_not_assigned_
     server.apply(proxy_service(json!([])));
     let state = desired_once(&server).await;
     let mut publisher = publisher(&server);
-    assert!(
-        publisher
-            .publish(&state, &[], &live_support::fleet(3), &LEADING)
-            .await
-            .is_clean()
-    );
+    publish_clean(&mut publisher, &state, &[], &fleet(3), &LEADING).await;
     let status = server.get(GW, "Gateway", "shop", "gw").unwrap()["status"].clone();
     let programmed = condition(&status["conditions"], "Programmed");
     assert_eq!(
@@ -200,12 +189,7 @@ async fn gateway_addresses_come_from_the_proxy_service_and_address_not_assigned_
     server.apply(proxy_service(
         json!([{"ip": "203.0.113.7"}, {"hostname": "lb.example.net"}]),
     ));
-    assert!(
-        publisher
-            .publish(&state, &[], &live_support::fleet(3), &LEADING)
-            .await
-            .is_clean()
-    );
+    publish_clean(&mut publisher, &state, &[], &fleet(3), &LEADING).await;
     let status = server.get(GW, "Gateway", "shop", "gw").unwrap()["status"].clone();
     assert_eq!(
         status["addresses"],
@@ -286,10 +270,7 @@ async fn gateway_listener_conflicted_the_younger_gateways_listener_on_a_taken_po
     younger["metadata"]["creationTimestamp"] = json!("2026-06-01T00:00:00Z");
     server.apply(younger);
     let state = desired_once(&server).await;
-    let out = publisher(&server)
-        .publish(&state, &[], &live_support::fleet(3), &LEADING)
-        .await;
-    assert!(out.is_clean(), "{out:?}");
+    publish_clean(&mut publisher(&server), &state, &[], &fleet(3), &LEADING).await;
     let gw = server.get(GW, "Gateway", "shop", "gw").unwrap()["status"].clone();
     let late = server.get(GW, "Gateway", "shop", "late").unwrap()["status"].clone();
     assert_eq!(
@@ -325,13 +306,12 @@ async fn gateway_listener_programmed_only_when_the_proxies_bound_its_port_else_p
     let state = desired_once(&server).await;
     let mut publisher = publisher(&server);
     // proxy-1 cannot bind :80; nobody has a socket for :8080.
-    let mut proxies = live_support::fleet(2);
+    let mut proxies = fleet(2);
     if let Some(sockets) = proxies[1].listeners.as_mut() {
         sockets[0].bound = false;
         sockets[0].error = Some("Address in use (os error 98)".into());
     }
-    let out = publisher.publish(&state, &[], &proxies, &LEADING).await;
-    assert!(out.is_clean(), "{out:?}");
+    publish_clean(&mut publisher, &state, &[], &proxies, &LEADING).await;
     let status = server.get(GW, "Gateway", "shop", "gw").unwrap()["status"].clone();
     assert_eq!(
         listener_condition(&status, "http", "Programmed"),
@@ -353,13 +333,8 @@ async fn gateway_listener_programmed_only_when_the_proxies_bound_its_port_else_p
         ("False".into(), "PortUnavailable".into())
     );
     // The proxy binds it: the next publish says Programmed.
-    let bound = live_support::fleet(2);
-    assert!(
-        publisher
-            .publish(&state, &[], &bound, &LEADING)
-            .await
-            .is_clean()
-    );
+    let bound = fleet(2);
+    publish_clean(&mut publisher, &state, &[], &bound, &LEADING).await;
     let status = server.get(GW, "Gateway", "shop", "gw").unwrap()["status"].clone();
     assert_eq!(
         listener_condition(&status, "http", "Programmed"),
@@ -373,12 +348,7 @@ async fn gateway_listener_programmed_only_when_the_proxies_bound_its_port_else_p
             p
         })
         .collect();
-    assert!(
-        publisher
-            .publish(&state, &[], &silent, &LEADING)
-            .await
-            .is_clean()
-    );
+    publish_clean(&mut publisher, &state, &[], &silent, &LEADING).await;
     let status = server.get(GW, "Gateway", "shop", "gw").unwrap()["status"].clone();
     assert_eq!(
         listener_condition(&status, "http", "Programmed"),

@@ -9,7 +9,7 @@
 
 mod live_support;
 
-use live_support::{Clients, WAIT, desired_once, watching};
+use live_support::{Clients, WAIT, desired_once, fleet, publish_clean, watching};
 use serde_json::{Value, json};
 use std::time::Duration;
 use switchyard_kubeconfig::live::{
@@ -66,10 +66,7 @@ async fn route_whose_first_version_fails_translation_is_not_accepted_with_why() 
     let state = desired_once(&server).await;
     assert!(!state.rejected.is_empty(), "the route is rejected");
     let mut publisher = StatusPublisher::new(vec![server.source("east")], CONTROLLER_NAME);
-    let out = publisher
-        .publish(&state, &[], &live_support::fleet(1), &LEADING)
-        .await;
-    assert!(out.is_clean(), "{out:?}");
+    publish_clean(&mut publisher, &state, &[], &fleet(1), &LEADING).await;
     let route = server.get(GW, "HTTPRoute", "shop", "app").unwrap();
     let entries = route["status"]["parents"].as_array().unwrap();
     assert_eq!(
@@ -109,12 +106,7 @@ async fn route_fall_back_is_accepted_at_the_good_generation_plus_partially_inval
     .unwrap();
     task.abort();
     let mut publisher = StatusPublisher::new(vec![server.source("east")], CONTROLLER_NAME);
-    assert!(
-        publisher
-            .publish(&state, &[], &live_support::fleet(1), &LEADING)
-            .await
-            .is_clean()
-    );
+    publish_clean(&mut publisher, &state, &[], &fleet(1), &LEADING).await;
     let route = server.get(GW, "HTTPRoute", "shop", "app").unwrap();
     let ours = our_entry(&route).unwrap();
     let accepted = condition(ours, "Accepted");
@@ -139,22 +131,12 @@ async fn route_status_entry_clobbered_by_another_writer_is_repaired() {
     let state = desired_once(&server).await;
     let mut publisher = StatusPublisher::new(vec![server.source("east")], CONTROLLER_NAME)
         .verify_every(Duration::ZERO);
-    assert!(
-        publisher
-            .publish(&state, &[], &live_support::fleet(1), &LEADING)
-            .await
-            .is_clean()
-    );
+    publish_clean(&mut publisher, &state, &[], &fleet(1), &LEADING).await;
     // Another controller applies the atomic list with its entry only.
     let mut clobbered = server.get(GW, "HTTPRoute", "shop", "app").unwrap();
     clobbered["status"] = json!({"parents": [theirs()]});
     server.apply(clobbered);
-    assert!(
-        publisher
-            .publish(&state, &[], &live_support::fleet(1), &LEADING)
-            .await
-            .is_clean()
-    );
+    publish_clean(&mut publisher, &state, &[], &fleet(1), &LEADING).await;
     let route = server.get(GW, "HTTPRoute", "shop", "app").unwrap();
     let parents = route["status"]["parents"].as_array().unwrap();
     assert_eq!(parents.len(), 2, "{parents:?}");
@@ -180,22 +162,12 @@ async fn route_no_longer_served_loses_an_earlier_leaders_entry_at_the_first_publ
     let server = FakeApiServer::start(cluster_with_route(with_generation(route, 4))).await;
     let state = desired_once(&server).await;
     let mut publisher = StatusPublisher::new(vec![server.source("east")], CONTROLLER_NAME);
-    assert!(
-        publisher
-            .publish(&state, &[], &live_support::fleet(1), &LEADING)
-            .await
-            .is_clean()
-    );
+    publish_clean(&mut publisher, &state, &[], &fleet(1), &LEADING).await;
     let route = server.get(GW, "HTTPRoute", "shop", "app").unwrap();
     assert_eq!(route["status"]["parents"], json!([theirs()]));
     // The next publish (within verify_every) lists nothing again.
     let before = server.requests().len();
-    assert!(
-        publisher
-            .publish(&state, &[], &live_support::fleet(1), &LEADING)
-            .await
-            .is_clean()
-    );
+    publish_clean(&mut publisher, &state, &[], &fleet(1), &LEADING).await;
     assert!(
         server.requests()[before..]
             .iter()
@@ -219,12 +191,7 @@ async fn route_status_never_overwrites_a_condition_whose_observed_generation_is_
     let server = FakeApiServer::start(cluster_with_route(route)).await;
     let state = desired_once(&server).await;
     let mut publisher = StatusPublisher::new(vec![server.source("east")], CONTROLLER_NAME);
-    assert!(
-        publisher
-            .publish(&state, &[], &live_support::fleet(1), &LEADING)
-            .await
-            .is_clean()
-    );
+    publish_clean(&mut publisher, &state, &[], &fleet(1), &LEADING).await;
     let route = server.get(GW, "HTTPRoute", "shop", "app").unwrap();
     let ours = our_entry(&route).unwrap();
     let accepted = condition(ours, "Accepted");

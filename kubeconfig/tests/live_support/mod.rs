@@ -59,8 +59,17 @@ pub fn watching(
     tokio::sync::watch::Receiver<Option<switchyard_kubeconfig::live::DesiredState>>,
     tokio::task::JoinHandle<()>,
 ) {
+    watching_sources(vec![server.source("east")])
+}
+
+/// [`watching`] over several clusters.
+pub fn watching_sources(
+    sources: Vec<ClusterSource>,
+) -> (
+    tokio::sync::watch::Receiver<Option<switchyard_kubeconfig::live::DesiredState>>,
+    tokio::task::JoinHandle<()>,
+) {
     let (tx, rx) = tokio::sync::watch::channel(None);
-    let sources = vec![server.source("east")];
     let task = tokio::spawn(switchyard_kubeconfig::live::watch_clusters_with(
         sources,
         switchyard_proto::model::CONTROLLER_NAME,
@@ -101,4 +110,17 @@ pub fn fleet(n: usize) -> Vec<switchyard_proto::model::ProxyStatus> {
             }]),
         })
         .collect()
+}
+
+/// One publish with `proxies` under `lease`, asserting that no write
+/// failed and nothing stopped it.
+pub async fn publish_clean(
+    publisher: &mut switchyard_kubeconfig::live::StatusPublisher,
+    state: &switchyard_kubeconfig::live::DesiredState,
+    rows: &[switchyard_proto::model::RouteStatus],
+    proxies: &[switchyard_proto::model::ProxyStatus],
+    lease: &impl switchyard_kubeconfig::live::Lease,
+) {
+    let out = publisher.publish(state, rows, proxies, lease).await;
+    assert!(out.is_clean(), "{out:?}");
 }
