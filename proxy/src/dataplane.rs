@@ -3,7 +3,8 @@
 //! `serve` runs the listeners.
 //!
 //! Hot path: the route table and the backends it routes to are one
-//! immutable `Served` snapshot behind `arc-swap`, so a request sees a
+//! immutable `Served` snapshot behind `arc-swap` (each new table reuses
+//! the previous one's unchanged routes: `RouteTable::compile_after`), so a request sees a
 //! table and backends that belong together, without locks. Control path:
 //! `install` and `set_warming` serialise on a mutex, bring backends in
 //! *before* the new table is visible, and retire backends that left
@@ -100,7 +101,20 @@ impl DataPlane {
     /// date, swaps the route table atomically, then retires backends that
     /// are neither served nor warming (they drain).
     pub fn install(&self, config: ServingConfig) {
-        let table = RouteTable::compile(&config.snapshot, &config.routes);
+        let started = std::time::Instant::now();
+        let previous = self.served.load_full();
+        let table = RouteTable::compile_after(
+            previous.as_deref().map(|s| &s.table),
+            &config.snapshot,
+            &config.routes,
+        );
+        drop(previous);
+        let stats = table.compile_stats();
+        self.ctx
+            .metrics
+            .routes_compiled
+            .inc_by(stats.compiled as u64);
+        self.ctx.metrics.routes_reused.inc_by(stats.reused as u64);
         for note in table.notes() {
             debug!(route = %note.route, note = %note.message, "route compile note");
         }
@@ -120,9 +134,14 @@ impl DataPlane {
             .metrics
             .config_version
             .set(i64::try_from(version).unwrap_or(i64::MAX));
+        let seconds = started.elapsed().as_secs_f64();
+        self.ctx.metrics.install_seconds.observe(seconds);
         info!(
             version,
             routes = config.routes.len(),
+            compiled = stats.compiled,
+            reused = stats.reused,
+            seconds,
             "configuration installed"
         );
     }

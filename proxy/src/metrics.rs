@@ -141,6 +141,12 @@ pub struct Metrics {
     /// `errors{blame="downstream",kind="client_body_timeout"}`, resolved
     /// once: a reset after the response started is counted from a body.
     client_body_timeouts: Counter,
+    /// Time to install one configuration (compile, sync backends, swap).
+    pub install_seconds: Histogram,
+    /// Routes compiled by installs.
+    pub routes_compiled: Counter,
+    /// Routes taken as compiled from the previous table by installs.
+    pub routes_reused: Counter,
 }
 
 impl Metrics {
@@ -166,6 +172,10 @@ impl Metrics {
             direct_responses: Family::default(),
             direct_counters: Default::default(),
             client_body_timeouts: Counter::default(),
+            // 0.1 ms .. ~3 s.
+            install_seconds: Histogram::new(exponential_buckets(0.0001, 2.0, 15)),
+            routes_compiled: Counter::default(),
+            routes_reused: Counter::default(),
         };
         for (i, kind) in RespondKind::ALL.into_iter().enumerate() {
             m.direct_counters[i] = m
@@ -238,6 +248,21 @@ impl Metrics {
             m.direct_responses.clone(),
         );
         r.register("mirrors", "Mirror copies by outcome", m.mirrors.clone());
+        r.register(
+            "config_install_seconds",
+            "Time to install one configuration: compile the route table, sync backends, swap",
+            m.install_seconds.clone(),
+        );
+        r.register(
+            "routes_compiled",
+            "Routes compiled by configuration installs (changed routes only)",
+            m.routes_compiled.clone(),
+        );
+        r.register(
+            "routes_reused",
+            "Routes an install took as compiled from the previous route table (unchanged inputs)",
+            m.routes_reused.clone(),
+        );
         r.register(
             "config_version",
             "Version of the configuration snapshot served",

@@ -12,6 +12,7 @@
 use super::Shared;
 use super::guard::ApplyGuard;
 use crate::ServingConfig;
+use crate::upstream::discovery::BackendGenerations;
 use std::collections::BTreeSet;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
@@ -40,7 +41,7 @@ pub(super) async fn run(
 ) {
     let mut guard = ApplyGuard::new(shared.config.apply_wait_limit.as_millis() as u64);
     let mut readiness = shared.dataplane.readiness_changes();
-    let mut current: Option<Arc<ConfigSnapshot>> = None;
+    let mut current: Option<(Arc<ConfigSnapshot>, Arc<BackendGenerations>)> = None;
     loop {
         let new_snapshot = tokio::select! {
             r = snapshots.changed() => {
@@ -54,19 +55,28 @@ pub(super) async fn run(
             _ = tokio::time::sleep(WAIT_LIMIT_TICK) => false,
         };
         if new_snapshot {
-            current = snapshots.borrow_and_update().clone();
+            current = snapshots
+                .borrow_and_update()
+                .clone()
+                .map(|s| (Arc::clone(&s), Arc::new(BackendGenerations::new(&s))));
         }
-        let Some(snapshot) = current.clone() else {
+        let Some((snapshot, generations)) = current.clone() else {
             continue;
         };
-        step(&shared, &mut guard, &snapshot, new_snapshot);
+        step(&shared, &mut guard, &snapshot, &generations, new_snapshot);
     }
 }
 
 /// One decision of the guard over `snapshot`, and what follows from it.
-fn step(shared: &Shared, guard: &mut ApplyGuard, snapshot: &Arc<ConfigSnapshot>, new: bool) {
+fn step(
+    shared: &Shared,
+    guard: &mut ApplyGuard,
+    snapshot: &Arc<ConfigSnapshot>,
+    generations: &BackendGenerations,
+    new: bool,
+) {
     let dataplane = &shared.dataplane;
-    let warm = |b: &BackendKey| match snapshot.endpoint_generation(b) {
+    let warm = |b: &BackendKey| match generations.of(b) {
         // A backend that does not exist answers 500 whatever happens.
         None => true,
         Some(generation) => dataplane

@@ -6,26 +6,44 @@
 //! What a rule does with an invalid choice (answer 500) is the table's;
 //! endpoints, health and warm-up belong to the upstream side.
 
+use std::cell::RefCell;
+use std::collections::BTreeSet;
 use switchyard_proto::model::gateway_api::Topology;
-use switchyard_proto::model::{BackendKey, BackendRef};
+use switchyard_proto::model::{BackendKey, BackendRef, ObjectName};
 
-/// Resolves backendRefs against a topology.
+/// Resolves backendRefs against a topology, and remembers which Services
+/// it was asked about: a compiled route depends on exactly those (and on
+/// the ReferenceGrants), which is what lets the next table reuse it.
 pub(crate) struct BackendIndex<'t, 'a> {
     topology: &'t Topology<'a>,
+    asked: RefCell<BTreeSet<ObjectName>>,
 }
 
 impl<'t, 'a> BackendIndex<'t, 'a> {
     /// Resolves against `topology`'s Services and ReferenceGrants.
     pub(crate) fn new(topology: &'t Topology<'a>) -> Self {
-        BackendIndex { topology }
+        BackendIndex {
+            topology,
+            asked: RefCell::default(),
+        }
     }
 
     /// Resolves a backendRef of a route in `route_ns` to a Service port, or
     /// says why it is invalid (the reason ends up in logs and notes).
     pub(crate) fn resolve(&self, route_ns: &str, r: &BackendRef) -> Result<BackendKey, String> {
+        let namespace = r.namespace.as_deref().unwrap_or(route_ns);
+        let service = r.stored_service().unwrap_or_else(|| r.name.clone());
+        self.asked
+            .borrow_mut()
+            .insert(ObjectName::new(namespace, service));
         self.topology
             .resolve(route_ns, r)
             .map_err(|why| format!("{why} ({})", why.reason()))
+    }
+
+    /// The Services asked about since the last call (one route's compile).
+    pub(crate) fn take_asked(&self) -> BTreeSet<ObjectName> {
+        std::mem::take(&mut self.asked.borrow_mut())
     }
 }
 

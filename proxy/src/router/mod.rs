@@ -37,6 +37,7 @@ mod hostname;
 mod matching;
 mod precedence;
 mod regexes;
+mod reuse;
 mod rule;
 mod table;
 #[cfg(test)]
@@ -47,10 +48,12 @@ mod tests;
 use http::{HeaderName, HeaderValue, StatusCode};
 use std::collections::{BTreeSet, HashMap};
 use std::fmt;
+use std::sync::Arc;
 use switchyard_proto::model::{BackendKey, ConfigSnapshot, HttpRoute, Kind, ObjectName};
 use table::PortTable;
 
 pub use regexes::RegexStats;
+pub use reuse::CompileStats;
 
 /// Which Gateway listener port a local socket serves, from
 /// `--listener [NS/GATEWAY:]PORT=ADDR`.
@@ -86,11 +89,18 @@ impl fmt::Display for CompileNote {
 /// shared in an `Arc` and swapped atomically as a whole.
 #[derive(Debug, Default)]
 pub struct RouteTable {
-    /// Per listener key: the listeners reachable through it.
-    ports: HashMap<ListenerKey, PortTable>,
+    /// Per listener key: the listeners reachable through it. Shared with
+    /// the next table when no route changed.
+    ports: Arc<HashMap<ListenerKey, PortTable>>,
     notes: Vec<CompileNote>,
     backends: BTreeSet<BackendKey>,
     regex_stats: RegexStats,
+    /// Every route as compiled, for the next table to reuse.
+    routes: HashMap<ObjectName, Arc<reuse::CompiledRoute>>,
+    stats: CompileStats,
+    /// The snapshot it was compiled from (with
+    /// [`RouteTable::compile_after`]): what the next compile compares with.
+    source: Option<Arc<ConfigSnapshot>>,
 }
 
 /// What to do with one request.
@@ -208,7 +218,32 @@ impl RouteTable {
     /// each, chosen by the caller) and the rest of `snapshot`
     /// (`snapshot.routes` is ignored).
     pub fn compile(snapshot: &ConfigSnapshot, routes: &[HttpRoute]) -> RouteTable {
-        compile::compile(snapshot, routes)
+        compile::compile(snapshot, routes, &reuse::Reuse::none(), None)
+    }
+
+    /// Compiles the table as [`RouteTable::compile`] does, reusing from
+    /// `previous` every route whose inputs did not change (its spec, the
+    /// Gateways, grants and the Services it names): a change to one route
+    /// compiles one route, and a change to endpoints alone compiles none
+    /// and keeps the whole lookup structure. Same result as a fresh
+    /// compile, by construction of what counts as an input.
+    pub fn compile_after(
+        previous: Option<&RouteTable>,
+        snapshot: &Arc<ConfigSnapshot>,
+        routes: &[HttpRoute],
+    ) -> RouteTable {
+        let reuse = match previous.and_then(|p| p.source.as_deref().map(|s| (p, s))) {
+            Some((p, before)) => reuse::Reuse::between(&p.routes, before, snapshot),
+            None => reuse::Reuse::none(),
+        };
+        let mut table = compile::compile(snapshot, routes, &reuse, previous);
+        table.source = Some(Arc::clone(snapshot));
+        table
+    }
+
+    /// How many routes this table compiled and how many it reused.
+    pub fn compile_stats(&self) -> CompileStats {
+        self.stats
     }
 
     /// Decides what to do with one request arriving on `listener`. `random`

@@ -123,6 +123,36 @@ impl RegexPlan {
     }
 }
 
+/// The regexes one route was given, by pattern, as a compile saw them.
+pub(crate) type RouteRegexes = Vec<(String, Result<Arc<Regex>, String>)>;
+
+impl RegexPlan {
+    /// What this plan gives `route`'s patterns.
+    pub(crate) fn for_route(&self, route: &HttpRoute) -> RouteRegexes {
+        patterns(route)
+            .map(|p| (p.to_owned(), self.get(p)))
+            .collect()
+    }
+
+    /// Whether this plan gives `route` the very regexes (or refusals) it
+    /// was given before: a route compiled earlier is only reused then,
+    /// because the proxy-wide budget can move when other routes change.
+    pub(crate) fn same_for(&self, route: &HttpRoute, before: &RouteRegexes) -> bool {
+        let mut now = patterns(route);
+        let same = before.iter().all(|(pattern, was)| {
+            now.next().is_some_and(|p| {
+                p == pattern
+                    && match (self.by_pattern.get(p), was) {
+                        (Some(Ok(a)), Ok(b)) => Arc::ptr_eq(a, b),
+                        (Some(Err(a)), Err(b)) => a == b,
+                        _ => false,
+                    }
+            })
+        });
+        same && now.next().is_none()
+    }
+}
+
 /// The regex patterns of one route: path, header and query matches.
 fn patterns(route: &HttpRoute) -> impl Iterator<Item = &str> {
     route

@@ -1,15 +1,16 @@
 //! Endpoint discovery: which socket addresses serve a backend
 //! (`namespace/name:port`) according to a configuration snapshot.
 //!
-//! Pure: a snapshot in, an [`EndpointSet`] out. It does not check whether
+//! Pure: a snapshot in, an [`EndpointSet`] out ([`Discovery`] indexes a
+//! snapshot once for many backends). It does not check whether
 //! endpoints are reachable (that is the health checker's job) and keeps no
 //! state between snapshots.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::net::{IpAddr, SocketAddr};
 use switchyard_proto::model::{
-    ANNOTATION_HEALTH_PATH, BackendKey, ConfigSnapshot, Endpoint, EndpointSlice, Service,
-    ServicePort,
+    ANNOTATION_HEALTH_PATH, BackendKey, ConfigSnapshot, Endpoint, EndpointSlice, ObjectName,
+    Service, ServicePort,
 };
 
 /// Health path used when a Service has no `switchyard.io/health-path`.
@@ -31,68 +32,145 @@ pub struct EndpointSet {
 }
 
 /// Resolves `backend` in `snapshot`. A missing Service or port yields an
-/// empty set (generation 0 when the Service is missing).
+/// empty set (generation 0 when the Service is missing). Builds an index
+/// of the snapshot first: to resolve many backends, build one
+/// [`Discovery`] and ask it.
 pub fn resolve(snapshot: &ConfigSnapshot, backend: &BackendKey) -> EndpointSet {
-    let Some(service) = snapshot.services.iter().find(|s| {
-        s.meta.namespace == backend.service.namespace && s.meta.name == backend.service.name
-    }) else {
-        return EndpointSet {
-            generation: 0,
-            addrs: Vec::new(),
-            health_path: DEFAULT_HEALTH_PATH.to_owned(),
-        };
-    };
-    let health_path = health_path(service);
-    let slices: Vec<&EndpointSlice> = snapshot
-        .endpoint_slices
-        .iter()
-        .filter(|s| {
-            s.meta.namespace == service.meta.namespace
-                && s.service_name() == Some(service.meta.name.as_str())
-        })
-        .collect();
-    let generation = snapshot.endpoint_generations.of(&backend.service);
-    let Some(port) = service.ports.iter().find(|p| p.port == backend.port) else {
-        return EndpointSet {
-            generation,
-            addrs: Vec::new(),
-            health_path,
-        };
-    };
-    // KEP-1669, as kube-proxy does it: ready endpoints; only when a
-    // backend has none, the ones still serving while terminating (a
-    // rolling update's last pods), rather than none at all.
-    let mut ready = BTreeSet::new();
-    let mut terminating = BTreeSet::new();
-    for slice in slices {
-        if slice.address_type == "FQDN" {
-            // Resolving names is not the data plane's business; FQDN slices
-            // are skipped rather than half-supported.
-            continue;
-        }
-        let Some(target) = slice_port(slice, port) else {
-            continue;
-        };
-        for endpoint in &slice.endpoints {
-            let class = match condition(endpoint) {
-                Condition::Ready => &mut ready,
-                Condition::ServingTerminating => &mut terminating,
-                Condition::Out => continue,
-            };
-            if let Some(ip) = endpoint
-                .addresses
-                .first()
-                .and_then(|a| a.parse::<IpAddr>().ok())
-            {
-                class.insert(SocketAddr::new(ip, target));
+    Discovery::new(snapshot).resolve(backend)
+}
+
+/// A snapshot's Services and EndpointSlices indexed by Service, built once
+/// per snapshot: resolving every backend is then O(backends + slices),
+/// where a scan per backend was O(backends × slices) — quadratic in the
+/// routes of a large store.
+#[derive(Debug)]
+pub struct Discovery<'a> {
+    snapshot: &'a ConfigSnapshot,
+    services: HashMap<(&'a str, &'a str), &'a Service>,
+    slices: HashMap<(&'a str, &'a str), Vec<&'a EndpointSlice>>,
+}
+
+impl<'a> Discovery<'a> {
+    /// Indexes `snapshot`.
+    pub fn new(snapshot: &'a ConfigSnapshot) -> Self {
+        let services = snapshot
+            .services
+            .iter()
+            .map(|s| ((s.meta.namespace.as_str(), s.meta.name.as_str()), s))
+            .collect();
+        let mut slices: HashMap<(&str, &str), Vec<&EndpointSlice>> = HashMap::new();
+        for slice in &snapshot.endpoint_slices {
+            if let Some(service) = slice.service_name() {
+                slices
+                    .entry((slice.meta.namespace.as_str(), service))
+                    .or_default()
+                    .push(slice);
             }
         }
+        Discovery {
+            snapshot,
+            services,
+            slices,
+        }
     }
-    let addrs = if ready.is_empty() { terminating } else { ready };
-    EndpointSet {
-        generation,
-        addrs: addrs.into_iter().collect(),
-        health_path,
+
+    fn service(&self, backend: &BackendKey) -> Option<&'a Service> {
+        self.services
+            .get(&(
+                backend.service.namespace.as_str(),
+                backend.service.name.as_str(),
+            ))
+            .copied()
+    }
+
+    /// What the snapshot says about `backend`; see [`resolve`].
+    pub fn resolve(&self, backend: &BackendKey) -> EndpointSet {
+        let Some(service) = self.service(backend) else {
+            return EndpointSet {
+                generation: 0,
+                addrs: Vec::new(),
+                health_path: DEFAULT_HEALTH_PATH.to_owned(),
+            };
+        };
+        let health_path = health_path(service);
+        let slices = self
+            .slices
+            .get(&(service.meta.namespace.as_str(), service.meta.name.as_str()))
+            .map_or(&[][..], Vec::as_slice);
+        let generation = self.snapshot.endpoint_generations.of(&backend.service);
+        let Some(port) = service.ports.iter().find(|p| p.port == backend.port) else {
+            return EndpointSet {
+                generation,
+                addrs: Vec::new(),
+                health_path,
+            };
+        };
+        // KEP-1669, as kube-proxy does it: ready endpoints; only when a
+        // backend has none, the ones still serving while terminating (a
+        // rolling update's last pods), rather than none at all.
+        let mut ready = BTreeSet::new();
+        let mut terminating = BTreeSet::new();
+        for slice in slices {
+            if slice.address_type == "FQDN" {
+                // Resolving names is not the data plane's business; FQDN
+                // slices are skipped rather than half-supported.
+                continue;
+            }
+            let Some(target) = slice_port(slice, port) else {
+                continue;
+            };
+            for endpoint in &slice.endpoints {
+                let class = match condition(endpoint) {
+                    Condition::Ready => &mut ready,
+                    Condition::ServingTerminating => &mut terminating,
+                    Condition::Out => continue,
+                };
+                if let Some(ip) = endpoint
+                    .addresses
+                    .first()
+                    .and_then(|a| a.parse::<IpAddr>().ok())
+                {
+                    class.insert(SocketAddr::new(ip, target));
+                }
+            }
+        }
+        let addrs = if ready.is_empty() { terminating } else { ready };
+        EndpointSet {
+            generation,
+            addrs: addrs.into_iter().collect(),
+            health_path,
+        }
+    }
+}
+
+/// Every backend's endpoint generation in one snapshot, indexed once: the
+/// answer of [`ConfigSnapshot::endpoint_generation`] (`None` when the
+/// Service or its port does not exist) without a scan of every Service per
+/// question. Owned, so the apply loop keeps it with its snapshot.
+#[derive(Debug, Default)]
+pub struct BackendGenerations(HashMap<ObjectName, (Vec<u16>, u64)>);
+
+impl BackendGenerations {
+    /// Indexes `snapshot`'s Services.
+    pub fn new(snapshot: &ConfigSnapshot) -> Self {
+        BackendGenerations(
+            snapshot
+                .services
+                .iter()
+                .map(|s| {
+                    let name = s.meta.object_name();
+                    let generation = snapshot.endpoint_generations.of(&name);
+                    (name, (s.ports.iter().map(|p| p.port).collect(), generation))
+                })
+                .collect(),
+        )
+    }
+
+    /// The backend's endpoint generation, or `None` when its Service or
+    /// port does not exist.
+    pub fn of(&self, backend: &BackendKey) -> Option<u64> {
+        let (ports, generation) = self.0.get(&backend.service)?;
+        ports.contains(&backend.port).then_some(*generation)
     }
 }
 

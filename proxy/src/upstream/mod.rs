@@ -285,12 +285,13 @@ impl Upstreams {
     /// Tracks exactly `wanted`, with endpoints from `snapshot`; returns the
     /// backends that are no longer wanted.
     pub fn sync(&self, snapshot: &ConfigSnapshot, wanted: &BTreeSet<BackendKey>) -> Retired {
+        let discovery = discovery::Discovery::new(snapshot);
         let mut backends = self.backends.lock().unwrap_or_else(PoisonError::into_inner);
         for key in wanted {
             let backend = backends
                 .entry(key.clone())
                 .or_insert_with(|| Arc::new(Backend::new(key.clone(), Arc::clone(&self.ctx))));
-            backend.update(discovery::resolve(snapshot, key));
+            backend.update(discovery.resolve(key));
         }
         let gone: Vec<BackendKey> = backends
             .keys()

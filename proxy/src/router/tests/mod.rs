@@ -8,6 +8,7 @@ mod filters;
 mod hostnames;
 mod isolation;
 mod precedence;
+mod reuse;
 
 use super::RouteTable;
 
