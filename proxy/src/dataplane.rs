@@ -174,6 +174,13 @@ impl DataPlane {
         self.upstreams.readiness_all()
     }
 
+    /// Distinct upstream endpoints the proxy keeps (one health check and one
+    /// pool each): one per `ip:port` and health path, however many
+    /// Services list it.
+    pub fn endpoint_count(&self) -> usize {
+        self.upstreams.endpoint_count()
+    }
+
     /// Changes whenever any backend's readiness changes.
     pub fn readiness_changes(&self) -> watch::Receiver<u64> {
         self.ctx.readiness_changes()

@@ -1,5 +1,10 @@
-//! One upstream endpoint (`ip:port` of a backend): its keep-alive
-//! connection pool, outstanding-request count, health and ejection state.
+//! One upstream endpoint (`ip:port`, probed at one health path): its
+//! keep-alive connection pool, outstanding-request count, health and
+//! ejection state — shared by every backend (Service port) whose endpoint
+//! set lists it (see [`super::shared`]), so N Services on the same pods
+//! cost one health check and one pool, not N. It keeps the list of the
+//! backends using it, for their healthy-endpoint gauges and for retiring
+//! it when the last one lets go.
 //!
 //! The pool is our own rather than hyper-util's legacy client because the
 //! retry rule needs the seam the legacy client hides: a connection is
@@ -16,6 +21,7 @@ use super::outlier::OutlierDetector;
 use super::{BackendInfo, Context};
 use crate::body::{self, ProxyBody};
 use crate::error::ConnectError;
+use crate::metrics::BackendLabels;
 use http_body_util::BodyExt;
 use hyper::client::conn::http1::SendRequest;
 use hyper_util::rt::TokioIo;
@@ -40,7 +46,10 @@ struct IdleConn {
 pub struct Endpoint {
     /// Where it listens.
     pub addr: SocketAddr,
-    info: Arc<BackendInfo>,
+    /// The path health checks request.
+    health_path: String,
+    /// The backends whose endpoint sets list it. Empty only once retired.
+    users: Mutex<Vec<Arc<BackendInfo>>>,
     ctx: Arc<Context>,
     outstanding: AtomicUsize,
     /// Mirror of `health.status() == Healthy`, read lock-free per request.
@@ -55,8 +64,8 @@ pub struct Endpoint {
 impl std::fmt::Debug for Endpoint {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Endpoint")
-            .field("backend", &self.info.key)
             .field("addr", &self.addr)
+            .field("health_path", &self.health_path)
             .field("healthy", &self.is_healthy())
             .field("outstanding", &self.outstanding())
             .finish()
@@ -82,10 +91,11 @@ impl Drop for InFlight {
 }
 
 impl Endpoint {
-    pub(crate) fn new(addr: SocketAddr, info: Arc<BackendInfo>, ctx: Arc<Context>) -> Self {
+    pub(crate) fn new(addr: SocketAddr, health_path: String, ctx: Arc<Context>) -> Self {
         Endpoint {
             addr,
-            info,
+            health_path,
+            users: Mutex::new(Vec::new()),
             ctx,
             outstanding: AtomicUsize::new(0),
             healthy: AtomicBool::new(false),
@@ -95,6 +105,65 @@ impl Endpoint {
             retired: AtomicBool::new(false),
             checker: Mutex::new(None),
         }
+    }
+
+    /// Adds `backend` to the endpoint's users; false (nothing added) when
+    /// the endpoint was retired meanwhile — the caller makes a new one.
+    pub(crate) fn add_user(&self, backend: &Arc<BackendInfo>) -> bool {
+        let mut users = lock(&self.users);
+        if self.retired.load(Ordering::Relaxed) {
+            return false;
+        }
+        if !users.iter().any(|u| Arc::ptr_eq(u, backend)) {
+            users.push(Arc::clone(backend));
+            if self.is_healthy() {
+                self.healthy_gauge(&backend.labels).inc();
+            }
+        }
+        true
+    }
+
+    /// Removes `backend` from the users; the last one out retires the
+    /// endpoint (health checks stop, idle connections close).
+    pub(crate) fn remove_user(&self, backend: &Arc<BackendInfo>) {
+        let mut users = lock(&self.users);
+        let before = users.len();
+        users.retain(|u| !Arc::ptr_eq(u, backend));
+        if users.len() < before && self.is_healthy() {
+            self.healthy_gauge(&backend.labels).dec();
+        }
+        if users.is_empty() {
+            self.retire_locked();
+        }
+    }
+
+    /// The path its health checks request.
+    pub fn health_path(&self) -> &str {
+        &self.health_path
+    }
+
+    /// How many backends use it.
+    pub fn users(&self) -> usize {
+        lock(&self.users).len()
+    }
+
+    /// Starts as healthy as `other` (the same address probed at another
+    /// path): a Service whose health path changes keeps its endpoints'
+    /// health until the new path's first probe — which runs at once — says
+    /// otherwise, instead of taking them out of traffic meanwhile.
+    pub(crate) fn seed_health_from(&self, other: &Endpoint) {
+        let tracker = lock(&other.health).clone();
+        let healthy = tracker.status() == HealthStatus::Healthy;
+        *lock(&self.health) = tracker;
+        self.healthy.store(healthy, Ordering::Relaxed);
+    }
+
+    fn healthy_gauge(&self, labels: &BackendLabels) -> prometheus_client::metrics::gauge::Gauge {
+        self.ctx
+            .metrics
+            .healthy_endpoints
+            .get_or_create(labels)
+            .clone()
     }
 
     /// Whether the proxy's own health check currently passes.
@@ -130,8 +199,8 @@ impl Endpoint {
     }
 
     /// A connection ready for one request: the most recently used idle one
-    /// that is still open, or a new one.
-    pub async fn checkout(&self) -> Result<Sender, ConnectError> {
+    /// that is still open, or a new one (counted as opened for `opener`).
+    pub async fn checkout(&self, opener: &BackendLabels) -> Result<Sender, ConnectError> {
         let settings = &self.ctx.settings;
         loop {
             let candidate = lock(&self.idle).pop();
@@ -153,10 +222,10 @@ impl Endpoint {
                 return Ok(conn.sender);
             }
         }
-        self.connect().await
+        self.connect(opener).await
     }
 
-    async fn connect(&self) -> Result<Sender, ConnectError> {
+    async fn connect(&self, opener: &BackendLabels) -> Result<Sender, ConnectError> {
         let timeout = self.ctx.settings.connect_timeout;
         let stream = tokio::time::timeout(timeout, TcpStream::connect(self.addr))
             .await
@@ -175,7 +244,7 @@ impl Endpoint {
         self.ctx
             .metrics
             .connections_opened
-            .get_or_create(&self.info.labels)
+            .get_or_create(opener)
             .inc();
         Ok(sender)
     }
@@ -211,10 +280,15 @@ impl Endpoint {
     /// One health probe: `GET <health path>` through the pool, healthy when
     /// a response head below 500 arrives within the health timeout.
     pub async fn probe(&self) -> bool {
-        let path = self.info.health_path.load_full();
+        // A probe's connection is counted for the first backend using the
+        // endpoint (any of them would do; the count is per backend).
+        let opener = lock(&self.users).first().map(|u| u.labels.clone());
+        let Some(opener) = opener else {
+            return false;
+        };
         let probe = async {
-            let mut sender = self.checkout().await.ok()?;
-            let req = http::Request::get(path.as_str())
+            let mut sender = self.checkout(&opener).await.ok()?;
+            let req = http::Request::get(self.health_path.as_str())
                 .header(http::header::HOST, self.addr.to_string())
                 .header(http::header::USER_AGENT, "switchyard-health-check")
                 .body(body::empty())
@@ -248,20 +322,21 @@ impl Endpoint {
         if self.retired.load(Ordering::Relaxed) {
             return;
         }
+        let users = lock(&self.users);
         let healthy = status == HealthStatus::Healthy;
         let was = self.healthy.swap(healthy, Ordering::Relaxed);
         if was != healthy {
-            let gauge = self
-                .ctx
-                .metrics
-                .healthy_endpoints
-                .get_or_create(&self.info.labels);
-            if healthy {
-                gauge.inc();
-            } else {
-                gauge.dec();
+            for user in users.iter() {
+                let gauge = self.healthy_gauge(&user.labels);
+                if healthy {
+                    gauge.inc();
+                } else {
+                    gauge.dec();
+                }
             }
-            info!(backend = %self.info.key, endpoint = %self.addr, ?status, "endpoint health changed");
+            let backend = users.first().map(|u| u.key.to_string()).unwrap_or_default();
+            info!(backend = %backend, backends = users.len(), endpoint = %self.addr, ?status, "endpoint health changed");
+            drop(users);
             self.ctx.notify_readiness();
         }
     }
@@ -276,20 +351,25 @@ impl Endpoint {
         let ejected =
             lock(&self.outlier).record_failure(Instant::now(), &self.ctx.settings.outlier);
         if let Some(length) = ejected {
-            self.ctx
-                .metrics
-                .ejections
-                .get_or_create(&self.info.labels)
-                .inc();
-            info!(backend = %self.info.key, endpoint = %self.addr, ?length, "endpoint ejected after consecutive failures");
+            let users = lock(&self.users);
+            for user in users.iter() {
+                self.ctx.metrics.ejections.get_or_create(&user.labels).inc();
+            }
+            info!(endpoint = %self.addr, backends = users.len(), ?length, "endpoint ejected after consecutive failures");
         }
     }
 
-    /// Takes the endpoint out of service for good: health checks stop, idle
-    /// connections close. Requests already holding it finish normally (its
-    /// last health state is kept so a request that picked it a moment ago
-    /// still goes through); their connections close when they end.
-    pub(crate) fn retire(&self) {
+    /// Whether it was taken out of service (no backend uses it).
+    pub fn is_retired(&self) -> bool {
+        self.retired.load(Ordering::Relaxed)
+    }
+
+    /// Takes the endpoint out of service for good, once its last user left
+    /// (the caller holds `users`): health checks stop, idle connections
+    /// close. Requests already holding it finish normally (its last health
+    /// state is kept so a request that picked it a moment ago still goes
+    /// through); their connections close when they end.
+    fn retire_locked(&self) {
         if self.retired.swap(true, Ordering::Relaxed) {
             return;
         }
@@ -297,13 +377,6 @@ impl Endpoint {
             handle.abort();
         }
         lock(&self.idle).clear();
-        if self.is_healthy() {
-            self.ctx
-                .metrics
-                .healthy_endpoints
-                .get_or_create(&self.info.labels)
-                .dec();
-        }
     }
 }
 

@@ -209,7 +209,7 @@ pub async fn forward_timed(
         }
         tried.push(endpoint.addr);
         let in_flight = endpoint.begin();
-        let mut sender = match endpoint.checkout().await {
+        let mut sender = match endpoint.checkout(backend.labels()).await {
             Ok(sender) => sender,
             Err(source) => {
                 ctx.metrics

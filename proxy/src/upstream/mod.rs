@@ -15,7 +15,8 @@
 //!
 //! [`Upstreams`] keeps the set of tracked backends equal to "served ∪
 //! warming" and their endpoints equal to the snapshot ([`discovery`]);
-//! health checks ([`health`]) run for each endpoint. It does not route:
+//! health checks ([`health`]) run for each endpoint — one per `ip:port`
+//! and health path, shared by every backend listing it (`shared`). It does not route:
 //! which backend a request goes to is the router's decision.
 
 pub mod balance;
@@ -25,6 +26,7 @@ pub mod forward;
 pub mod health;
 pub mod mirror;
 pub mod outlier;
+mod shared;
 
 use crate::metrics::{BackendLabels, Metrics, RequestCounterCache, backend_labels};
 use crate::settings::DataPlaneSettings;
@@ -100,15 +102,13 @@ impl Context {
     }
 }
 
-/// Identity of a backend shared by its endpoints.
+/// Identity of a backend, as its endpoints know their users.
 #[derive(Debug)]
 pub struct BackendInfo {
     /// `namespace/name:port`.
     pub key: BackendKey,
     /// Metric labels, built once.
     pub labels: BackendLabels,
-    /// Path health checks request; follows the Service annotation.
-    pub health_path: ArcSwap<String>,
 }
 
 /// One tracked backend and its current endpoints.
@@ -127,7 +127,6 @@ impl Backend {
             info: Arc::new(BackendInfo {
                 labels: backend_labels(&key),
                 key,
-                health_path: ArcSwap::from_pointee(discovery::DEFAULT_HEALTH_PATH.to_owned()),
             }),
             ctx,
             endpoints: ArcSwap::from_pointee(Vec::new()),
@@ -197,37 +196,41 @@ impl Backend {
     }
 
     /// Makes the endpoint list equal to `set`: endpoints that stay keep
-    /// their pools and health; new ones start unchecked with a health task;
-    /// gone ones are retired (drained).
-    fn update(&self, set: EndpointSet) {
+    /// their pools and health; new ones come from `shared` (an endpoint
+    /// another backend already checks is used as it is, a new one starts
+    /// unchecked with a health task); gone ones are let go (the last user
+    /// retires them: they drain).
+    fn update(&self, set: EndpointSet, shared: &shared::SharedEndpoints) {
         let current = self.endpoints.load_full();
         let mut next = Vec::with_capacity(set.addrs.len());
+        let mut changed = false;
         for addr in &set.addrs {
-            if let Some(existing) = current.iter().find(|e| e.addr == *addr) {
+            let same_addr = current.iter().find(|e| e.addr == *addr);
+            if let Some(existing) = same_addr.filter(|e| e.health_path() == set.health_path) {
                 next.push(Arc::clone(existing));
                 continue;
             }
-            let ep = Arc::new(Endpoint::new(
+            let ep = shared.acquire(
+                &self.ctx,
                 *addr,
-                Arc::clone(&self.info),
-                Arc::clone(&self.ctx),
-            ));
-            let handle = self.ctx.spawn(health::run(Arc::downgrade(&ep)));
-            ep.set_checker(handle);
+                &set.health_path,
+                &self.info,
+                same_addr.map(|e| &**e),
+            );
+            changed |= !ep.is_healthy() || same_addr.is_none();
             next.push(ep);
         }
-        let mut changed = next.len() != current.len()
+        changed |= next.len() != current.len()
             || self.generation.load(Ordering::Relaxed) != set.generation;
-        for gone in current.iter().filter(|e| !set.addrs.contains(&e.addr)) {
-            debug!(backend = %self.info.key, endpoint = %gone.addr, "endpoint removed");
-            gone.retire();
-            changed = true;
-        }
-        if **self.info.health_path.load() != set.health_path {
-            self.info.health_path.store(Arc::new(set.health_path));
-        }
+        let kept = |e: &Arc<Endpoint>| next.iter().any(|n| Arc::ptr_eq(n, e));
+        let gone: Vec<Arc<Endpoint>> = current.iter().filter(|e| !kept(e)).cloned().collect();
         self.endpoints.store(Arc::new(next));
         self.generation.store(set.generation, Ordering::Relaxed);
+        for gone in gone {
+            debug!(backend = %self.info.key, endpoint = %gone.addr, "endpoint removed");
+            gone.remove_user(&self.info);
+            changed = true;
+        }
         if changed {
             self.ctx.notify_readiness();
         }
@@ -238,7 +241,7 @@ impl Backend {
     /// connections close when they end.
     fn retire(&self) {
         for ep in self.endpoints.load().iter() {
-            ep.retire();
+            ep.remove_user(&self.info);
         }
         self.ctx.metrics.healthy_endpoints.remove(&self.info.labels);
     }
@@ -249,6 +252,7 @@ impl Backend {
 pub struct Upstreams {
     ctx: Arc<Context>,
     backends: Mutex<BTreeMap<BackendKey, Arc<Backend>>>,
+    shared: shared::SharedEndpoints,
 }
 
 /// Backends that left the tracked set in a [`Upstreams::sync`]; retire them
@@ -274,6 +278,7 @@ impl Upstreams {
         Upstreams {
             ctx,
             backends: Mutex::new(BTreeMap::new()),
+            shared: shared::SharedEndpoints::default(),
         }
     }
 
@@ -291,7 +296,7 @@ impl Upstreams {
             let backend = backends
                 .entry(key.clone())
                 .or_insert_with(|| Arc::new(Backend::new(key.clone(), Arc::clone(&self.ctx))));
-            backend.update(discovery.resolve(key));
+            backend.update(discovery.resolve(key), &self.shared);
         }
         let gone: Vec<BackendKey> = backends
             .keys()
@@ -302,7 +307,14 @@ impl Upstreams {
         if !retired.is_empty() {
             self.ctx.notify_readiness();
         }
+        self.shared.sweep();
         Retired(retired)
+    }
+
+    /// Distinct endpoints alive: one per `ip:port` and health path, however
+    /// many backends list it.
+    pub fn endpoint_count(&self) -> usize {
+        self.shared.len()
     }
 
     /// The tracked backends among `keys`.

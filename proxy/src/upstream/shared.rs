@@ -1,0 +1,71 @@
+//! The proxy's endpoints by address and health path, shared by every
+//! backend that lists them.
+//!
+//! Services often share pods (a Service per port, per version label, per
+//! route): keyed by Service, a proxy ran one health check and kept one
+//! connection pool per Service for the same `ip:port`. Here each
+//! `(ip:port, health path)` is one [`Endpoint`] however many backends use
+//! it; the map holds them weakly, so it never keeps an endpoint alive that
+//! no backend lists. An endpoint retired by its last user is never handed
+//! out again (a user arriving a moment later gets a fresh one).
+//!
+//! Cost: O(1) per endpoint of an endpoint-set change; the map is swept of
+//! dead entries on each sync, O(endpoints).
+
+use super::endpoint::Endpoint;
+use super::{BackendInfo, Context, health};
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+
+/// Endpoints by `(address, health path)`.
+#[derive(Debug, Default)]
+pub(crate) struct SharedEndpoints {
+    by_key: Mutex<HashMap<(SocketAddr, String), Weak<Endpoint>>>,
+}
+
+impl SharedEndpoints {
+    /// The endpoint for `addr` probed at `health_path`, with `user` among
+    /// its users: the shared one if some backend already uses it, else a
+    /// new one whose health check starts now. `seed` is an endpoint at the
+    /// same address the user is leaving (its health path changed): a new
+    /// endpoint starts as healthy as it was.
+    pub(crate) fn acquire(
+        &self,
+        ctx: &Arc<Context>,
+        addr: SocketAddr,
+        health_path: &str,
+        user: &Arc<BackendInfo>,
+        seed: Option<&Endpoint>,
+    ) -> Arc<Endpoint> {
+        let mut map = self.by_key.lock().unwrap_or_else(PoisonError::into_inner);
+        let key = (addr, health_path.to_owned());
+        if let Some(existing) = map.get(&key).and_then(Weak::upgrade)
+            && existing.add_user(user)
+        {
+            return existing;
+        }
+        let endpoint = Arc::new(Endpoint::new(addr, health_path.to_owned(), Arc::clone(ctx)));
+        if let Some(seed) = seed {
+            endpoint.seed_health_from(seed);
+        }
+        // A fresh endpoint is not retired: adding its first user succeeds.
+        endpoint.add_user(user);
+        let handle = ctx.spawn(health::run(Arc::downgrade(&endpoint)));
+        endpoint.set_checker(handle);
+        map.insert(key, Arc::downgrade(&endpoint));
+        endpoint
+    }
+
+    /// Forgets endpoints nobody holds any more.
+    pub(crate) fn sweep(&self) {
+        let mut map = self.by_key.lock().unwrap_or_else(PoisonError::into_inner);
+        map.retain(|_, e| e.strong_count() > 0);
+    }
+
+    /// Endpoints alive (shared ones once).
+    pub(crate) fn len(&self) -> usize {
+        let map = self.by_key.lock().unwrap_or_else(PoisonError::into_inner);
+        map.values().filter(|e| e.strong_count() > 0).count()
+    }
+}
