@@ -128,6 +128,10 @@ fn world(n: usize) -> (ConfigSnapshot, Vec<HttpRoute>) {
                 target_port: Some(9),
             }],
         });
+        // As a coordinator's state has it: every Service changed once.
+        snapshot
+            .endpoint_generations
+            .bump(ObjectName::new("bench", &name), i as u64 + 1);
         let mut meta = ObjectMeta::named("bench", format!("{name}-1"));
         meta.labels.insert(SERVICE_NAME_LABEL.into(), name.clone());
         snapshot.endpoint_slices.push(EndpointSlice {

@@ -135,6 +135,11 @@ async fn a_changed_health_path_keeps_the_endpoint_in_traffic_until_its_first_pro
         .meta
         .annotations
         .insert(ANNOTATION_HEALTH_PATH.to_owned(), "/health".to_owned());
+    // A change to a Service moves its endpoint generation (the
+    // coordinators' rule), which is what makes the proxy look again.
+    changed
+        .endpoint_generations
+        .bump(ObjectName::new(NS, "s0"), 2);
     proxy.install(changed.clone(), routes.clone());
     // Right after the install, before any probe of the new path could have
     // answered: the endpoint is still healthy.

@@ -265,3 +265,45 @@ async fn admin_serves_metrics_and_readiness() {
     let _ = stop.send(());
     admin.await.unwrap().unwrap();
 }
+
+/// The coordinators bump a Service's endpoint generation on every change
+/// to it or its slices, so the proxy resolves a backend again only when
+/// its generation moved (an install of 10,000 routes that moved one
+/// Service's endpoints resolves one backend). A configuration from a file
+/// carries no generations (0) and is always resolved.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn endpoints_are_resolved_again_when_their_generation_moves() {
+    let pods = [
+        start_echo(NS, "app", 0).await,
+        start_echo(NS, "app", 1).await,
+    ];
+    let proxy = Proxy::start(test_settings(), vec![simple_listener(NS)]).await;
+    let (snapshot, routes) = config(&[pods[0].addr], None);
+    proxy.install(snapshot, routes.clone());
+    proxy.wait_healthy(&[(key(), 1)]).await;
+
+    // Same generation, more slices: not what a coordinator sends; the
+    // proxy takes the generation at its word and keeps the endpoint set.
+    let (mut same, _) = config(&[pods[0].addr, pods[1].addr], None);
+    same.version = 2;
+    proxy.install(same.clone(), routes.clone());
+    assert_eq!(proxy.dp.readiness(&key()).unwrap().total, 1);
+
+    // The generation moves: the new endpoint is taken.
+    same.version = 3;
+    same.endpoint_generations
+        .bump(ObjectName::new(NS, "app"), 6);
+    proxy.install(same, routes.clone());
+    proxy.wait_healthy(&[(key(), 2)]).await;
+
+    // A file configuration (no generations at all) is always resolved.
+    let (mut file, _) = config(&[pods[1].addr], None);
+    file.endpoint_generations = Default::default();
+    proxy.install(file.clone(), routes.clone());
+    assert_eq!(proxy.dp.readiness(&key()).unwrap().total, 1);
+    let (mut file2, _) = config(&[pods[0].addr, pods[1].addr], None);
+    file2.endpoint_generations = Default::default();
+    proxy.install(file2, routes);
+    assert_eq!(proxy.dp.readiness(&key()).unwrap().total, 2);
+    proxy.shutdown().await;
+}

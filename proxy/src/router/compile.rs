@@ -8,18 +8,17 @@
 //! once, so the request path only walks and compares; regexes are resolved
 //! first, through the cache shared with earlier tables (`regexes`). Routes
 //! whose inputs did not change since the previous table are taken from it
-//! as compiled (`reuse`); only the lookup structure is assembled again,
-//! and not even that when no route changed.
+//! as compiled (`reuse`), and only the buckets of routes that changed are
+//! assembled again (`assemble`) — none when no route changed.
 
+use super::RouteTable;
+use super::assemble;
 use super::attach::Gateways;
 use super::backends::BackendIndex;
-use super::precedence::PrecedenceKey;
 use super::regexes::RegexPlan;
 use super::reuse::{CompileStats, CompiledRoute, Reuse};
 use super::rule::CompiledRule;
-use super::table::{Candidate, PortTable};
-use super::{ListenerKey, RouteTable};
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use switchyard_proto::model::gateway_api::Topology;
 use switchyard_proto::model::{ConfigSnapshot, HttpRoute, ObjectName};
@@ -41,106 +40,63 @@ pub(crate) fn compile(
     let mut stats = CompileStats::default();
     let mut compiled: HashMap<ObjectName, Arc<CompiledRoute>> =
         HashMap::with_capacity(routes.len());
-    for route in routes {
-        let entry = match reuse.get(route, &regexes) {
+    // Routes whose candidates differ from the previous table's: compiled
+    // afresh here, or gone.
+    let mut dirty: HashSet<ObjectName> = HashSet::new();
+    let names: Vec<ObjectName> = routes.iter().map(|r| r.meta.object_name()).collect();
+    for (route, name) in routes.iter().zip(&names) {
+        let entry = match reuse.get(name, route, &regexes) {
             Some(kept) => {
                 stats.reused += 1;
                 kept
             }
             None => {
                 stats.compiled += 1;
-                Arc::new(compile_route(route, &gateways, &index, &regexes))
+                let mut fresh = compile_route(route, &gateways, &index, &regexes);
+                fresh.addrs = assemble::addresses(&assemble::placements(&fresh, &gateways));
+                dirty.insert(name.clone());
+                Arc::new(fresh)
             }
         };
-        compiled.insert(route.meta.object_name(), entry);
+        compiled.insert(name.clone(), entry);
     }
-    // Nothing compiled, the same routes, and the Gateway side as before:
-    // the previous lookup structure is this one. An endpoint move ends
-    // here without touching a bucket.
-    if let Some(previous) = previous
-        && reuse.is_active()
-        && stats.compiled == 0
-        && compiled.len() == previous.routes.len()
-    {
-        return RouteTable {
-            ports: Arc::clone(&previous.ports),
-            notes: previous.notes.clone(),
-            backends: previous.backends.clone(),
-            regex_stats: regexes.stats,
-            routes: compiled,
-            stats,
-            source: None,
-        };
-    }
-
-    // Each served listener is reachable through its own Gateway's key and
-    // through the "every Gateway on this port" key.
-    let mut ports: HashMap<ListenerKey, PortTable> = HashMap::new();
-    let keys_of = |i: usize| {
-        let l = &gateways.listeners[i];
-        [
-            ListenerKey {
-                gateway: Some(l.gateway.clone()),
-                port: l.port,
-            },
-            ListenerKey {
-                gateway: None,
-                port: l.port,
-            },
-        ]
-    };
-    for (i, l) in gateways.listeners.iter().enumerate() {
-        for key in keys_of(i) {
-            ports
-                .entry(key)
-                .or_default()
-                .listeners
-                .slot(l.hostname.as_ref());
+    let ports = match previous.filter(|_| reuse.is_active()) {
+        // The listener layout is the previous one: rebuild only the buckets
+        // of routes that changed, came or went — none for an endpoint move.
+        Some(previous) => {
+            dirty.extend(
+                previous
+                    .routes
+                    .keys()
+                    .filter(|name| !compiled.contains_key(*name))
+                    .cloned(),
+            );
+            if dirty.is_empty() {
+                Arc::clone(&previous.ports)
+            } else {
+                Arc::new(assemble::incremental(
+                    previous, &compiled, &dirty, &gateways,
+                ))
+            }
         }
-    }
+        None => Arc::new(assemble::full(
+            &gateways,
+            names.iter().filter_map(|n| compiled.get(n).map(|c| &**c)),
+        )),
+    };
 
     let mut backends = BTreeSet::new();
-    for route in routes {
-        let Some(entry) = compiled.get(&route.meta.object_name()) else {
+    for name in &names {
+        let Some(entry) = compiled.get(name) else {
             continue;
         };
         notes.extend(entry.notes.iter().cloned());
-        if entry.attachments.is_empty() {
-            continue;
-        }
-        let name = route.meta.object_name();
-        let created = route.meta.creation_timestamp_ms;
         for rule in &entry.rules {
             rule.collect_backends(&mut backends);
         }
-        for a in &entry.attachments {
-            let listener_host = gateways.listeners[a.listener].hostname.as_ref();
-            for key in keys_of(a.listener) {
-                let table = ports.entry(key).or_default().listeners.slot(listener_host);
-                for rule in &entry.rules {
-                    for (mi, m) in rule.matches.iter().enumerate() {
-                        let pkey = PrecedenceKey::new(m, &name, created, rule.rule_index, mi);
-                        let cand = || Candidate {
-                            rule: Arc::clone(rule),
-                            match_index: mi,
-                        };
-                        if a.hostnames.is_empty() {
-                            table.add(None, pkey, cand());
-                        } else {
-                            for h in &a.hostnames {
-                                table.add(Some(h), pkey.clone(), cand());
-                            }
-                        }
-                    }
-                }
-            }
-        }
-    }
-    for table in ports.values_mut() {
-        table.finish();
     }
     RouteTable {
-        ports: Arc::new(ports),
+        ports,
         notes,
         backends,
         regex_stats: regexes.stats,
@@ -183,5 +139,6 @@ fn compile_route(
         notes,
         services: index.take_asked(),
         regexes: regexes.for_route(route),
+        addrs: Vec::new(),
     }
 }

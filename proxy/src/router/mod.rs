@@ -29,6 +29,7 @@
 //! server and upstream modules, which consume [`Decision`] and
 //! [`RouteTable::backends`].
 
+mod assemble;
 mod attach;
 mod backends;
 mod compile;
@@ -282,6 +283,11 @@ impl RouteTable {
     /// their valid mirrors.
     pub fn backends(&self) -> BTreeSet<BackendKey> {
         self.backends.clone()
+    }
+
+    /// [`RouteTable::backends`], borrowed.
+    pub fn backend_set(&self) -> &BTreeSet<BackendKey> {
+        &self.backends
     }
 
     /// Problems found while compiling.

@@ -55,7 +55,11 @@ pub(crate) struct RegexPlan {
 impl RegexPlan {
     /// Resolves the regexes of `routes`, charging the oldest route first.
     pub(crate) fn new(routes: &[HttpRoute]) -> RegexPlan {
-        let mut order: Vec<&HttpRoute> = routes.iter().collect();
+        // Only routes with regexes take part in the budget's order.
+        let mut order: Vec<&HttpRoute> = routes
+            .iter()
+            .filter(|r| patterns(r).next().is_some())
+            .collect();
         order.sort_by(|a, b| {
             (
                 a.meta.creation_timestamp_ms,

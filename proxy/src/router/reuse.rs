@@ -16,6 +16,7 @@
 //! O(routes) spec comparisons; rule compilation only for changed routes.
 
 use super::CompileNote;
+use super::assemble::BucketAddr;
 use super::attach::Attachment;
 use super::regexes::{RegexPlan, RouteRegexes};
 use super::rule::CompiledRule;
@@ -38,6 +39,9 @@ pub(crate) struct CompiledRoute {
     pub(crate) services: BTreeSet<ObjectName>,
     /// The regexes it was given.
     pub(crate) regexes: RouteRegexes,
+    /// The buckets its candidates went to (valid while the listener
+    /// layout is the same, which is when it is reused).
+    pub(crate) addrs: Vec<BucketAddr>,
 }
 
 /// How many routes a compile built and how many it took from the table
@@ -97,9 +101,15 @@ impl<'p> Reuse<'p> {
         !self.previous.is_empty()
     }
 
-    /// The previous compile of `route`, if nothing it depends on changed.
-    pub(crate) fn get(&self, route: &HttpRoute, regexes: &RegexPlan) -> Option<Arc<CompiledRoute>> {
-        let previous = self.previous.get(&route.meta.object_name())?;
+    /// The previous compile of `route` (named `name`), if nothing it
+    /// depends on changed.
+    pub(crate) fn get(
+        &self,
+        name: &ObjectName,
+        route: &HttpRoute,
+        regexes: &RegexPlan,
+    ) -> Option<Arc<CompiledRoute>> {
+        let previous = self.previous.get(name)?;
         let still = previous.spec == *route
             && previous
                 .services
@@ -112,22 +122,22 @@ impl<'p> Reuse<'p> {
 
 /// Services added, removed or changed between two lists.
 fn changed_services(before: &[Service], now: &[Service]) -> HashSet<ObjectName> {
-    let by_name = |list: &'_ [Service]| -> HashMap<ObjectName, usize> {
+    fn by_name(list: &[Service]) -> HashMap<(&str, &str), usize> {
         list.iter()
             .enumerate()
-            .map(|(i, s)| (s.meta.object_name(), i))
+            .map(|(i, s)| ((s.meta.namespace.as_str(), s.meta.name.as_str()), i))
             .collect()
-    };
+    }
     let (old, new) = (by_name(before), by_name(now));
     let mut changed = HashSet::new();
-    for (name, &i) in &new {
-        if old.get(name).is_none_or(|&j| before[j] != now[i]) {
-            changed.insert(name.clone());
+    for (&(ns, name), &i) in &new {
+        if old.get(&(ns, name)).is_none_or(|&j| before[j] != now[i]) {
+            changed.insert(ObjectName::new(ns, name));
         }
     }
-    for name in old.keys() {
-        if !new.contains_key(name) {
-            changed.insert(name.clone());
+    for &(ns, name) in old.keys() {
+        if !new.contains_key(&(ns, name)) {
+            changed.insert(ObjectName::new(ns, name));
         }
     }
     changed

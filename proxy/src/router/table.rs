@@ -35,18 +35,64 @@ impl<T> Default for HostBuckets<T> {
     }
 }
 
+impl<T: Clone> Clone for HostBuckets<T> {
+    fn clone(&self) -> Self {
+        HostBuckets {
+            exact: self.exact.clone(),
+            wildcard: self.wildcard.clone(),
+            any: self.any.clone(),
+        }
+    }
+}
+
 impl<T: Default> HostBuckets<T> {
     /// The slot for `pattern` (`None`: every host), created empty if new.
     pub(crate) fn slot(&mut self, pattern: Option<&HostPattern>) -> &mut T {
+        // `entry` would clone the key on every call; most calls find it.
+        fn of<'m, T: Default>(map: &'m mut HashMap<String, T>, key: &str) -> &'m mut T {
+            if !map.contains_key(key) {
+                map.insert(key.to_owned(), T::default());
+            }
+            map.get_mut(key).expect("just inserted")
+        }
         match pattern {
-            Some(HostPattern::Exact(h)) => self.exact.entry(h.clone()).or_default(),
-            Some(HostPattern::Wildcard(s)) => self.wildcard.entry(s.clone()).or_default(),
+            Some(HostPattern::Exact(h)) => of(&mut self.exact, h),
+            Some(HostPattern::Wildcard(s)) => of(&mut self.wildcard, s),
             None => self.any.get_or_insert_with(T::default),
         }
     }
 }
 
 impl<T> HostBuckets<T> {
+    /// The slot for `pattern`, if it exists.
+    pub(crate) fn get_mut(&mut self, pattern: Option<&HostPattern>) -> Option<&mut T> {
+        match pattern {
+            Some(HostPattern::Exact(h)) => self.exact.get_mut(h.as_str()),
+            Some(HostPattern::Wildcard(s)) => self.wildcard.get_mut(s.as_str()),
+            None => self.any.as_mut(),
+        }
+    }
+
+    /// Puts `value` in the slot for `pattern`, or empties the slot.
+    pub(crate) fn set(&mut self, pattern: Option<&HostPattern>, value: Option<T>) {
+        let map = match pattern {
+            Some(HostPattern::Exact(h)) => (&mut self.exact, h),
+            Some(HostPattern::Wildcard(s)) => (&mut self.wildcard, s),
+            None => {
+                self.any = value;
+                return;
+            }
+        };
+        match value {
+            Some(v) => {
+                map.0.insert(map.1.clone(), v);
+            }
+            None => {
+                map.0.remove(map.1.as_str());
+            }
+        }
+    }
+
     /// Every slot whose pattern matches `host`, most specific first: the
     /// exact host, wildcards by decreasing suffix length, then "any".
     pub(crate) fn matching<'s>(&'s self, host: &'s str) -> impl Iterator<Item = &'s T> + 's {
@@ -73,11 +119,26 @@ pub(crate) struct Candidate {
 /// Candidates with their precedence keys, while building.
 pub(crate) type Pending = Vec<(PrecedenceKey, Candidate)>;
 
+/// One route hostname's candidates on one listener, sorted by precedence.
+/// Keys stay with their candidates, so a new table can take a bucket's
+/// candidates out or add some and sort again without the other routes.
+pub(crate) type Bucket = Vec<(PrecedenceKey, Candidate)>;
+
+/// Sorts candidates by precedence and drops duplicates (attachment already
+/// lists each listener once per route; this keeps a bucket from ever
+/// holding one candidate twice).
+pub(crate) fn sorted_bucket(mut v: Pending) -> Bucket {
+    v.sort_by(|a, b| a.0.cmp(&b.0));
+    v.dedup_by(|a, b| a.0 == b.0);
+    v
+}
+
 /// The routes of one listener (conflicts leave one listener per port and
-/// hostname), by route hostname.
-#[derive(Debug, Default)]
+/// hostname), by route hostname. Buckets are shared (`Arc`) with the
+/// tables before and after that did not change them.
+#[derive(Debug, Default, Clone)]
 pub(crate) struct ListenerTable {
-    pub(crate) routes: HostBuckets<Vec<Candidate>>,
+    pub(crate) routes: HostBuckets<Arc<Bucket>>,
     pending: HostBuckets<Pending>,
 }
 
@@ -87,16 +148,10 @@ impl ListenerTable {
         self.pending.slot(host).push((key, c));
     }
 
-    /// Sorts every bucket by precedence and drops duplicates (attachment
-    /// already lists each listener once per route; this keeps a bucket
-    /// from ever holding one candidate twice).
+    /// Sorts every bucket by precedence ([`sorted_bucket`]).
     pub(crate) fn finish(&mut self) {
         let pending = std::mem::take(&mut self.pending);
-        let sorted = |mut v: Pending| {
-            v.sort_by(|a, b| a.0.cmp(&b.0));
-            v.dedup_by(|a, b| a.0 == b.0);
-            v.into_iter().map(|(_, c)| c).collect::<Vec<_>>()
-        };
+        let sorted = |v: Pending| Arc::new(sorted_bucket(v));
         self.routes = HostBuckets {
             exact: pending
                 .exact
@@ -115,7 +170,7 @@ impl ListenerTable {
 
 /// Every listener reachable through one [`super::ListenerKey`], by listener
 /// hostname.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub(crate) struct PortTable {
     pub(crate) listeners: HostBuckets<ListenerTable>,
 }
@@ -143,7 +198,7 @@ impl PortTable {
             );
         };
         for bucket in listener.routes.matching(&host) {
-            for c in bucket {
+            for (_, c) in bucket.iter() {
                 if c.rule
                     .matches
                     .get(c.match_index)

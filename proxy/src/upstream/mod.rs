@@ -290,12 +290,26 @@ impl Upstreams {
     /// Tracks exactly `wanted`, with endpoints from `snapshot`; returns the
     /// backends that are no longer wanted.
     pub fn sync(&self, snapshot: &ConfigSnapshot, wanted: &BTreeSet<BackendKey>) -> Retired {
-        let discovery = discovery::Discovery::new(snapshot);
+        // Built only if some backend needs resolving: an install that moved
+        // no endpoint indexes nothing.
+        let mut discovery = None;
         let mut backends = self.backends.lock().unwrap_or_else(PoisonError::into_inner);
         for key in wanted {
-            let backend = backends
-                .entry(key.clone())
-                .or_insert_with(|| Arc::new(Backend::new(key.clone(), Arc::clone(&self.ctx))));
+            let backend = match backends.get(key) {
+                Some(backend) => backend,
+                None => backends
+                    .entry(key.clone())
+                    .or_insert_with(|| Arc::new(Backend::new(key.clone(), Arc::clone(&self.ctx)))),
+            };
+            // The coordinators bump a Service's endpoint generation on every
+            // change to it or to any of its slices: the same non-zero
+            // generation is the same endpoint set. (0 is a configuration
+            // from a file, which carries no generations: always resolved.)
+            let generation = snapshot.endpoint_generations.of(&key.service);
+            if generation != 0 && backend.generation.load(Ordering::Relaxed) == generation {
+                continue;
+            }
+            let discovery = discovery.get_or_insert_with(|| discovery::Discovery::new(snapshot));
             backend.update(discovery.resolve(key), &self.shared);
         }
         let gone: Vec<BackendKey> = backends

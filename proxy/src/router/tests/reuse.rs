@@ -172,3 +172,120 @@ fn a_route_with_regexes_is_reused_with_the_very_same_compiled_regex() {
         "404"
     );
 }
+
+#[test]
+fn a_route_change_rebuilds_its_buckets_only() {
+    let mut w = many(30);
+    let t1 = first(&w);
+    w.routes[5].rules[0].backend_refs = vec![svc("v3", 1)];
+    let t2 = after(&t1, &w);
+    let bucket = |t: &RouteTable, host: &str| {
+        let port = t.ports.get(&gw80()).expect("gw:80");
+        let listener = port.listeners.matching(host).next().expect("listener");
+        Arc::clone(listener.routes.matching(host).next().expect("bucket"))
+    };
+    assert!(!Arc::ptr_eq(
+        &bucket(&t1, "h5.example.com"),
+        &bucket(&t2, "h5.example.com")
+    ));
+    assert!(
+        Arc::ptr_eq(
+            &bucket(&t1, "h6.example.com"),
+            &bucket(&t2, "h6.example.com")
+        ),
+        "an untouched route's bucket is the previous table's"
+    );
+}
+
+/// A small deterministic generator (no dependency, same sequence every run).
+struct Lcg(u64);
+
+impl Lcg {
+    fn below(&mut self, n: usize) -> usize {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        ((self.0 >> 33) % n as u64) as usize
+    }
+}
+
+#[test]
+fn any_sequence_of_changes_routes_exactly_as_a_fresh_compile() {
+    // Routes share hostnames and paths, so buckets hold several routes'
+    // candidates and precedence inside a bucket matters.
+    const ROUTES: usize = 24;
+    let make = |i: usize, host: usize, path: usize, backend: &str| {
+        let mut r = route(
+            INFRA,
+            &format!("r{i}"),
+            vec![rule(prefix(&format!("/p{path}")), vec![svc(backend, 1)])],
+        );
+        r.hostnames = vec![format!("h{host}.example.com")];
+        r.meta.creation_timestamp_ms = Some(i as i64);
+        r
+    };
+    let mut w = World::new();
+    for i in 0..ROUTES {
+        w.route(make(i, i % 5, i % 3, "v1"));
+    }
+    let probes: Vec<(String, String)> = (0..6)
+        .flat_map(|h| (0..4).map(move |p| (format!("h{h}.example.com"), format!("/p{p}/x"))))
+        .collect();
+    let observe = |t: &RouteTable| -> Vec<String> {
+        probes
+            .iter()
+            .map(|(h, p)| outcome(t.route(&gw80(), &get(h, p), 0)))
+            .collect()
+    };
+    let mut rng = Lcg(7);
+    let mut table = first(&w);
+    for step in 0..300 {
+        match rng.below(6) {
+            0 if !w.routes.is_empty() => {
+                let i = rng.below(w.routes.len());
+                w.routes.remove(i);
+            }
+            1 => {
+                let i = rng.below(ROUTES * 2);
+                w.routes.retain(|r| r.meta.name != format!("r{i}"));
+                w.route(make(i, rng.below(6), rng.below(4), "v2"));
+            }
+            2 if !w.routes.is_empty() => {
+                let i = rng.below(w.routes.len());
+                w.routes[i].hostnames = vec![format!("h{}.example.com", rng.below(6))];
+            }
+            3 if !w.routes.is_empty() => {
+                let i = rng.below(w.routes.len());
+                let backend = ["v1", "v2", "v3", "gone"][rng.below(4)];
+                w.routes[i].rules[0].backend_refs = vec![svc(backend, 1)];
+            }
+            4 => {
+                // A Service comes or goes.
+                if w.snapshot.services.iter().any(|s| s.meta.name == "v3") {
+                    w.snapshot.services.retain(|s| s.meta.name != "v3");
+                } else {
+                    w.service(INFRA, "v3", &[8080]);
+                }
+            }
+            _ => {
+                // An endpoint move.
+                w.snapshot
+                    .endpoint_generations
+                    .bump(ObjectName::new(INFRA, "v1"), step as u64 + 1);
+            }
+        }
+        table = after(&table, &w);
+        assert_eq!(observe(&table), observe(&w.table()), "after step {step}");
+        assert_eq!(
+            super::notes_of(&table),
+            super::notes_of(&w.table()),
+            "notes after step {step}"
+        );
+        assert_eq!(
+            table.backends(),
+            w.table().backends(),
+            "backends after step {step}"
+        );
+    }
+}
