@@ -25,9 +25,7 @@ impl ReplicatedState {
         self.note_entry(at);
         let touched = derived::Touched::before(self, command);
         let result = self.carry_out(at, command);
-        if let Some(touched) = touched {
-            touched.after(self);
-        }
+        touched.after(self);
         #[cfg(debug_assertions)]
         if let Err(broken) = self.check_invariants().and_then(|()| self.check_indexes()) {
             // A broken invariant here is a bug in this file; fail loudly in

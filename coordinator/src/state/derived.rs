@@ -99,14 +99,14 @@ pub(super) struct Touched {
 }
 
 impl Touched {
-    /// Notes what `command` may change in `state`; `None` (nothing to do)
-    /// while the indexes are not built, since they will be built from the
-    /// state as it is then. O(size of the command).
-    pub(super) fn before(state: &ReplicatedState, command: &Command) -> Option<Self> {
-        state.derived.0.get()?;
+    /// Notes what `command` may change in `state`. Builds the indexes
+    /// first if they are not (the first apply after a load: O(store) once),
+    /// since the command's own checks read them. O(size of the command).
+    pub(super) fn before(state: &ReplicatedState, command: &Command) -> Self {
+        state.indexes();
         let mut touched = Touched::default();
         touched.note(state, command);
-        Some(touched)
+        touched
     }
 
     fn note(&mut self, state: &ReplicatedState, command: &Command) {
