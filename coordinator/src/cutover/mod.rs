@@ -116,9 +116,9 @@ pub struct CutoverEngine {
     /// changes its own copy and hands it back.
     first_seen: Arc<BTreeMap<ObjectName, (u64, u64)>>,
     /// While no proxy is live, the latest sync that saw nobody live: the
-    /// timeouts do not run, and when a proxy is live again every pending
-    /// route's timeout starts from there (so the pause costs nothing per
-    /// route while it lasts).
+    /// timeouts do not run, and the first sync that sees a proxy live
+    /// again starts every pending route's timeout afresh (so the pause
+    /// costs nothing per route while it lasts).
     paused_at_ms: Option<u64>,
     /// Bumped whenever the fleet soft state changes in a way a verdict can
     /// see (a registration adopted or forgotten, a proxy live again or back
@@ -134,6 +134,21 @@ impl CutoverEngine {
     /// at `now_ms`: every registered proxy gets a full lease (a failover
     /// never expires live proxies) and no evidence is known yet.
     pub fn new(settings: EngineSettings, state: &ReplicatedState, now_ms: u64, term: u64) -> Self {
+        let mut engine = Self::leading(settings, state, now_ms, term);
+        engine.sync_routes(state, now_ms);
+        engine
+    }
+
+    /// [`CutoverEngine::new`] without looking at the routes yet (O(P), for
+    /// a caller holding a lock): the first pass
+    /// ([`CutoverEngine::run_pass`]) sees the pending routes, at the same
+    /// time if it runs at once.
+    pub fn leading(
+        settings: EngineSettings,
+        state: &ReplicatedState,
+        now_ms: u64,
+        term: u64,
+    ) -> Self {
         let mut engine = CutoverEngine {
             settings,
             #[cfg(feature = "fault-injection")]
@@ -150,7 +165,7 @@ impl CutoverEngine {
             changes: 0,
             passes: pass::Passes::default(),
         };
-        engine.sync(state, now_ms);
+        engine.sync_registry(state, now_ms);
         engine
     }
 
@@ -198,11 +213,11 @@ impl CutoverEngine {
         });
         if nobody_live {
             // The timeout does not run while nobody can judge: each one
-            // starts afresh from the last sync before a proxy is live.
+            // starts afresh at the first sync that sees a proxy live.
             self.paused_at_ms = Some(now_ms);
-        } else if let Some(paused) = self.paused_at_ms.take() {
+        } else if self.paused_at_ms.take().is_some() {
             for entry in first_seen.values_mut() {
-                entry.1 = paused;
+                entry.1 = now_ms;
             }
         }
         for (name, record) in state.pending_routes() {

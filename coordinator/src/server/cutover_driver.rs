@@ -189,7 +189,7 @@ fn look(
             proxies = state.proxies.len(),
             "became leader: cutover engine started, every proxy lease renewed"
         );
-        CutoverEngine::new(coordinator.engine_settings(), state, now, term)
+        CutoverEngine::leading(coordinator.engine_settings(), state, now, term)
     });
     if engine.pass_due(state, now) {
         Look::Pass(engine.start_pass(state, now))

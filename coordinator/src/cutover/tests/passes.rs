@@ -177,3 +177,30 @@ fn a_batch_carries_out_each_decision_on_its_own() {
         "r's newer generation waits"
     );
 }
+
+#[test]
+fn a_timeout_starts_when_a_proxy_is_live_however_long_nobody_was() {
+    // `r` is pending (10 s timeout, keep-old) and no proxy exists.
+    let mut s = world(&[], "all", "keep-old");
+    let mut e = CutoverEngine::leading(settings(), &s, 0, TERM);
+    let first = loop_turn(&mut e, &s, 0).expect("a first pass");
+    assert_eq!(first.evaluated, 1);
+    assert_eq!(first.next_timeout_ms, None, "nobody live: no timeout runs");
+    assert_eq!(e.next_due_ms(), None, "nothing falls due");
+    assert!(
+        loop_turn(&mut e, &s, 60_000).is_none(),
+        "a minute of nothing"
+    );
+    next(&mut s, register("p0", "a"));
+    let judgement = loop_turn(&mut e, &s, 60_005).expect("a registration");
+    assert!(
+        judgement.decisions.is_empty(),
+        "the timeout starts now, not a minute ago: {:?}",
+        judgement.decisions
+    );
+    assert_eq!(judgement.next_timeout_ms, Some(60_005 + 10_000));
+    assert_eq!(
+        e.first_seen_ms(&r(), s.routes[&r()].newest_generation()),
+        Some(60_005)
+    );
+}
