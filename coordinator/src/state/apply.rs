@@ -324,8 +324,7 @@ impl ReplicatedState {
         Ok(Outcome {
             changes: vec![format!("proxy {id} (zone {zone}) {verb}")],
             routes: vec![],
-            index: 0,
-            decisions: Vec::new(),
+            ..Default::default()
         })
     }
 
@@ -346,8 +345,7 @@ impl ReplicatedState {
         Outcome {
             changes: vec![line],
             routes: vec![],
-            index: 0,
-            decisions: Vec::new(),
+            ..Default::default()
         }
     }
 
@@ -373,8 +371,7 @@ impl ReplicatedState {
                 "proxy {id} (registration {registration}) expired: lease ran out"
             )],
             routes: vec![],
-            index: 0,
-            decisions: Vec::new(),
+            ..Default::default()
         })
     }
 
@@ -428,8 +425,7 @@ impl ReplicatedState {
         Ok(Outcome {
             changes: vec![format!("HTTPRoute {route}: generation {generation} {how}")],
             routes: vec![(route.clone(), generation)],
-            index: 0,
-            decisions: Vec::new(),
+            ..Default::default()
         })
     }
 
@@ -454,8 +450,7 @@ impl ReplicatedState {
                 "HTTPRoute {route}: generation {generation} abandoned ({reason}); active stays at {active}"
             )],
             routes: vec![(route.clone(), active)],
-            index: 0,
-            decisions: Vec::new(),
+            ..Default::default()
         })
     }
 
