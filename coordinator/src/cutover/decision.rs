@@ -3,7 +3,7 @@
 //! and the simulation both use [`Decision::command`], so the simulation
 //! checks the commands the coordinators really write.
 
-use crate::state::{Command, DecisionBasis};
+use crate::state::{Command, CommandError, CommandResponse, DecisionBasis, Outcome};
 use switchyard_proto::model::ObjectName;
 
 /// What the leader should propose.
@@ -89,6 +89,43 @@ impl Decision {
                     endpoints: Vec::new(),
                 },
             },
+        }
+    }
+
+    /// The one Raft command that carries out every decision of a pass:
+    /// the decision's own command when there is one (the form every
+    /// coordinator version reads), a [`Command::Decisions`] batch when
+    /// there are more; `None` when there is nothing to do.
+    pub fn batch(decisions: &[Decision]) -> Option<Command> {
+        match decisions {
+            [] => None,
+            [one] => Some(one.command()),
+            many => Some(Command::Decisions {
+                decisions: many.iter().map(Decision::command).collect(),
+            }),
+        }
+    }
+
+    /// Each decision's own answer from the answer to
+    /// [`Decision::batch`]`(decisions)`, in order.
+    pub fn answers(
+        decisions: &[Decision],
+        response: CommandResponse,
+    ) -> Vec<Result<Outcome, CommandError>> {
+        match (decisions, response.0) {
+            ([_], single) => vec![single],
+            (_, Ok(batch)) if batch.decisions.len() == decisions.len() => batch.decisions,
+            // The batch as a whole refused (it is never, for a batch the
+            // engine built): every decision shares the answer.
+            (_, Ok(_)) => decisions
+                .iter()
+                .map(|_| {
+                    Err(CommandError::NotADecision {
+                        command: "an answer without one result per decision".into(),
+                    })
+                })
+                .collect(),
+            (_, Err(e)) => decisions.iter().map(|_| Err(e.clone())).collect(),
         }
     }
 }

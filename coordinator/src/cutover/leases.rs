@@ -30,6 +30,11 @@ impl Leases {
         self.last_seen.keys()
     }
 
+    /// When the proxy was last heard from, if it has a lease.
+    pub fn last_seen_ms(&self, proxy: &str) -> Option<u64> {
+        self.last_seen.get(proxy).map(|(_, seen)| *seen)
+    }
+
     /// Forgets a proxy.
     pub fn remove(&mut self, proxy: &str) {
         self.last_seen.remove(proxy);

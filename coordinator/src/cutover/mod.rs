@@ -21,12 +21,27 @@
 //! asked, never shorter. While no proxy is live the timeout does not run at
 //! all — there is nobody to judge readiness, and abandoning the change
 //! would lose it (a bootstrap, or a full restart of the proxy fleet).
+//!
+//! # Cost
+//!
+//! A decision pass ([`CutoverEngine::judge`]) visits pending routes only
+//! (the state's derived pending index), and computes the live set and each
+//! needed backend's evidence once per pass, not per route: O(P) for the
+//! fleet plus, per pending route, O(its backends × proxies with evidence
+//! for them). The leader loop runs a pass only when the state, the fleet
+//! (a proxy coming back, a registration, changed evidence) or the clock
+//! (a lease, evidence or grace period running out, a timeout) gives it
+//! something new to see (`pass`). Everything per proxy is kept behind an
+//! `Arc`, so a copy of the engine costs O(P): the leader loop copies it
+//! under its lock and judges the copy without it.
 
 mod decision;
 mod evidence;
 #[cfg(feature = "fault-injection")]
 mod faults;
+mod judge;
 mod leases;
+mod pass;
 mod sockets;
 mod verdict;
 
@@ -37,13 +52,15 @@ pub use decision::Decision;
 pub use evidence::BackendEvidence;
 #[cfg(feature = "fault-injection")]
 pub use faults::EngineFaults;
+pub use judge::Judgement;
 pub use leases::Leases;
 pub use sockets::FleetSockets;
 pub use verdict::{Verdict, evaluate};
 
-use crate::state::{DecisionBasis, ReplicatedState};
+use crate::state::ReplicatedState;
 use std::collections::BTreeMap;
-use switchyard_proto::model::{BackendKey, ObjectName, OnTimeout};
+use std::sync::Arc;
+use switchyard_proto::model::{BackendKey, ObjectName};
 
 /// Timing knobs of the engine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,7 +79,7 @@ impl Default for EngineSettings {
 }
 
 /// One proxy's latest readiness report.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 struct Report {
     /// When it arrived (engine clock).
     received_ms: u64,
@@ -88,13 +105,28 @@ pub struct CutoverEngine {
     /// Each proxy's latest report. A report replaces the previous one whole
     /// (proxies send everything they keep warm each time), and one older
     /// than a lease TTL does not count.
-    evidence: BTreeMap<String, Report>,
-    applied: BTreeMap<String, BTreeMap<ObjectName, u64>>,
+    evidence: BTreeMap<String, Arc<Report>>,
+    /// Each proxy's applied generations, from its latest heartbeat.
+    applied: BTreeMap<String, Arc<BTreeMap<ObjectName, u64>>>,
     /// Each proxy's listener sockets, from its latest readiness report.
     sockets: FleetSockets,
     /// Per pending route: the generation and when this engine first saw it
     /// pending with at least one live proxy (its timeout runs from there).
-    first_seen: BTreeMap<ObjectName, (u64, u64)>,
+    /// Behind an `Arc` so a copy of the engine does not copy it; a pass
+    /// changes its own copy and hands it back.
+    first_seen: Arc<BTreeMap<ObjectName, (u64, u64)>>,
+    /// While no proxy is live, the latest sync that saw nobody live: the
+    /// timeouts do not run, and the first sync that sees a proxy live
+    /// again starts every pending route's timeout afresh (so the pause
+    /// costs nothing per route while it lasts).
+    paused_at_ms: Option<u64>,
+    /// Bumped whenever the fleet soft state changes in a way a verdict can
+    /// see (a registration adopted or forgotten, a proxy live again or back
+    /// after a leader change, different evidence): the leader loop passes
+    /// again when it moved.
+    changes: u64,
+    /// What the leader loop's passes have seen (see `pass`).
+    passes: pass::Passes,
 }
 
 impl CutoverEngine {
@@ -102,6 +134,21 @@ impl CutoverEngine {
     /// at `now_ms`: every registered proxy gets a full lease (a failover
     /// never expires live proxies) and no evidence is known yet.
     pub fn new(settings: EngineSettings, state: &ReplicatedState, now_ms: u64, term: u64) -> Self {
+        let mut engine = Self::leading(settings, state, now_ms, term);
+        engine.sync_routes(state, now_ms);
+        engine
+    }
+
+    /// [`CutoverEngine::new`] without looking at the routes yet (O(P), for
+    /// a caller holding a lock): the first pass
+    /// ([`CutoverEngine::run_pass`]) sees the pending routes, at the same
+    /// time if it runs at once.
+    pub fn leading(
+        settings: EngineSettings,
+        state: &ReplicatedState,
+        now_ms: u64,
+        term: u64,
+    ) -> Self {
         let mut engine = CutoverEngine {
             settings,
             #[cfg(feature = "fault-injection")]
@@ -113,9 +160,12 @@ impl CutoverEngine {
             evidence: BTreeMap::new(),
             applied: BTreeMap::new(),
             sockets: FleetSockets::default(),
-            first_seen: BTreeMap::new(),
+            first_seen: Arc::default(),
+            paused_at_ms: None,
+            changes: 0,
+            passes: pass::Passes::default(),
         };
-        engine.sync(state, now_ms);
+        engine.sync_registry(state, now_ms);
         engine
     }
 
@@ -130,6 +180,12 @@ impl CutoverEngine {
     /// everything; a pending transition seen for the first time starts its
     /// timeout (only while some proxy is live).
     pub fn sync(&mut self, state: &ReplicatedState, now_ms: u64) {
+        self.sync_registry(state, now_ms);
+        self.sync_routes(state, now_ms);
+    }
+
+    /// The registry half of [`CutoverEngine::sync`]: O(P).
+    fn sync_registry(&mut self, state: &ReplicatedState, now_ms: u64) {
         for proxy in state.proxies.values() {
             self.adopt_registration(&proxy.id, &proxy.zone, proxy.registered_index, now_ms);
         }
@@ -142,25 +198,33 @@ impl CutoverEngine {
         for id in gone {
             self.forget(&id);
         }
-        let nobody_live = self.live_proxies(state, now_ms).is_empty();
-        self.first_seen.retain(|route, (generation, _)| {
+    }
+
+    /// The routes half of [`CutoverEngine::sync`]: O(pending routes).
+    fn sync_routes(&mut self, state: &ReplicatedState, now_ms: u64) {
+        let nobody_live = !self.anybody_live(state, now_ms);
+        let first_seen = Arc::make_mut(&mut self.first_seen);
+        first_seen.retain(|route, (generation, _)| {
             state
                 .routes
                 .get(route)
                 .and_then(|r| r.pending.as_ref())
                 .is_some_and(|p| p.target.generation == *generation)
         });
-        for (name, record) in &state.routes {
-            let Some(pending) = &record.pending else {
-                continue;
-            };
-            let entry = self
-                .first_seen
-                .entry(name.clone())
-                .or_insert((pending.target.generation, now_ms));
-            if nobody_live {
-                // The timeout does not run while nobody can judge.
+        if nobody_live {
+            // The timeout does not run while nobody can judge: each one
+            // starts afresh at the first sync that sees a proxy live.
+            self.paused_at_ms = Some(now_ms);
+        } else if self.paused_at_ms.take().is_some() {
+            for entry in first_seen.values_mut() {
                 entry.1 = now_ms;
+            }
+        }
+        for (name, record) in state.pending_routes() {
+            if let Some(pending) = &record.pending {
+                first_seen
+                    .entry(name.clone())
+                    .or_insert((pending.target.generation, now_ms));
             }
         }
     }
@@ -178,6 +242,7 @@ impl CutoverEngine {
             if !keep {
                 self.forget(proxy);
             }
+            self.changes += 1;
             self.registrations.insert(proxy.to_string(), registration);
             self.leases.renew(proxy, zone, now_ms);
         }
@@ -215,8 +280,17 @@ impl CutoverEngine {
         else {
             return false;
         };
+        // A proxy live again, or heard for the first time by this leader
+        // (which may end its grace), changes what a pass sees; a renewal of
+        // a live lease does not.
+        let ttl = self.settings.lease_ttl_ms;
+        let news = !self.leases.is_live(proxy, now_ms, ttl)
+            || !self.leases.seen_since(proxy, self.leader_since_ms);
         self.adopt_registration(proxy, &record.zone, registration, now_ms);
         self.leases.renew(proxy, &record.zone, now_ms);
+        if news {
+            self.changes += 1;
+        }
         true
     }
 
@@ -234,7 +308,7 @@ impl CutoverEngine {
         if !self.heard(state, proxy, registration, now_ms) {
             return false;
         }
-        self.applied.insert(proxy.to_string(), applied);
+        self.applied.insert(proxy.to_string(), Arc::new(applied));
         true
     }
 
@@ -253,18 +327,30 @@ impl CutoverEngine {
         if !self.heard(state, proxy, registration, now_ms) {
             return false;
         }
+        let backends: BTreeMap<BackendKey, BackendEvidence> = backends.into_iter().collect();
+        let ttl = self.settings.lease_ttl_ms;
+        // The same evidence again only keeps it current; anything else (or
+        // evidence that had gone stale) is news to the next pass.
+        let same = self
+            .evidence
+            .get(proxy)
+            .is_some_and(|r| now_ms.saturating_sub(r.received_ms) < ttl && r.backends == backends);
+        if !same {
+            self.changes += 1;
+        }
         self.evidence.insert(
             proxy.to_string(),
-            Report {
+            Arc::new(Report {
                 received_ms: now_ms,
-                backends: backends.into_iter().collect(),
-            },
+                backends,
+            }),
         );
         true
     }
 
     /// Forgets a proxy (it deregistered, was expired, or registered again).
     pub fn forget(&mut self, proxy: &str) {
+        self.changes += 1;
         self.leases.remove(proxy);
         self.registrations.remove(proxy);
         self.evidence.remove(proxy);
@@ -275,17 +361,32 @@ impl CutoverEngine {
     /// Ids and zones of proxies that are registered and whose lease is
     /// current at `now_ms`.
     pub fn live_proxies(&self, state: &ReplicatedState, now_ms: u64) -> BTreeMap<String, String> {
+        self.live_in(state, now_ms)
+            .map(|(id, zone)| (id.to_string(), zone.to_string()))
+            .collect()
+    }
+
+    /// [`CutoverEngine::live_proxies`], borrowed from `state`.
+    fn live_in<'s>(
+        &'s self,
+        state: &'s ReplicatedState,
+        now_ms: u64,
+    ) -> impl Iterator<Item = (&'s str, &'s str)> {
         state
             .proxies
             .values()
-            .filter(|p| {
+            .filter(move |p| {
                 self.registrations.get(&p.id) == Some(&p.registered_index)
                     && self
                         .leases
                         .is_live(&p.id, now_ms, self.settings.lease_ttl_ms)
             })
-            .map(|p| (p.id.clone(), p.zone.clone()))
-            .collect()
+            .map(|p| (p.id.as_str(), p.zone.as_str()))
+    }
+
+    /// Whether any proxy is live at `now_ms`.
+    fn anybody_live(&self, state: &ReplicatedState, now_ms: u64) -> bool {
+        self.live_in(state, now_ms).next().is_some()
     }
 
     /// Whether this engine may judge: the state it is handed must be its
@@ -293,197 +394,5 @@ impl CutoverEngine {
     /// before the new leader's blank entry) is applied.
     pub fn may_judge(&self, state: &ReplicatedState) -> bool {
         state.last_term == self.term
-    }
-
-    /// Whether the new leader's grace period is still running: until every
-    /// registered proxy has had a lease TTL to reconnect, or all of them
-    /// have, no readiness is judged.
-    fn in_grace(&self, state: &ReplicatedState, now_ms: u64) -> bool {
-        let waited = now_ms.saturating_sub(self.leader_since_ms) >= self.settings.lease_ttl_ms;
-        let all_back = state
-            .proxies
-            .keys()
-            .all(|id| self.leases.seen_since(id, self.leader_since_ms));
-        !(waited || all_back)
-    }
-
-    /// The verdict on one route's pending transition, if it has one.
-    pub fn verdict(
-        &self,
-        state: &ReplicatedState,
-        route: &ObjectName,
-        now_ms: u64,
-    ) -> Option<Verdict> {
-        let pending = state.routes.get(route)?.pending.as_ref()?;
-        let needed = self.required_backends(state, &pending.target.spec);
-        let problems: Vec<String> = needed
-            .iter()
-            .filter(|(_, generation)| generation.is_none())
-            .filter_map(|(backend, _)| state.backend_problem(backend))
-            .collect();
-        let live = self.live_proxies(state, now_ms);
-        let ttl = self.settings.lease_ttl_ms;
-        // Evidence is current only if it arrived within one lease TTL.
-        let current = |proxy: &str| {
-            self.evidence
-                .get(proxy)
-                .filter(|r| now_ms.saturating_sub(r.received_ms) < ttl)
-                .map(|r| &r.backends)
-        };
-        Some(evaluate(
-            &pending.settings.policy,
-            &live,
-            &needed,
-            &problems,
-            current,
-        ))
-    }
-
-    /// What `spec` needs evidence for (the state's rule; a test-only fault
-    /// can bring back the old one).
-    fn required_backends(
-        &self,
-        state: &ReplicatedState,
-        spec: &switchyard_proto::model::HttpRoute,
-    ) -> BTreeMap<BackendKey, Option<u64>> {
-        #[allow(unused_mut)]
-        let mut needed = state.required_backends(spec);
-        #[cfg(feature = "fault-injection")]
-        if self.faults.missing_backends_ready {
-            needed.retain(|_, generation| generation.is_some());
-        }
-        needed
-    }
-
-    /// "n of m proxies at generation g" for a route's newest generation, and
-    /// whether every live proxy is there.
-    pub fn applied_summary(
-        &self,
-        state: &ReplicatedState,
-        route: &ObjectName,
-        now_ms: u64,
-    ) -> Option<(String, bool)> {
-        let record = state.routes.get(route)?;
-        let generation = record.newest_generation();
-        let live = self.live_proxies(state, now_ms);
-        let at = live
-            .keys()
-            .filter(|p| {
-                self.applied
-                    .get(*p)
-                    .and_then(|a| a.get(route))
-                    .is_some_and(|g| *g >= generation)
-            })
-            .count();
-        let ready = record.pending.is_none() && !live.is_empty() && at == live.len();
-        Some((
-            format!("{at} of {} proxies at generation {generation}", live.len()),
-            ready,
-        ))
-    }
-
-    /// When this engine first saw `route`'s pending `generation` (its
-    /// timeout runs from there), by its own clock.
-    pub fn first_seen_ms(&self, route: &ObjectName, generation: u64) -> Option<u64> {
-        self.first_seen
-            .get(route)
-            .filter(|(g, _)| *g == generation)
-            .map(|(_, since)| *since)
-    }
-
-    /// How long `route`'s pending `generation` has waited, by this
-    /// engine's clock (0 when it has not seen it yet).
-    fn waited_ms(&self, route: &ObjectName, generation: u64, now_ms: u64) -> u64 {
-        #[cfg(feature = "fault-injection")]
-        if self.faults.timeout_from_leader_start {
-            return now_ms.saturating_sub(self.leader_since_ms);
-        }
-        self.first_seen_ms(route, generation)
-            .map_or(0, |since| now_ms.saturating_sub(since))
-    }
-
-    /// Everything the leader should propose now. Pure: the same inputs give
-    /// the same decisions. Nothing before [`CutoverEngine::may_judge`].
-    pub fn decide(&self, state: &ReplicatedState, now_ms: u64) -> Vec<Decision> {
-        let mut decisions = Vec::new();
-        if !self.may_judge(state) {
-            return decisions;
-        }
-        for proxy in state.proxies.values() {
-            if self
-                .leases
-                .is_expired(&proxy.id, now_ms, self.settings.lease_ttl_ms)
-            {
-                decisions.push(Decision::ExpireProxy {
-                    id: proxy.id.clone(),
-                    registration: proxy.registered_index,
-                    term: self.term,
-                });
-            }
-        }
-        let grace = self.in_grace(state, now_ms);
-        let anybody_live = !self.live_proxies(state, now_ms).is_empty();
-        // Test-only fault: one stuck route blocks every route's commit.
-        #[cfg(feature = "fault-injection")]
-        let blocked = self.faults.global_route_blocking
-            && state
-                .routes
-                .keys()
-                .any(|r| self.verdict(state, r, now_ms).is_some_and(|v| !v.met));
-        for (name, record) in &state.routes {
-            let Some(pending) = &record.pending else {
-                continue;
-            };
-            let Some(verdict) = self.verdict(state, name, now_ms) else {
-                continue;
-            };
-            let generation = pending.target.generation;
-            let met = verdict.met;
-            // Test-only faults: commit without evidence / block globally.
-            #[cfg(feature = "fault-injection")]
-            let met = (met || self.faults.commit_without_evidence) && !blocked;
-            let timeout = pending.settings.timeout_ms;
-            let timed_out = anybody_live && self.waited_ms(name, generation, now_ms) >= timeout;
-            if met && !grace {
-                let endpoints = self
-                    .required_backends(state, &pending.target.spec)
-                    .into_iter()
-                    .filter_map(|(backend, g)| g.map(|g| (backend, g)))
-                    .collect();
-                decisions.push(Decision::Commit {
-                    route: name.clone(),
-                    generation,
-                    forced: false,
-                    summary: verdict.summary,
-                    basis: DecisionBasis {
-                        term: self.term,
-                        endpoints,
-                    },
-                });
-            } else if timed_out {
-                match pending.settings.on_timeout {
-                    OnTimeout::Force => decisions.push(Decision::Commit {
-                        route: name.clone(),
-                        generation,
-                        forced: true,
-                        summary: verdict.summary,
-                        basis: DecisionBasis {
-                            term: self.term,
-                            endpoints: Vec::new(),
-                        },
-                    }),
-                    OnTimeout::KeepOld => decisions.push(Decision::Abandon {
-                        route: name.clone(),
-                        generation,
-                        reason: format!(
-                            "timed out after {timeout}ms waiting for policy {}: {}",
-                            pending.settings.policy, verdict.summary
-                        ),
-                        term: self.term,
-                    }),
-                }
-            }
-        }
-        decisions
     }
 }

@@ -1,9 +1,8 @@
 //! Policy over evidence: is a transition's readiness policy met, and a
 //! one-line summary of why or why not.
 
-use super::evidence::BackendEvidence;
 use std::collections::{BTreeMap, BTreeSet};
-use switchyard_proto::model::{BackendKey, ReadinessPolicy};
+use switchyard_proto::model::ReadinessPolicy;
 
 /// The outcome of evaluating a policy.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -14,36 +13,20 @@ pub struct Verdict {
     pub summary: String,
 }
 
-/// Evaluates `policy` for a transition that needs `needed` backends (each
-/// at an endpoint generation, `None` when it does not exist), over the
-/// `live` proxies (id to zone) and the current evidence of each
-/// (`evidence(proxy)`). A proxy is ready when it has evidence showing every
-/// needed backend healthy at (or past) its generation; a backend that does
-/// not exist is ready nowhere, and `problems` say why in the summary. With
-/// no live proxy the policy is never met.
-pub fn evaluate<'a>(
+/// Evaluates `policy` over the `live` proxies (id to zone), of which
+/// `ready` are ready: each has evidence showing every backend the
+/// transition needs healthy at (or past) its endpoint generation (a
+/// backend that does not exist is ready nowhere, and `problems` say why in
+/// the summary). With no live proxy the policy is never met. Cost: O(P).
+pub fn evaluate(
     policy: &ReadinessPolicy,
-    live: &BTreeMap<String, String>,
-    needed: &BTreeMap<BackendKey, Option<u64>>,
+    live: &BTreeMap<&str, &str>,
+    ready: &BTreeSet<&str>,
     problems: &[String],
-    evidence: impl Fn(&str) -> Option<&'a BTreeMap<BackendKey, BackendEvidence>>,
 ) -> Verdict {
-    let ready: BTreeSet<&String> = live
-        .keys()
-        .filter(|proxy| {
-            needed.iter().all(|(backend, generation)| {
-                generation.is_some_and(|generation| {
-                    evidence(proxy.as_str())
-                        .and_then(|e| e.get(backend))
-                        .is_some_and(|e| e.ready_at(generation))
-                })
-            })
-        })
-        .collect();
-
     let mut zones: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
     for (proxy, zone) in live {
-        let entry = zones.entry(zone.as_str()).or_default();
+        let entry = zones.entry(zone).or_default();
         entry.1 += 1;
         if ready.contains(proxy) {
             entry.0 += 1;

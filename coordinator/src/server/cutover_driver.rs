@@ -1,13 +1,30 @@
 //! The leader loop: while this coordinator leads, keep a cutover engine,
-//! and propose whatever it decides (commit, abandon, expire a proxy).
+//! and propose whatever it decides (commit, abandon, expire a proxy) — all
+//! decisions of one pass in one Raft entry.
 //!
-//! Woken by evidence and state changes, and at least every tick for leases
-//! and deadlines. Losing leadership (or the quorum) drops the engine;
-//! gaining it — or leading again in a later term — builds a fresh one
-//! (every lease renewed, no evidence) — see `crate::cutover`. Decisions are
+//! Woken by evidence and state changes; a pass runs only when the engine
+//! says it has something new to see (`crate::cutover` `pass`: a newer
+//! entry, a fleet change, or a lease, report, grace or timeout falling
+//! due), and the loop sleeps until the next such time. Besides, it looks
+//! at least every [`QUORUM_CHECK`] whether it still leads with a quorum,
+//! which costs a lock and a few comparisons. Losing leadership (or the
+//! quorum) drops the engine; gaining it — or leading again in a later term
+//! — builds a fresh one (every lease renewed, no evidence). Decisions are
 //! proposed on this node only, never forwarded: a decision is this
 //! leader's, and the state machine would refuse it in another term anyway.
-//! Each round also refreshes the gauges of [`super::metrics`].
+//! Each pass also refreshes the gauges of [`super::metrics`].
+//!
+//! # The engine lock
+//!
+//! `Coordinator::engine` (a `std::sync::Mutex`, also taken by heartbeats,
+//! readiness reports, deregistrations and status) covers the engine's soft
+//! state: leases, registrations, evidence, applied generations, sockets,
+//! first sightings and the pass bookkeeping. This loop holds it only for
+//! O(P) steps (P = proxies): the leadership check, the registry sync and a
+//! copy of the engine at the start of a pass (everything per proxy is
+//! shared behind an `Arc`), and taking the pass's results back at its end.
+//! The verdicts — the work that grows with pending routes — run on the
+//! copy without the lock, so heartbeats never wait behind a pass.
 
 use super::{Coordinator, now_ms};
 use crate::cutover::{CutoverEngine, Decision};
@@ -18,8 +35,12 @@ use std::sync::Arc;
 use std::time::Duration;
 use switchyard_proto::model::ObjectName;
 
-/// Longest wait between two decisions while leading.
-const TICK: Duration = Duration::from_millis(50);
+/// Longest wait between two looks at leadership and quorum: a leader cut
+/// off from its quorum must stop deciding well within a lease TTL.
+const QUORUM_CHECK: Duration = Duration::from_millis(50);
+
+/// How soon decisions whose proposal failed are made again.
+const RETRY: u64 = 50;
 
 /// Commits waiting for every live proxy to serve them, for the
 /// apply-to-Ready histogram: route to (generation, when this leader first
@@ -30,28 +51,116 @@ type AwaitingReady = BTreeMap<ObjectName, (u64, u64)>;
 pub(crate) async fn run(coordinator: Arc<Coordinator>) {
     let mut state_rx = coordinator.node.state();
     let mut awaiting_ready = AwaitingReady::new();
+    let mut retry_at: Option<u64> = None;
+    let mut gauges_seen = None;
     loop {
+        let wait = next_wait(&coordinator, retry_at);
         tokio::select! {
             _ = coordinator.wake.notified() => {}
             _ = state_rx.changed() => {}
-            _ = tokio::time::sleep(TICK) => {}
+            _ = tokio::time::sleep(wait) => {}
+        }
+        if retry_at.is_some_and(|t| t <= now_ms()) {
+            retry_at = None;
+            coordinator.with_engine(CutoverEngine::pass_again);
         }
         let state = coordinator.node.state().borrow().clone();
         let decisions = decide(&coordinator, &state, &mut awaiting_ready);
-        refresh_gauges(&coordinator, &state);
-        for decision in decisions {
-            propose(&coordinator, decision, &mut awaiting_ready).await;
+        let term = coordinator.node.metrics().borrow().current_term;
+        if gauges_seen != Some((state.last_index, term)) || !decisions.is_empty() {
+            gauges_seen = Some((state.last_index, term));
+            refresh_gauges(&coordinator, &state);
+        }
+        if !propose(&coordinator, decisions, &mut awaiting_ready).await {
+            retry_at = Some(now_ms() + RETRY);
         }
     }
 }
 
-/// Keeps the engine in step with leadership and asks it what to do.
+/// How long to sleep: until the engine's next due time or a retry, and
+/// never longer than [`QUORUM_CHECK`].
+fn next_wait(coordinator: &Coordinator, retry_at: Option<u64>) -> Duration {
+    let now = now_ms();
+    let due = coordinator
+        .with_engine(|e| e.next_due_ms())
+        .flatten()
+        .into_iter()
+        .chain(retry_at)
+        .min();
+    let until = due.map_or(QUORUM_CHECK, |t| {
+        Duration::from_millis(t.saturating_sub(now))
+    });
+    until.min(QUORUM_CHECK)
+}
+
+/// What a look at the engine under its lock hands out.
+enum Look {
+    /// Nothing to do.
+    Idle,
+    /// A copy to check the commits awaiting Ready against; no pass.
+    Awaiting(CutoverEngine),
+    /// A pass to run on this copy.
+    Pass(CutoverEngine),
+}
+
+/// Keeps the engine in step with leadership and, when a pass is due, runs
+/// it on a copy of the engine outside the lock.
 fn decide(
     coordinator: &Coordinator,
     state: &ReplicatedState,
     awaiting: &mut AwaitingReady,
 ) -> Vec<Decision> {
     let now = now_ms();
+    let look = look(coordinator, state, awaiting, now);
+    let (mut copy, pass) = match look {
+        Look::Idle => return Vec::new(),
+        Look::Awaiting(copy) => (copy, false),
+        Look::Pass(copy) => (copy, true),
+    };
+    let live = copy.live_proxies(state, now);
+    awaiting.retain(|route, (generation, seen_ms)| {
+        let still_active = state
+            .routes
+            .get(route)
+            .and_then(|r| r.active.as_ref())
+            .is_some_and(|a| a.generation == *generation);
+        match copy.applied_summary_among(&live, state, route) {
+            Some((_, true)) if still_active => {
+                let seconds = now.saturating_sub(*seen_ms) as f64 / 1000.0;
+                coordinator.metrics.apply_to_ready.observe(seconds);
+                false
+            }
+            _ => still_active,
+        }
+    });
+    if !pass {
+        return Vec::new();
+    }
+    refresh_live_gauge(coordinator, &live);
+    let judgement = copy.run_pass(state, now);
+    // Remember when each route about to be committed was first seen, for
+    // the apply-to-commit and apply-to-Ready histograms.
+    for decision in &judgement.decisions {
+        if let Decision::Commit {
+            route, generation, ..
+        } = decision
+            && let Some(seen) = copy.first_seen_ms(route, *generation)
+        {
+            awaiting.insert(route.clone(), (*generation, seen));
+        }
+    }
+    coordinator.with_engine(|e| e.finish_pass(state, copy, &judgement));
+    judgement.decisions
+}
+
+/// Under the engine lock (O(P)): leadership, the engine's term, and
+/// whether there is anything to do.
+fn look(
+    coordinator: &Coordinator,
+    state: &ReplicatedState,
+    awaiting: &mut AwaitingReady,
+    now: u64,
+) -> Look {
     let term = coordinator.node.metrics().borrow().current_term;
     let mut guard = coordinator.engine.lock().unwrap_or_else(|e| e.into_inner());
     // A leader that lost its quorum stops deciding, as if it were not
@@ -66,7 +175,7 @@ fn decide(
                 .send_modify(|v| *v = v.wrapping_add(1));
         }
         awaiting.clear();
-        return Vec::new();
+        return Look::Idle;
     }
     if guard.as_ref().is_some_and(|e| e.term() != term) {
         // Leading again, in a later term: nothing of the earlier term's
@@ -80,25 +189,18 @@ fn decide(
             proxies = state.proxies.len(),
             "became leader: cutover engine started, every proxy lease renewed"
         );
-        CutoverEngine::new(coordinator.engine_settings(), state, now, term)
+        CutoverEngine::leading(coordinator.engine_settings(), state, now, term)
     });
-    engine.sync(state, now);
-    awaiting.retain(|route, (generation, seen_ms)| {
-        let still_active = state
-            .routes
-            .get(route)
-            .and_then(|r| r.active.as_ref())
-            .is_some_and(|a| a.generation == *generation);
-        match engine.applied_summary(state, route, now) {
-            Some((_, true)) if still_active => {
-                let seconds = now.saturating_sub(*seen_ms) as f64 / 1000.0;
-                coordinator.metrics.apply_to_ready.observe(seconds);
-                false
-            }
-            _ => still_active,
-        }
-    });
-    let live = engine.live_proxies(state, now);
+    if engine.pass_due(state, now) {
+        Look::Pass(engine.start_pass(state, now))
+    } else if !awaiting.is_empty() {
+        Look::Awaiting(engine.clone())
+    } else {
+        Look::Idle
+    }
+}
+
+fn refresh_live_gauge(coordinator: &Coordinator, live: &BTreeMap<String, String>) {
     let mut per_zone: BTreeMap<&str, i64> = BTreeMap::new();
     for zone in live.values() {
         *per_zone.entry(zone.as_str()).or_default() += 1;
@@ -113,19 +215,6 @@ fn decide(
             })
             .set(count);
     }
-    let decisions = engine.decide(state, now);
-    // Remember when each route about to be committed was first seen, for
-    // the apply-to-commit and apply-to-Ready histograms.
-    for decision in &decisions {
-        if let Decision::Commit {
-            route, generation, ..
-        } = decision
-            && let Some(seen) = engine.first_seen_ms(route, *generation)
-        {
-            awaiting.insert(route.clone(), (*generation, seen));
-        }
-    }
-    decisions
 }
 
 fn refresh_gauges(coordinator: &Coordinator, state: &ReplicatedState) {
@@ -138,16 +227,54 @@ fn refresh_gauges(coordinator: &Coordinator, state: &ReplicatedState) {
         .set(raft.last_log_index.unwrap_or(0) as i64);
     m.applied_index
         .set(raft.last_applied.map_or(0, |l| l.index) as i64);
-    let pending = state
-        .routes
-        .values()
-        .filter(|r| r.pending.is_some())
-        .count();
-    m.pending_transitions.set(pending as i64);
+    m.pending_transitions.set(state.pending_count() as i64);
 }
 
-async fn propose(coordinator: &Coordinator, decision: Decision, awaiting: &mut AwaitingReady) {
-    match &decision {
+/// Proposes every decision of one pass in one entry. False when the
+/// proposal failed in a way worth retrying (the decisions are then made
+/// again shortly).
+async fn propose(
+    coordinator: &Coordinator,
+    decisions: Vec<Decision>,
+    awaiting: &mut AwaitingReady,
+) -> bool {
+    let Some(command) = Decision::batch(&decisions) else {
+        return true;
+    };
+    for decision in &decisions {
+        log_decision(decision);
+    }
+    let response = match coordinator.propose_decision(command).await {
+        Ok(response) => response,
+        Err(ProposeError::NotLeader { .. }) => {
+            // Deposed between deciding and proposing: the decisions were
+            // this leader's and go with it.
+            tracing::info!("no longer leader: decisions dropped, the next leader decides afresh");
+            forget_commits(&decisions, awaiting);
+            return true;
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, decisions = decisions.len(), "could not propose decisions; will decide again");
+            return false;
+        }
+    };
+    let answers = Decision::answers(&decisions, response);
+    for (decision, answer) in decisions.into_iter().zip(answers) {
+        if let Err(e) = answer {
+            // A decision raced with a newer apply (superseded, endpoints
+            // moved on) or outlived its term: harmless, the engine decides
+            // again.
+            tracing::debug!(error = %e, "decision no longer applies");
+            forget_commits(std::slice::from_ref(&decision), awaiting);
+            continue;
+        }
+        carried_out(coordinator, decision, awaiting);
+    }
+    true
+}
+
+fn log_decision(decision: &Decision) {
+    match decision {
         Decision::Commit {
             route,
             generation,
@@ -169,32 +296,18 @@ async fn propose(coordinator: &Coordinator, decision: Decision, awaiting: &mut A
             tracing::warn!(proxy = %id, "proxy lease expired: it no longer counts toward readiness");
         }
     }
-    let result = coordinator.propose_decision(decision.command()).await;
-    let response = match result {
-        Ok(response) => response,
-        Err(ProposeError::NotLeader { .. }) => {
-            // Deposed between deciding and proposing: the decision was this
-            // leader's and goes with it.
-            tracing::info!("no longer leader: decision dropped, the next leader decides afresh");
-            if let Decision::Commit { route, .. } = &decision {
-                awaiting.remove(route);
-            }
-            return;
-        }
-        Err(e) => {
-            tracing::warn!(error = %e, "could not propose decision; will decide again");
-            return;
-        }
-    };
-    if let Err(e) = response.0 {
-        // A decision raced with a newer apply (superseded, endpoints moved
-        // on) or outlived its term: harmless, the engine decides again.
-        tracing::debug!(error = %e, "decision no longer applies");
-        if let Decision::Commit { route, .. } = &decision {
+}
+
+fn forget_commits(decisions: &[Decision], awaiting: &mut AwaitingReady) {
+    for decision in decisions {
+        if let Decision::Commit { route, .. } = decision {
             awaiting.remove(route);
         }
-        return;
     }
+}
+
+/// Counts an accepted decision.
+fn carried_out(coordinator: &Coordinator, decision: Decision, awaiting: &AwaitingReady) {
     let m = &coordinator.metrics;
     match decision {
         Decision::Commit {

@@ -48,7 +48,8 @@ impl From<CommandError> for Status {
             CommandError::Invalid(_)
             | CommandError::Duplicate { .. }
             | CommandError::Empty
-            | CommandError::InvalidProxy(_) => Status::invalid_argument(e.to_string()),
+            | CommandError::InvalidProxy(_)
+            | CommandError::NotADecision { .. } => Status::invalid_argument(e.to_string()),
         }
     }
 }

@@ -14,7 +14,9 @@ pub(crate) fn cluster_status(c: &Coordinator) -> ClusterStatus {
     let now = now_ms();
     let mut routes = state.route_statuses();
     let mut proxies = state.proxy_statuses();
-    c.with_engine(|engine| {
+    // A copy (O(proxies)): the per-route work below runs without the
+    // engine lock, which heartbeats take too.
+    if let Some(engine) = c.with_engine(|engine| engine.clone()) {
         let live = engine.live_proxies(&state, now);
         for proxy in &mut proxies {
             proxy.live = live.contains_key(&proxy.id);
@@ -23,14 +25,14 @@ pub(crate) fn cluster_status(c: &Coordinator) -> ClusterStatus {
         for row in &mut routes {
             let name = ObjectName::new(row.namespace.clone(), row.name.clone());
             row.evidence = engine.verdict(&state, &name, now).map(|v| v.summary);
-            if let Some((applied, ready)) = engine.applied_summary(&state, &name, now) {
+            if let Some((applied, ready)) = engine.applied_summary_among(&live, &state, &name) {
                 row.applied = Some(applied);
                 // A route served nowhere is never Ready, whatever the
                 // proxies have applied.
                 row.ready = ready && row.not_served.is_none();
             }
         }
-    });
+    }
     let election_timeout = c.config.node.raft.election_timeout_max;
     let stale = if c.node.is_leader() && !c.leads_with_quorum() {
         Some(format!(

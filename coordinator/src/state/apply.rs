@@ -23,6 +23,24 @@ impl ReplicatedState {
     /// advances (the entry was applied; its answer was "no").
     pub fn apply(&mut self, at: LogPosition, command: &Command) -> CommandResponse {
         self.note_entry(at);
+        let touched = derived::Touched::before(self, command);
+        let result = self.carry_out(at, command);
+        touched.after(self);
+        #[cfg(debug_assertions)]
+        if let Err(broken) = self.check_invariants().and_then(|()| self.check_indexes()) {
+            // A broken invariant here is a bug in this file; fail loudly in
+            // debug builds (tests), where it can be fixed.
+            panic!("replicated state invariant broken after {command:?}: {broken}");
+        }
+        CommandResponse(result)
+    }
+
+    /// Carries out one command (or each decision of a batch) at `at`.
+    pub(super) fn carry_out(
+        &mut self,
+        at: LogPosition,
+        command: &Command,
+    ) -> Result<Outcome, CommandError> {
         let index = at.index;
         let result = match command {
             Command::Apply {
@@ -65,18 +83,12 @@ impl ReplicatedState {
                 reason,
                 basis,
             } => self.abandon_transition(at, route, *generation, reason, basis.as_ref()),
+            Command::Decisions { decisions } => self.carry_out_decisions(at, decisions),
         };
-        let result = result.map(|mut outcome| {
+        result.map(|mut outcome| {
             outcome.index = index;
             outcome
-        });
-        #[cfg(debug_assertions)]
-        if let Err(broken) = self.check_invariants() {
-            // A broken invariant here is a bug in this file; fail loudly in
-            // debug builds (tests), where it can be fixed.
-            panic!("replicated state invariant broken after {command:?}: {broken}");
-        }
-        CommandResponse(result)
+        })
     }
 
     /// Records that the entry at `at` was applied. Raft's own entries (a
@@ -312,7 +324,7 @@ impl ReplicatedState {
         Ok(Outcome {
             changes: vec![format!("proxy {id} (zone {zone}) {verb}")],
             routes: vec![],
-            index: 0,
+            ..Default::default()
         })
     }
 
@@ -333,7 +345,7 @@ impl ReplicatedState {
         Outcome {
             changes: vec![line],
             routes: vec![],
-            index: 0,
+            ..Default::default()
         }
     }
 
@@ -359,7 +371,7 @@ impl ReplicatedState {
                 "proxy {id} (registration {registration}) expired: lease ran out"
             )],
             routes: vec![],
-            index: 0,
+            ..Default::default()
         })
     }
 
@@ -413,7 +425,7 @@ impl ReplicatedState {
         Ok(Outcome {
             changes: vec![format!("HTTPRoute {route}: generation {generation} {how}")],
             routes: vec![(route.clone(), generation)],
-            index: 0,
+            ..Default::default()
         })
     }
 
@@ -438,7 +450,7 @@ impl ReplicatedState {
                 "HTTPRoute {route}: generation {generation} abandoned ({reason}); active stays at {active}"
             )],
             routes: vec![(route.clone(), active)],
-            index: 0,
+            ..Default::default()
         })
     }
 

@@ -113,6 +113,43 @@ pub enum Command {
         #[serde(default)]
         basis: Option<DecisionBasis>,
     },
+    /// Every decision of one leader pass, in one entry: each is one of
+    /// [`Command::CommitTransition`], [`Command::AbandonTransition`] or
+    /// [`Command::ExpireProxy`], fenced and answered on its own exactly as
+    /// if it had its own entry (in [`Outcome::decisions`]); one refused
+    /// decision leaves the others standing. Anything else inside is
+    /// refused with [`CommandError::NotADecision`].
+    Decisions {
+        /// The decisions, carried out in order.
+        decisions: Vec<Command>,
+    },
+}
+
+impl Command {
+    /// The command's name, for messages.
+    pub fn kind_name(&self) -> &'static str {
+        match self {
+            Command::Apply { .. } => "Apply",
+            Command::Delete { .. } => "Delete",
+            Command::RegisterProxy { .. } => "RegisterProxy",
+            Command::RemoveProxy { .. } => "RemoveProxy",
+            Command::ExpireProxy { .. } => "ExpireProxy",
+            Command::CommitTransition { .. } => "CommitTransition",
+            Command::AbandonTransition { .. } => "AbandonTransition",
+            Command::Decisions { .. } => "Decisions",
+        }
+    }
+
+    /// Whether this is one of the leader's decisions, which a
+    /// [`Command::Decisions`] batch may carry.
+    pub fn is_decision(&self) -> bool {
+        matches!(
+            self,
+            Command::CommitTransition { .. }
+                | Command::AbandonTransition { .. }
+                | Command::ExpireProxy { .. }
+        )
+    }
 }
 
 /// What an accepted command did.
@@ -125,6 +162,10 @@ pub struct Outcome {
     /// Log index of the entry that produced this outcome.
     #[serde(default)]
     pub index: u64,
+    /// For a [`Command::Decisions`] batch: each decision's own answer, in
+    /// the batch's order (empty for every other command).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub decisions: Vec<Result<Outcome, CommandError>>,
 }
 
 /// Why a command was rejected. A rejected command leaves the state
@@ -202,6 +243,13 @@ pub enum CommandError {
         generation: u64,
         /// Which backend moved on, and how.
         detail: String,
+    },
+    /// A [`Command::Decisions`] batch carried a command that is not a
+    /// leader's decision (or another batch).
+    #[error("a batch of decisions may carry only commits, abandons and expiries, not {command}")]
+    NotADecision {
+        /// What it carried.
+        command: String,
     },
     /// An expiry for a registration that is no longer the proxy's.
     #[error("proxy {id}: registration {registration} is not current ({current})")]

@@ -11,8 +11,12 @@
 //! fence is as deterministic as the rest of `apply`, and no path that
 //! carries a decision into the log — forwarded, retried or replayed — can
 //! get around it.
+//!
+//! A batch of decisions (`Command::Decisions`, one entry per leader pass)
+//! goes through the same fence decision by decision: each is answered on
+//! its own, and one refused leaves the others standing.
 
-use super::command::{CommandError, DecisionBasis};
+use super::command::{Command, CommandError, DecisionBasis, Outcome};
 use super::{LogPosition, ReplicatedState};
 use switchyard_proto::model::ObjectName;
 
@@ -77,5 +81,34 @@ impl ReplicatedState {
             }
         }
         Ok(())
+    }
+
+    /// Each decision of a batch on its own: fenced and answered as if it
+    /// had its own entry at `at`. The batch's outcome gathers the accepted
+    /// ones' changes and routes; each answer is in `decisions`.
+    pub(super) fn carry_out_decisions(
+        &mut self,
+        at: LogPosition,
+        decisions: &[Command],
+    ) -> Result<Outcome, CommandError> {
+        if decisions.is_empty() {
+            return Err(CommandError::Empty);
+        }
+        let mut batch = Outcome::default();
+        for decision in decisions {
+            let answer = if decision.is_decision() {
+                self.carry_out(at, decision)
+            } else {
+                Err(CommandError::NotADecision {
+                    command: decision.kind_name().into(),
+                })
+            };
+            if let Ok(outcome) = &answer {
+                batch.changes.extend(outcome.changes.iter().cloned());
+                batch.routes.extend(outcome.routes.iter().cloned());
+            }
+            batch.decisions.push(answer);
+        }
+        Ok(batch)
     }
 }

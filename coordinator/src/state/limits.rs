@@ -7,9 +7,14 @@
 //! whole fleet (every watch fails and no later change arrives). So an
 //! apply that would make it undeliverable is refused, and so is any single
 //! object larger than `--max-object-bytes` (anyone who may write one
-//! HTTPRoute in a watched cluster could otherwise stop the fleet). The
-//! configuration size is recomputed per apply, which costs in proportion
-//! to the store; it goes with the single-message design.
+//! HTTPRoute in a watched cluster could otherwise stop the fleet).
+//!
+//! Cost: the route count is the map's length and the endpoint address
+//! count comes from the state's derived index (`super::derived`, kept by
+//! `apply`), so the check costs in proportion to the apply. Only the
+//! configuration size (checked when an entry carries
+//! `max_config_bytes`, which goes with the single-message design) is
+//! still recomputed per apply, in proportion to the store.
 //!
 //! Owns: [`StoreLimits`] (carried inside `Command::Apply`), the counting of
 //! routes and endpoint addresses, and the refuse-or-accept decision. Does
@@ -27,8 +32,9 @@
 
 use super::ReplicatedState;
 use super::command::CommandError;
+use super::derived::addresses;
 use serde::{Deserialize, Serialize};
-use switchyard_proto::model::{EndpointSlice, Resource};
+use switchyard_proto::model::Resource;
 
 /// The limits one apply is checked against.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -88,23 +94,7 @@ impl StoreLimit {
     }
 }
 
-/// Endpoint addresses in one slice.
-fn addresses(slice: &EndpointSlice) -> usize {
-    slice.endpoints.iter().map(|e| e.addresses.len()).sum()
-}
-
 impl ReplicatedState {
-    /// Endpoint addresses across every stored EndpointSlice.
-    pub fn endpoint_count(&self) -> usize {
-        self.resources
-            .values()
-            .map(|r| match r {
-                Resource::EndpointSlice(slice) => addresses(slice),
-                _ => 0,
-            })
-            .sum()
-    }
-
     /// Refuses `resources` (already validated, without duplicates) if
     /// storing them would take the route or endpoint count past `limits`.
     ///
@@ -133,6 +123,7 @@ impl ReplicatedState {
             limits.max_routes,
         )?;
 
+        // Kept by the derived index: O(1), not a walk of the store.
         let endpoints = self.endpoint_count();
         let (mut added, mut removed) = (0, 0);
         for resource in resources {

@@ -17,6 +17,7 @@
 
 mod apply;
 pub mod command;
+mod derived;
 #[cfg(feature = "fault-injection")]
 pub mod faults;
 mod fence;
@@ -33,6 +34,7 @@ use switchyard_proto::model::{
 pub use command::{
     Command, CommandError, CommandResponse, DecisionBasis, InvalidResource, Outcome,
 };
+pub use derived::DerivedIndexes;
 pub use limits::{StoreLimit, StoreLimits};
 
 /// Where an entry sits in the Raft log: its index and the term of the
@@ -89,6 +91,11 @@ pub struct ReplicatedState {
     /// Per-Service endpoint generations; they only grow.
     #[serde(default)]
     pub endpoint_generations: EndpointGenerations,
+    /// Indexes derived from the above (pending routes, endpoint count):
+    /// never serialised, no part of equality, built on first use and kept
+    /// up to date by `apply` (see `derived`).
+    #[serde(skip)]
+    pub derived: DerivedIndexes,
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ fn namespace(name: &str) -> Resource {
 
 /// A slice of Service `svc` with one endpoint per entry of `addresses`,
 /// each listing that many addresses.
-fn slice(name: &str, addresses: &[usize]) -> Resource {
+pub(super) fn slice(name: &str, addresses: &[usize]) -> Resource {
     let mut meta = ObjectMeta::named("default", name);
     meta.labels
         .insert(SERVICE_NAME_LABEL.to_owned(), "svc".to_owned());

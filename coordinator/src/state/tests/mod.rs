@@ -4,6 +4,7 @@
 use super::*;
 use switchyard_proto::model::*;
 
+mod derived;
 mod fence;
 mod limits;
 

@@ -1,0 +1,291 @@
+//! The judgement of one pass: verdicts on pending transitions and the
+//! decisions they lead to, with the fleet's side (who is live, whose
+//! evidence is current, which proxies are ready for each backend) worked
+//! out once per pass rather than once per route.
+//!
+//! Owns: [`CutoverEngine::judge`] / [`CutoverEngine::decide`] (pure: same
+//! inputs, same decisions), [`CutoverEngine::verdict`], the new leader's
+//! grace, and each transition's wait. Does not own: when a pass runs
+//! (`super::pass`) or the soft state it reads (`super`).
+
+use super::{BackendEvidence, CutoverEngine, Decision, Verdict, evaluate};
+use crate::state::{DecisionBasis, ReplicatedState};
+use std::collections::{BTreeMap, BTreeSet};
+use switchyard_proto::model::{BackendKey, HttpRoute, ObjectName, OnTimeout, RouteRecord};
+
+/// What one pass decided, and what it cost.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Judgement {
+    /// Everything to propose now.
+    pub decisions: Vec<Decision>,
+    /// Pending transitions whose verdict was evaluated (the pass's work;
+    /// routes without a pending transition are never visited).
+    pub evaluated: usize,
+    /// The earliest time (engine clock) a pending transition still
+    /// waiting would time out, if some proxy stays live.
+    pub next_timeout_ms: Option<u64>,
+}
+
+/// The fleet as one pass sees it.
+struct FleetView<'a> {
+    /// Live proxies, id to zone.
+    live: BTreeMap<&'a str, &'a str>,
+    /// Live proxies whose evidence is current, with it.
+    current: Vec<(&'a str, &'a BTreeMap<BackendKey, BackendEvidence>)>,
+    /// Per backend asked about so far: each current proxy's evidence of it.
+    by_backend: BTreeMap<BackendKey, BTreeMap<&'a str, &'a BackendEvidence>>,
+}
+
+impl<'a> FleetView<'a> {
+    /// O(P).
+    fn new(engine: &'a CutoverEngine, state: &'a ReplicatedState, now_ms: u64) -> Self {
+        let live: BTreeMap<&str, &str> = engine.live_in(state, now_ms).collect();
+        let ttl = engine.settings.lease_ttl_ms;
+        // Evidence is current only if it arrived within one lease TTL.
+        let current = live
+            .keys()
+            .filter_map(|proxy| {
+                let (id, report) = engine.evidence.get_key_value(*proxy)?;
+                (now_ms.saturating_sub(report.received_ms) < ttl)
+                    .then_some((id.as_str(), &report.backends))
+            })
+            .collect();
+        FleetView {
+            live,
+            current,
+            by_backend: BTreeMap::new(),
+        }
+    }
+
+    /// The live proxies ready for every backend in `needed` (each at its
+    /// endpoint generation; one that does not exist is ready nowhere).
+    /// O(backends × proxies with evidence for them), each backend's
+    /// evidence gathered once per pass.
+    fn ready(&mut self, needed: &BTreeMap<BackendKey, Option<u64>>) -> BTreeSet<&'a str> {
+        let mut ready: Option<BTreeSet<&'a str>> = None;
+        for (backend, generation) in needed {
+            let Some(generation) = *generation else {
+                return BTreeSet::new();
+            };
+            let current = &self.current;
+            let holders = self.by_backend.entry(backend.clone()).or_insert_with(|| {
+                current
+                    .iter()
+                    .filter_map(|(proxy, backends)| Some((*proxy, backends.get(backend)?)))
+                    .collect()
+            });
+            let here = |proxy: &str| holders.get(proxy).is_some_and(|e| e.ready_at(generation));
+            match &mut ready {
+                None => {
+                    ready = Some(holders.keys().copied().filter(|p| here(p)).collect());
+                }
+                Some(set) => set.retain(|p| here(p)),
+            }
+            if ready.as_ref().is_some_and(BTreeSet::is_empty) {
+                break;
+            }
+        }
+        // Nothing needed: every live proxy is ready.
+        ready.unwrap_or_else(|| self.live.keys().copied().collect())
+    }
+}
+
+impl CutoverEngine {
+    /// Whether the new leader's grace period is still running: until every
+    /// registered proxy has had a lease TTL to reconnect, or all of them
+    /// have, no readiness is judged.
+    pub(super) fn in_grace(&self, state: &ReplicatedState, now_ms: u64) -> bool {
+        let waited = now_ms.saturating_sub(self.leader_since_ms) >= self.settings.lease_ttl_ms;
+        !waited
+            && !state
+                .proxies
+                .keys()
+                .all(|id| self.leases.seen_since(id, self.leader_since_ms))
+    }
+
+    /// The verdict on one route's pending transition, if it has one.
+    /// O(P) for the fleet plus the route's own work.
+    pub fn verdict(
+        &self,
+        state: &ReplicatedState,
+        route: &ObjectName,
+        now_ms: u64,
+    ) -> Option<Verdict> {
+        let record = state.routes.get(route)?;
+        let mut view = FleetView::new(self, state, now_ms);
+        self.verdict_in(&mut view, state, record)
+            .map(|(verdict, _)| verdict)
+    }
+
+    /// The verdict on `record`'s pending transition within one pass's view
+    /// of the fleet, with the backends it needs.
+    fn verdict_in(
+        &self,
+        view: &mut FleetView<'_>,
+        state: &ReplicatedState,
+        record: &RouteRecord,
+    ) -> Option<(Verdict, BTreeMap<BackendKey, Option<u64>>)> {
+        let pending = record.pending.as_ref()?;
+        let needed = self.required_backends(state, &pending.target.spec);
+        let problems: Vec<String> = needed
+            .iter()
+            .filter(|(_, generation)| generation.is_none())
+            .filter_map(|(backend, _)| state.backend_problem(backend))
+            .collect();
+        let ready = view.ready(&needed);
+        let verdict = evaluate(&pending.settings.policy, &view.live, &ready, &problems);
+        Some((verdict, needed))
+    }
+
+    /// What `spec` needs evidence for (the state's rule; a test-only fault
+    /// can bring back the old one).
+    fn required_backends(
+        &self,
+        state: &ReplicatedState,
+        spec: &HttpRoute,
+    ) -> BTreeMap<BackendKey, Option<u64>> {
+        #[allow(unused_mut)]
+        let mut needed = state.required_backends(spec);
+        #[cfg(feature = "fault-injection")]
+        if self.faults.missing_backends_ready {
+            needed.retain(|_, generation| generation.is_some());
+        }
+        needed
+    }
+
+    /// When this engine first saw `route`'s pending `generation` (its
+    /// timeout runs from there), by its own clock.
+    pub fn first_seen_ms(&self, route: &ObjectName, generation: u64) -> Option<u64> {
+        self.first_seen
+            .get(route)
+            .filter(|(g, _)| *g == generation)
+            // While nobody is live, every timeout restarts at each sync.
+            .map(|(_, since)| self.paused_at_ms.unwrap_or(*since))
+    }
+
+    /// How long `route`'s pending `generation` has waited, by this
+    /// engine's clock (0 when it has not seen it yet).
+    fn waited_ms(&self, route: &ObjectName, generation: u64, now_ms: u64) -> u64 {
+        #[cfg(feature = "fault-injection")]
+        if self.faults.timeout_from_leader_start {
+            return now_ms.saturating_sub(self.leader_since_ms);
+        }
+        self.first_seen_ms(route, generation)
+            .map_or(0, |since| now_ms.saturating_sub(since))
+    }
+
+    /// Everything the leader should propose now. Pure: the same inputs give
+    /// the same decisions. Nothing before [`CutoverEngine::may_judge`].
+    pub fn decide(&self, state: &ReplicatedState, now_ms: u64) -> Vec<Decision> {
+        self.judge(state, now_ms).decisions
+    }
+
+    /// [`CutoverEngine::decide`], with what the pass cost and when the next
+    /// timeout falls due. O(P) plus, per pending route, its verdict.
+    pub fn judge(&self, state: &ReplicatedState, now_ms: u64) -> Judgement {
+        let mut judgement = Judgement::default();
+        if !self.may_judge(state) {
+            return judgement;
+        }
+        for proxy in state.proxies.values() {
+            if self
+                .leases
+                .is_expired(&proxy.id, now_ms, self.settings.lease_ttl_ms)
+            {
+                judgement.decisions.push(Decision::ExpireProxy {
+                    id: proxy.id.clone(),
+                    registration: proxy.registered_index,
+                    term: self.term,
+                });
+            }
+        }
+        let grace = self.in_grace(state, now_ms);
+        let mut view = FleetView::new(self, state, now_ms);
+        let anybody_live = !view.live.is_empty();
+        // Test-only fault: one stuck route blocks every route's commit.
+        #[cfg(feature = "fault-injection")]
+        let blocked = self.faults.global_route_blocking
+            && state.pending_routes().any(|(_, record)| {
+                self.verdict_in(&mut view, state, record)
+                    .is_some_and(|(v, _)| !v.met)
+            });
+        for (name, record) in state.pending_routes() {
+            let Some(pending) = &record.pending else {
+                continue;
+            };
+            let Some((verdict, needed)) = self.verdict_in(&mut view, state, record) else {
+                continue;
+            };
+            judgement.evaluated += 1;
+            let generation = pending.target.generation;
+            let met = verdict.met;
+            // Test-only faults: commit without evidence / block globally.
+            #[cfg(feature = "fault-injection")]
+            let met = (met || self.faults.commit_without_evidence) && !blocked;
+            let timeout = pending.settings.timeout_ms;
+            let waited = self.waited_ms(name, generation, now_ms);
+            let timed_out = anybody_live && waited >= timeout;
+            if met && !grace {
+                let endpoints = needed
+                    .into_iter()
+                    .filter_map(|(backend, g)| g.map(|g| (backend, g)))
+                    .collect();
+                judgement.decisions.push(Decision::Commit {
+                    route: name.clone(),
+                    generation,
+                    forced: false,
+                    summary: verdict.summary,
+                    basis: DecisionBasis {
+                        term: self.term,
+                        endpoints,
+                    },
+                });
+            } else if timed_out {
+                judgement.decisions.push(timeout_decision(
+                    name,
+                    generation,
+                    pending.settings.on_timeout,
+                    timeout,
+                    &pending.settings.policy.to_string(),
+                    verdict.summary,
+                    self.term,
+                ));
+            } else if anybody_live {
+                let due = now_ms + (timeout - waited);
+                judgement.next_timeout_ms =
+                    Some(judgement.next_timeout_ms.map_or(due, |t| t.min(due)));
+            }
+        }
+        judgement
+    }
+}
+
+/// What a timed-out transition gets: forced or abandoned, as it asked.
+fn timeout_decision(
+    route: &ObjectName,
+    generation: u64,
+    on_timeout: OnTimeout,
+    timeout: u64,
+    policy: &str,
+    summary: String,
+    term: u64,
+) -> Decision {
+    match on_timeout {
+        OnTimeout::Force => Decision::Commit {
+            route: route.clone(),
+            generation,
+            forced: true,
+            summary,
+            basis: DecisionBasis {
+                term,
+                endpoints: Vec::new(),
+            },
+        },
+        OnTimeout::KeepOld => Decision::Abandon {
+            route: route.clone(),
+            generation,
+            reason: format!("timed out after {timeout}ms waiting for policy {policy}: {summary}"),
+            term,
+        },
+    }
+}

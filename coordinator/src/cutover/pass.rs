@@ -1,0 +1,180 @@
+//! When the leader loop runs a decision pass, and how a pass works on a
+//! copy of the engine so the lock it lives under is held only for O(P)
+//! steps, never while verdicts are worked out.
+//!
+//! A pass sees the replicated state, the fleet soft state and the clock.
+//! The leader loop runs one only when one of them gives it something the
+//! last pass did not see: a newer applied entry, a change to the fleet
+//! soft state ([`CutoverEngine::heartbeat`] and [`CutoverEngine::report`]
+//! say when theirs is one), or a time at which something flips — a lease
+//! or a report running out, the new leader's grace ending, a pending
+//! transition timing out. Otherwise it does nothing.
+//!
+//! Owns: that bookkeeping, [`CutoverEngine::start_pass`] /
+//! [`CutoverEngine::finish_pass`] and the applied-generation summaries.
+//! Does not own: the judgement itself (`super::judge`).
+
+use super::{CutoverEngine, Judgement};
+use crate::state::ReplicatedState;
+use std::collections::BTreeMap;
+use switchyard_proto::model::ObjectName;
+
+/// What the passes have seen.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Passes {
+    /// The last pass started: `None` before the first, or when a pass must
+    /// run again whatever changed (a proposal failed).
+    last: Option<Mark>,
+    /// The earliest time a pending transition times out, from the last
+    /// pass (state changes start a pass anyway, so it holds until then).
+    next_timeout_ms: Option<u64>,
+    /// No time-driven event falls due before this (engine clock): heartbeats
+    /// and repeated reports only push leases and evidence later, so the
+    /// bound computed after a pass stays safe until the next one.
+    quiet_until_ms: Option<u64>,
+}
+
+/// What one pass saw when it started.
+#[derive(Debug, Clone, Copy)]
+struct Mark {
+    state_index: u64,
+    changes: u64,
+    at_ms: u64,
+}
+
+impl CutoverEngine {
+    /// Whether a pass at `now_ms` would see anything the last one did not.
+    /// O(1) unless a due time is reached, then O(P).
+    pub fn pass_due(&mut self, state: &ReplicatedState, now_ms: u64) -> bool {
+        let Some(last) = self.passes.last else {
+            return true;
+        };
+        if last.state_index != state.last_index || last.changes != self.changes {
+            return true;
+        }
+        if self.passes.quiet_until_ms.is_some_and(|t| t > now_ms) {
+            return false;
+        }
+        let next = self.next_event_ms(state, last.at_ms);
+        self.passes.quiet_until_ms = next;
+        next.is_some_and(|t| t <= now_ms)
+    }
+
+    /// When the leader loop should look again at the latest (engine
+    /// clock), `None` when only a change can give a pass anything to do.
+    pub fn next_due_ms(&self) -> Option<u64> {
+        match self.passes.last {
+            None => Some(0),
+            Some(_) => self.passes.quiet_until_ms,
+        }
+    }
+
+    /// Makes the next [`CutoverEngine::pass_due`] say yes (a proposal
+    /// failed and its decisions must be made again).
+    pub fn pass_again(&mut self) {
+        self.passes.last = None;
+    }
+
+    /// Starts a pass at `now_ms`: brings the registry half of the soft
+    /// state in line with `state` and returns a copy of the engine to judge
+    /// with, outside whatever lock guards this one. O(P): everything per
+    /// proxy is shared, not copied, and the routes are left to the copy.
+    pub fn start_pass(&mut self, state: &ReplicatedState, now_ms: u64) -> CutoverEngine {
+        self.sync_registry(state, now_ms);
+        self.passes.last = Some(Mark {
+            state_index: state.last_index,
+            changes: self.changes,
+            at_ms: now_ms,
+        });
+        self.clone()
+    }
+
+    /// The pass's own half, on the copy [`CutoverEngine::start_pass`]
+    /// returned: brings the pending routes' timeouts in line with `state`
+    /// and judges. O(pending routes) plus their verdicts.
+    pub fn run_pass(&mut self, state: &ReplicatedState, now_ms: u64) -> Judgement {
+        self.sync_routes(state, now_ms);
+        self.judge(state, now_ms)
+    }
+
+    /// Takes back what a pass on `copy` learnt (the pending routes' first
+    /// sightings) and when the next one falls due. Does nothing when this
+    /// engine is not the one the copy was made from (leadership changed
+    /// meanwhile). O(P).
+    pub fn finish_pass(
+        &mut self,
+        state: &ReplicatedState,
+        copy: CutoverEngine,
+        judgement: &Judgement,
+    ) {
+        if copy.term != self.term || copy.leader_since_ms != self.leader_since_ms {
+            return;
+        }
+        self.first_seen = copy.first_seen;
+        self.paused_at_ms = copy.paused_at_ms;
+        self.passes.next_timeout_ms = judgement.next_timeout_ms;
+        if let Some(last) = self.passes.last {
+            self.passes.quiet_until_ms = self.next_event_ms(state, last.at_ms);
+        }
+    }
+
+    /// The earliest time after `after_ms` at which a pass would see
+    /// something flip: a lease or a report running out, the grace ending,
+    /// a pending transition timing out. O(P).
+    fn next_event_ms(&self, state: &ReplicatedState, after_ms: u64) -> Option<u64> {
+        let ttl = self.settings.lease_ttl_ms;
+        let leases = self
+            .leases
+            .ids()
+            .filter_map(|id| self.leases.last_seen_ms(id))
+            .map(|seen| seen + ttl);
+        let reports = self.evidence.values().map(|r| r.received_ms + ttl);
+        let grace = self
+            .in_grace(state, after_ms)
+            .then_some(self.leader_since_ms + ttl);
+        leases
+            .chain(reports)
+            .chain(grace)
+            .chain(self.passes.next_timeout_ms)
+            .filter(|t| *t > after_ms)
+            .min()
+    }
+
+    /// "n of m proxies at generation g" for a route's newest generation, and
+    /// whether every live proxy is there.
+    pub fn applied_summary(
+        &self,
+        state: &ReplicatedState,
+        route: &ObjectName,
+        now_ms: u64,
+    ) -> Option<(String, bool)> {
+        self.applied_summary_among(&self.live_proxies(state, now_ms), state, route)
+    }
+
+    /// [`CutoverEngine::applied_summary`] among `live` proxies (from
+    /// [`CutoverEngine::live_proxies`]), for callers asking about many
+    /// routes at once. O(P).
+    pub fn applied_summary_among(
+        &self,
+        live: &BTreeMap<String, String>,
+        state: &ReplicatedState,
+        route: &ObjectName,
+    ) -> Option<(String, bool)> {
+        let record = state.routes.get(route)?;
+        let generation = record.newest_generation();
+        let at = live
+            .keys()
+            .filter(|p| {
+                self.applied
+                    .get(*p)
+                    .and_then(|a| a.get(route))
+                    .is_some_and(|g| *g >= generation)
+            })
+            .count();
+        let ready = record.pending.is_none() && !live.is_empty() && at == live.len();
+        Some((
+            format!("{at} of {} proxies at generation {generation}", live.len()),
+            ready,
+        ))
+    }
+}

@@ -1,0 +1,206 @@
+//! The cost of a decision pass and when one runs: only pending routes are
+//! judged, an idle pass judges nothing, a heartbeat that changes nothing
+//! starts none while changed evidence, a lease running out and a timeout
+//! falling due each do; and every decision of a pass goes into one entry,
+//! each carried out (or refused) on its own.
+
+use super::*;
+use crate::state::CommandError;
+
+/// Services blue and green, proxies `p0`..`p{proxies-1}` in zone a, and
+/// `routes` routes `r0`.. to green, all committed; `r0` then pending again
+/// to blue.
+fn many_committed(proxies: usize, routes: usize) -> (ReplicatedState, CutoverEngine) {
+    let mut s = ReplicatedState::default();
+    for i in 0..proxies {
+        next(&mut s, register(&format!("p{i}"), "a"));
+    }
+    let mut resources = vec![service("blue"), service("green")];
+    resources.extend((0..routes).map(|i| route(&format!("r{i}"), "green", "all", "keep-old")));
+    next(&mut s, apply(resources));
+    let ready: Vec<usize> = (0..proxies).collect();
+    let e = engine_with_ready(&s, &ready);
+    let decisions = e.decide(&s, 20);
+    assert_eq!(decisions.len(), routes, "every route ready at once");
+    let before = s.last_index;
+    next(&mut s, Decision::batch(&decisions).expect("decisions"));
+    assert_eq!(s.last_index, before + 1, "all of them in one entry");
+    assert_eq!(s.pending_count(), 0, "every route committed");
+    next(&mut s, apply(vec![route("r0", "blue", "all", "keep-old")]));
+    (s, e)
+}
+
+/// What the leader loop does at `now`: a pass when one is due (returning
+/// its judgement), nothing otherwise.
+fn loop_turn(e: &mut CutoverEngine, s: &ReplicatedState, now: u64) -> Option<Judgement> {
+    if !e.pass_due(s, now) {
+        return None;
+    }
+    let mut copy = e.start_pass(s, now);
+    let judgement = copy.run_pass(s, now);
+    e.finish_pass(s, copy, &judgement);
+    Some(judgement)
+}
+
+fn blue() -> BackendKey {
+    BackendKey::new("default", "blue", 80)
+}
+
+#[test]
+fn a_pass_judges_only_the_pending_route_and_an_idle_one_nothing() {
+    let (s, mut e) = many_committed(3, 200);
+    assert_eq!(s.routes.len(), 200);
+    let judgement = loop_turn(&mut e, &s, 30).expect("a first pass");
+    assert_eq!(judgement.evaluated, 1, "one route is pending");
+    assert!(judgement.decisions.is_empty(), "nobody warmed blue yet");
+    // Nothing changed, nothing fell due: the loop does nothing at all.
+    assert!(loop_turn(&mut e, &s, 31).is_none());
+    assert!(loop_turn(&mut e, &s, 500).is_none());
+}
+
+#[test]
+fn only_news_or_a_due_time_starts_a_pass() {
+    let (s, mut e) = many_committed(2, 50);
+    assert!(loop_turn(&mut e, &s, 30).is_some());
+    // Heartbeats of live proxies and the same evidence again are no news.
+    assert!(heartbeat(&mut e, &s, "p0", BTreeMap::new(), 100));
+    assert!(heartbeat(&mut e, &s, "p1", BTreeMap::new(), 100));
+    assert!(report(&mut e, &s, "p1", green_ready(&s), 100));
+    assert!(loop_turn(&mut e, &s, 110).is_none());
+    // Evidence that changed is.
+    let blue_ready = evidence(blue(), s.endpoint_generation(&blue()).unwrap(), 1);
+    assert!(report(&mut e, &s, "p0", blue_ready.clone(), 120));
+    let judgement = loop_turn(&mut e, &s, 120).expect("new evidence");
+    assert_eq!(judgement.evaluated, 1);
+    assert!(judgement.decisions.is_empty(), "p1 has not warmed blue");
+    // p0 was last heard at 120 (its report), so its lease runs out at
+    // 120 + TTL; p1 keeps renewing, with the same evidence. The loop is
+    // told to look by then, and passes then, not before.
+    assert!(heartbeat(&mut e, &s, "p1", BTreeMap::new(), 600));
+    assert!(report(&mut e, &s, "p1", green_ready(&s), 600));
+    assert!(loop_turn(&mut e, &s, 900).is_none());
+    assert!(e.next_due_ms().is_some_and(|t| t <= 120 + TTL));
+    assert!(loop_turn(&mut e, &s, 120 + TTL - 1).is_none());
+    let judgement = loop_turn(&mut e, &s, 120 + TTL).expect("a lease ran out");
+    assert!(
+        judgement
+            .decisions
+            .iter()
+            .any(|d| matches!(d, Decision::ExpireProxy { id, .. } if id == "p0")),
+        "{:?}",
+        judgement.decisions
+    );
+}
+
+#[test]
+fn a_timeout_falls_due_without_any_change() {
+    // r0's timeout is 10 s; its proxy keeps its lease (same evidence).
+    let (s, mut e) = many_committed(1, 10);
+    let first = loop_turn(&mut e, &s, 30).expect("a first pass");
+    assert_eq!(first.next_timeout_ms, Some(30 + 10_000));
+    let mut now = 30;
+    let mut passes = 0;
+    let mut abandoned = false;
+    while now <= 30 + 10_000 {
+        now += 250;
+        assert!(heartbeat(&mut e, &s, "p0", BTreeMap::new(), now));
+        assert!(report(&mut e, &s, "p0", green_ready(&s), now));
+        if let Some(j) = loop_turn(&mut e, &s, now) {
+            passes += 1;
+            abandoned |= j
+                .decisions
+                .iter()
+                .any(|d| matches!(d, Decision::Abandon { route, .. } if route.name == "r0"));
+        }
+    }
+    assert_eq!(passes, 1, "one pass, when the timeout fell due");
+    assert!(abandoned, "r0 timed out with keep-old");
+}
+
+#[test]
+fn a_batch_carries_out_each_decision_on_its_own() {
+    let mut s = world(&["a"], "all", "keep-old");
+    next(
+        &mut s,
+        apply(vec![route("other", "green", "all", "keep-old")]),
+    );
+    let e = engine_with_ready(&s, &[0]);
+    let decisions = e.decide(&s, 20);
+    assert_eq!(decisions.len(), 2, "{decisions:?}");
+    let refused = |a: &Result<_, CommandError>| a.as_ref().err().cloned();
+
+    // Each decision is fenced by the one entry's term.
+    let command = Decision::batch(&decisions).expect("decisions");
+    let stale = s.apply(LogPosition::new(s.last_index + 1, TERM + 1), &command);
+    for answer in Decision::answers(&decisions, stale) {
+        assert!(
+            matches!(refused(&answer), Some(CommandError::StaleDecision { .. })),
+            "{answer:?}"
+        );
+    }
+    assert_eq!(s.pending_count(), 2, "nothing carried out");
+
+    // `r` is overtaken before the entry, and `other` is decided twice:
+    // only the first `other` is carried out.
+    next(&mut s, apply(vec![route("r", "blue", "all", "keep-old")]));
+    let mut decisions = decisions;
+    decisions.push(decisions[0].clone());
+    let command = Decision::batch(&decisions).expect("decisions");
+    let response = s.apply(LogPosition::new(s.last_index + 1, TERM), &command);
+    let answers = Decision::answers(&decisions, response);
+    let about = |name: &str| -> Vec<Option<CommandError>> {
+        decisions
+            .iter()
+            .zip(&answers)
+            .filter(|(d, _)| matches!(d, Decision::Commit { route, .. } if route.name == name))
+            .map(|(_, a)| refused(a))
+            .collect()
+    };
+    assert!(
+        matches!(&about("r")[..], [Some(CommandError::NotPending { .. })]),
+        "{answers:?}"
+    );
+    assert!(
+        matches!(
+            &about("other")[..],
+            [None, Some(CommandError::NotPending { .. })]
+        ),
+        "{answers:?}"
+    );
+    assert!(
+        s.routes[&ObjectName::new("default", "other")]
+            .pending
+            .is_none()
+    );
+    assert!(
+        s.routes[&r()].pending.is_some(),
+        "r's newer generation waits"
+    );
+}
+
+#[test]
+fn a_timeout_starts_when_a_proxy_is_live_however_long_nobody_was() {
+    // `r` is pending (10 s timeout, keep-old) and no proxy exists.
+    let mut s = world(&[], "all", "keep-old");
+    let mut e = CutoverEngine::leading(settings(), &s, 0, TERM);
+    let first = loop_turn(&mut e, &s, 0).expect("a first pass");
+    assert_eq!(first.evaluated, 1);
+    assert_eq!(first.next_timeout_ms, None, "nobody live: no timeout runs");
+    assert_eq!(e.next_due_ms(), None, "nothing falls due");
+    assert!(
+        loop_turn(&mut e, &s, 60_000).is_none(),
+        "a minute of nothing"
+    );
+    next(&mut s, register("p0", "a"));
+    let judgement = loop_turn(&mut e, &s, 60_005).expect("a registration");
+    assert!(
+        judgement.decisions.is_empty(),
+        "the timeout starts now, not a minute ago: {:?}",
+        judgement.decisions
+    );
+    assert_eq!(judgement.next_timeout_ms, Some(60_005 + 10_000));
+    assert_eq!(
+        e.first_seen_ms(&r(), s.routes[&r()].newest_generation()),
+        Some(60_005)
+    );
+}
