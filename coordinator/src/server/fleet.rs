@@ -10,8 +10,8 @@
 
 use super::journal::{Full, Journal, Position};
 use super::{Coordinator, admin::async_stream, errors, now_ms};
-use bytes::Bytes;
 use crate::state::Command;
+use bytes::Bytes;
 use std::collections::BTreeMap;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -236,7 +236,13 @@ impl Out {
 
     /// One payload as consecutive chunks of `version`, nothing between
     /// them (this task is the stream's only sender).
-    async fn chunks(&self, version: u64, base_version: u64, kind: Payload, chunks: &[Bytes]) -> bool {
+    async fn chunks(
+        &self,
+        version: u64,
+        base_version: u64,
+        kind: Payload,
+        chunks: &[Bytes],
+    ) -> bool {
         let chunk_count = u32::try_from(chunks.len()).unwrap_or(u32::MAX);
         for (i, chunk) in chunks.iter().enumerate() {
             let mut update = pb::ConfigUpdate {
@@ -264,7 +270,11 @@ impl Out {
         match journal.full().await {
             Ok(full) => Some(full),
             Err(e) => {
-                let _ = self.send(Err(Status::internal(format!("configuration does not encode: {e}")))).await;
+                let _ = self
+                    .send(Err(Status::internal(format!(
+                        "configuration does not encode: {e}"
+                    ))))
+                    .await;
                 None
             }
         }
@@ -294,8 +304,13 @@ async fn stream_deltas(journal: &Journal, out: &Out, known: u64) {
         head.borrow_and_update();
         match held {
             None => {
-                let Some(full) = out.full(journal).await else { return };
-                if !out.chunks(full.version, 0, Payload::Snapshot, &full.chunks).await {
+                let Some(full) = out.full(journal).await else {
+                    return;
+                };
+                if !out
+                    .chunks(full.version, 0, Payload::Snapshot, &full.chunks)
+                    .await
+                {
                     return;
                 }
                 held = Some(full.version);
@@ -316,7 +331,8 @@ async fn stream_deltas(journal: &Journal, out: &Out, known: u64) {
                         let sent = if entry.is_bare() {
                             out.bare(entry.version, entry.base).await
                         } else {
-                            out.chunks(entry.version, entry.base, Payload::Delta, &entry.chunks).await
+                            out.chunks(entry.version, entry.base, Payload::Delta, &entry.chunks)
+                                .await
                         };
                         if !sent {
                             return;
@@ -347,7 +363,9 @@ async fn stream_snapshots(journal: &Journal, out: &Out) {
         head.borrow_and_update();
         match held {
             None => {
-                let Some(full) = out.full(journal).await else { return };
+                let Some(full) = out.full(journal).await else {
+                    return;
+                };
                 let update = pb::ConfigUpdate {
                     version: full.version,
                     snapshot_json: full.whole.clone(),

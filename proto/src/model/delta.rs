@@ -167,12 +167,42 @@ impl ConfigDelta {
             version: new.version,
             ..Default::default()
         };
-        delta.diff_kind(Kind::GatewayClass, &old.gateway_classes, &new.gateway_classes, Resource::GatewayClass);
-        delta.diff_kind(Kind::Gateway, &old.gateways, &new.gateways, Resource::Gateway);
-        delta.diff_kind(Kind::Namespace, &old.namespaces, &new.namespaces, Resource::Namespace);
-        delta.diff_kind(Kind::ReferenceGrant, &old.reference_grants, &new.reference_grants, Resource::ReferenceGrant);
-        delta.diff_kind(Kind::Service, &old.services, &new.services, Resource::Service);
-        delta.diff_kind(Kind::EndpointSlice, &old.endpoint_slices, &new.endpoint_slices, Resource::EndpointSlice);
+        delta.diff_kind(
+            Kind::GatewayClass,
+            &old.gateway_classes,
+            &new.gateway_classes,
+            Resource::GatewayClass,
+        );
+        delta.diff_kind(
+            Kind::Gateway,
+            &old.gateways,
+            &new.gateways,
+            Resource::Gateway,
+        );
+        delta.diff_kind(
+            Kind::Namespace,
+            &old.namespaces,
+            &new.namespaces,
+            Resource::Namespace,
+        );
+        delta.diff_kind(
+            Kind::ReferenceGrant,
+            &old.reference_grants,
+            &new.reference_grants,
+            Resource::ReferenceGrant,
+        );
+        delta.diff_kind(
+            Kind::Service,
+            &old.services,
+            &new.services,
+            Resource::Service,
+        );
+        delta.diff_kind(
+            Kind::EndpointSlice,
+            &old.endpoint_slices,
+            &new.endpoint_slices,
+            Resource::EndpointSlice,
+        );
         diff_sorted(
             sorted(&old.routes),
             sorted(&new.routes),
@@ -240,7 +270,14 @@ macro_rules! keyed_by_meta {
     )*};
 }
 
-keyed_by_meta!(GatewayClass, Gateway, Namespace, ReferenceGrant, Service, EndpointSlice);
+keyed_by_meta!(
+    GatewayClass,
+    Gateway,
+    Namespace,
+    ReferenceGrant,
+    Service,
+    EndpointSlice
+);
 
 impl Keyed for RouteRecord {
     fn key(&self) -> (&str, &str) {

@@ -214,4 +214,3 @@ pub(super) fn receive(
         .map_err(|e| out_of_sequence(e.to_string()))?;
     Ok(Received::Snapshot(version, next))
 }
-

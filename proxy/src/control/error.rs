@@ -135,7 +135,9 @@ pub enum ControlError {
     /// short, a delta that does not apply. Nothing of it was applied (the
     /// configuration held keeps serving); the proxy watches again for a
     /// full snapshot.
-    #[error("coordinator {coordinator}: configuration version {version} is out of sequence: {reason}")]
+    #[error(
+        "coordinator {coordinator}: configuration version {version} is out of sequence: {reason}"
+    )]
     OutOfSequence {
         /// The coordinator that sent it.
         coordinator: String,

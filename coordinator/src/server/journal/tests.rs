@@ -11,13 +11,20 @@ fn metrics() -> CoordinatorMetrics {
 
 /// `previous` at `index`, with Service `demo/<name>` stored (its label
 /// `v` set to `label`) when `name` is given.
-fn next(previous: &ReplicatedState, index: u64, name: Option<(&str, &str)>) -> Arc<ReplicatedState> {
+fn next(
+    previous: &ReplicatedState,
+    index: u64,
+    name: Option<(&str, &str)>,
+) -> Arc<ReplicatedState> {
     let mut state = previous.clone();
     state.last_index = index;
     if let Some((name, label)) = name {
         let mut meta = ObjectMeta::named("demo", name);
         meta.labels.insert("v".into(), label.into());
-        let service = Resource::Service(Service { meta, ports: Vec::new() });
+        let service = Resource::Service(Service {
+            meta,
+            ports: Vec::new(),
+        });
         state.resources.insert(service.key(), service);
     }
     Arc::new(state)
@@ -39,17 +46,25 @@ fn each_change_is_one_entry_and_a_version_only_change_is_bare() {
     for s in [&s1, &s2, &s3] {
         journal.record(s.clone());
     }
-    assert_eq!(m.config_encodings("delta"), 2, "the bare version is not encoded");
+    assert_eq!(
+        m.config_encodings("delta"),
+        2,
+        "the bare version is not encoded"
+    );
     let Position::Behind(entries) = journal.position(0) else {
         panic!("version 0 is the first entry's base");
     };
-    let spans: Vec<_> = entries.iter().map(|e| (e.base, e.version, e.is_bare())).collect();
+    let spans: Vec<_> = entries
+        .iter()
+        .map(|e| (e.base, e.version, e.is_bare()))
+        .collect();
     assert_eq!(spans, [(0, 1, false), (1, 2, true), (2, 3, false)]);
     // The deltas, applied in order on the base's snapshot, give the head's.
     let mut held = s0.config_snapshot();
     for entry in entries.iter().filter(|e| !e.is_bare()) {
         held.version = entry.base;
-        held.apply_delta(&decode(&entry.chunks)).expect("the delta applies");
+        held.apply_delta(&decode(&entry.chunks))
+            .expect("the delta applies");
     }
     assert_eq!(held, s3.config_snapshot());
     assert!(matches!(journal.position(3), Position::Current));
@@ -97,7 +112,8 @@ fn a_large_delta_is_cut_into_chunks_that_reassemble() {
     assert!(chunks.len() >= 5, "{} chunks", chunks.len());
     assert!(chunks.iter().all(|c| c.len() <= 1000 && !c.is_empty()));
     let mut held = ConfigSnapshot::default();
-    held.apply_delta(&decode(chunks)).expect("the delta applies");
+    held.apply_delta(&decode(chunks))
+        .expect("the delta applies");
     assert_eq!(held, s1.config_snapshot());
 }
 
@@ -113,7 +129,11 @@ async fn the_full_snapshot_is_encoded_once_per_version() {
     assert_eq!(m.config_encodings("full"), 1);
     assert!(Arc::ptr_eq(&first, &second));
     assert_eq!(first.version, 1);
-    let joined: Vec<u8> = first.chunks.iter().flat_map(|c| c.iter().copied()).collect();
+    let joined: Vec<u8> = first
+        .chunks
+        .iter()
+        .flat_map(|c| c.iter().copied())
+        .collect();
     assert_eq!(joined, first.whole.to_vec());
     let snapshot: ConfigSnapshot = serde_json::from_slice(&first.whole).expect("decodes");
     assert_eq!(snapshot, s1.config_snapshot());

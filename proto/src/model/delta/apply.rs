@@ -139,7 +139,12 @@ impl<'a> Plan<'a> {
             }
         }
         for route in &delta.routes {
-            if plan.routes.upsert.insert(route.name.clone(), route).is_some() {
+            if plan
+                .routes
+                .upsert
+                .insert(route.name.clone(), route)
+                .is_some()
+            {
                 return Err(duplicate(format!("HTTPRoute {}", route.name)));
             }
         }
@@ -205,11 +210,7 @@ fn prepare<T: Keyed>(
 
 /// Merges `upserts` (sorted by name, as a `BTreeMap` yields them) into the
 /// sorted `list`, replacing objects of the same name, and drops `remove`.
-fn merge<T: Keyed>(
-    list: &mut Vec<T>,
-    upserts: Vec<T>,
-    remove: &BTreeSet<ObjectName>,
-) {
+fn merge<T: Keyed>(list: &mut Vec<T>, upserts: Vec<T>, remove: &BTreeSet<ObjectName>) {
     if upserts.is_empty() && remove.is_empty() {
         return;
     }

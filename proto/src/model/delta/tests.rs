@@ -18,7 +18,11 @@ type Pick = (u8, u8, u8, u8);
 
 fn meta(ns: u8, name: u8, variant: u8, cluster_scoped: bool) -> ObjectMeta {
     let mut meta = ObjectMeta::named(
-        if cluster_scoped { String::new() } else { format!("ns{ns}") },
+        if cluster_scoped {
+            String::new()
+        } else {
+            format!("ns{ns}")
+        },
         format!("o{name}"),
     );
     meta.labels.insert("variant".into(), variant.to_string());
@@ -96,9 +100,10 @@ fn snapshot(version: u64, picks: &[Pick], generations: &[(u8, u64)]) -> ConfigSn
     }
     s.routes.sort_by(|a, b| a.name.cmp(&b.name));
     for &(service, generation) in generations {
-        s.endpoint_generations
-            .0
-            .insert(ObjectName::new("ns0", format!("s{}", service % 6)), generation);
+        s.endpoint_generations.0.insert(
+            ObjectName::new("ns0", format!("s{}", service % 6)),
+            generation,
+        );
     }
     s
 }

@@ -8,7 +8,14 @@ use crate::control::error::ControlError;
 use switchyard_proto::model::{ConfigDelta, ConfigSnapshot, ObjectMeta, Resource, Service};
 use switchyard_proto::pb;
 
-fn chunk(version: u64, base: u64, kind: Payload, index: u32, count: u32, bytes: &[u8]) -> pb::ConfigUpdate {
+fn chunk(
+    version: u64,
+    base: u64,
+    kind: Payload,
+    index: u32,
+    count: u32,
+    bytes: &[u8],
+) -> pb::ConfigUpdate {
     let mut update = pb::ConfigUpdate {
         version,
         base_version: base,
@@ -25,7 +32,13 @@ fn chunk(version: u64, base: u64, kind: Payload, index: u32, count: u32, bytes: 
 }
 
 /// `bytes` as the `count` chunks of one payload.
-fn chunks(version: u64, base: u64, kind: Payload, bytes: &[u8], count: u32) -> Vec<pb::ConfigUpdate> {
+fn chunks(
+    version: u64,
+    base: u64,
+    kind: Payload,
+    bytes: &[u8],
+    count: u32,
+) -> Vec<pb::ConfigUpdate> {
     let size = bytes.len().div_ceil(count as usize);
     bytes
         .chunks(size)
@@ -72,7 +85,10 @@ fn chunks_out_of_order_or_cut_short_are_refused_and_dropped() {
     let mut a = Assembler::default();
     assert_eq!(a.push(parts[0].clone()), Ok(None));
     let gap = a.push(parts[2].clone()).unwrap_err();
-    assert!(gap.contains("chunk 2 of 3") && gap.contains("chunk 1 of 3"), "{gap}");
+    assert!(
+        gap.contains("chunk 2 of 3") && gap.contains("chunk 1 of 3"),
+        "{gap}"
+    );
     // A payload that starts mid-way.
     assert!(Assembler::default().push(parts[1].clone()).is_err());
     // A whole update, or another version's chunk, before the last chunk.
@@ -82,7 +98,11 @@ fn chunks_out_of_order_or_cut_short_are_refused_and_dropped() {
         version: 8,
         ..Default::default()
     };
-    assert!(b.push(bare).unwrap_err().contains("whole update came after chunk 1 of 3"));
+    assert!(
+        b.push(bare)
+            .unwrap_err()
+            .contains("whole update came after chunk 1 of 3")
+    );
     let mut c = Assembler::default();
     assert_eq!(c.push(parts[0].clone()), Ok(None));
     let other = chunk(9, 0, Payload::Snapshot, 1, 3, b"x");
@@ -105,7 +125,9 @@ fn whole_delta(old: &ConfigSnapshot, new: &ConfigSnapshot) -> Whole {
         base: old.version,
         payload: Some((
             Payload::Delta,
-            serde_json::to_vec(&ConfigDelta::between(old, new)).unwrap().into(),
+            serde_json::to_vec(&ConfigDelta::between(old, new))
+                .unwrap()
+                .into(),
         )),
     }
 }
@@ -125,16 +147,24 @@ fn a_delta_applies_on_the_version_held_and_nothing_else() {
     from_six.base = 6;
     let mut delta_six = ConfigDelta::between(&old, &new);
     delta_six.base_version = 6;
-    from_six.payload = Some((Payload::Delta, serde_json::to_vec(&delta_six).unwrap().into()));
+    from_six.payload = Some((
+        Payload::Delta,
+        serde_json::to_vec(&delta_six).unwrap().into(),
+    ));
     assert!(matches!(
         receive("c", 6, Some(&old), false, from_six),
         Ok(Received::Snapshot(9, _))
     ));
     // Held at 7: another base, refused.
     match receive("c", 7, Some(&old), false, whole_delta(&old, &new)) {
-        Err(ControlError::OutOfSequence { version, reason, .. }) => {
+        Err(ControlError::OutOfSequence {
+            version, reason, ..
+        }) => {
             assert_eq!(version, 9);
-            assert!(reason.contains("based on version 5, this proxy holds 7"), "{reason}");
+            assert!(
+                reason.contains("based on version 5, this proxy holds 7"),
+                "{reason}"
+            );
         }
         other => panic!("expected out of sequence, got {other:?}"),
     }
@@ -179,13 +209,20 @@ fn while_resyncing_only_a_full_snapshot_counts_even_at_the_version_held() {
         Ok(Received::Snapshot(5, _))
     ));
     assert!(matches!(
-        receive("c", 5, Some(&held), true, whole_delta(&held, &with_service(9, "b"))),
+        receive(
+            "c",
+            5,
+            Some(&held),
+            true,
+            whole_delta(&held, &with_service(9, "b"))
+        ),
         Err(ControlError::OutOfSequence { .. })
     ));
 }
 
 #[tokio::test]
-async fn a_chunked_snapshot_then_a_delta_reach_the_data_plane_and_a_bad_delta_asks_for_a_full_snapshot() {
+async fn a_chunked_snapshot_then_a_delta_reach_the_data_plane_and_a_bad_delta_asks_for_a_full_snapshot()
+ {
     let _logs = Logs::capture();
     let mut coordinator = Fake::start().await;
     let proxy = Proxy::against(&coordinator);
@@ -193,7 +230,13 @@ async fn a_chunked_snapshot_then_a_delta_reach_the_data_plane_and_a_bad_delta_as
     assert!(stream.request.accepts_deltas);
     assert_eq!(stream.request.known_version, 0);
     let first = with_service(3, "a");
-    for part in chunks(3, 0, Payload::Snapshot, &serde_json::to_vec(&first).unwrap(), 3) {
+    for part in chunks(
+        3,
+        0,
+        Payload::Snapshot,
+        &serde_json::to_vec(&first).unwrap(),
+        3,
+    ) {
         stream.send_update(part).await;
     }
     let second = with_service(4, "b");
@@ -202,7 +245,10 @@ async fn a_chunked_snapshot_then_a_delta_reach_the_data_plane_and_a_bad_delta_as
         stream.send_update(part).await;
     }
     coordinator.heartbeat_where(|h| h.config_version == 4).await;
-    assert!(!stream.is_closed(), "the proxy dropped a stream that was in sequence");
+    assert!(
+        !stream.is_closed(),
+        "the proxy dropped a stream that was in sequence"
+    );
     assert!(proxy.dataplane.has_config());
     // A delta on a version this proxy does not hold: the stream is dropped
     // and the next watch asks for everything.
@@ -210,10 +256,15 @@ async fn a_chunked_snapshot_then_a_delta_reach_the_data_plane_and_a_bad_delta_as
     let mut wrong_base = with_service(5, "b");
     wrong_base.version = 5;
     let bad = serde_json::to_vec(&ConfigDelta::between(&wrong_base, &third)).unwrap();
-    stream.send_update(chunk(6, 5, Payload::Delta, 0, 1, &bad)).await;
+    stream
+        .send_update(chunk(6, 5, Payload::Delta, 0, 1, &bad))
+        .await;
     stream.closed().await;
     let again = coordinator.next_watch().await;
-    assert_eq!(again.request.known_version, 0, "a full snapshot is asked for");
+    assert_eq!(
+        again.request.known_version, 0,
+        "a full snapshot is asked for"
+    );
     again.send_snapshot(6, &third).await;
     coordinator.heartbeat_where(|h| h.config_version == 6).await;
     assert_eq!(proxy.metric("switchyard_proxy_config_version"), 6.0);
@@ -226,11 +277,13 @@ async fn a_reconnect_names_the_version_held() {
     let _proxy = Proxy::against(&coordinator);
     let stream = coordinator.next_watch().await;
     stream.send_snapshot(3, &with_service(3, "a")).await;
-    stream.send_update(pb::ConfigUpdate {
-        version: 4,
-        base_version: 3,
-        ..Default::default()
-    }).await;
+    stream
+        .send_update(pb::ConfigUpdate {
+            version: 4,
+            base_version: 3,
+            ..Default::default()
+        })
+        .await;
     coordinator.heartbeat_where(|h| h.config_version == 4).await;
     drop(stream);
     let again = coordinator.next_watch().await;

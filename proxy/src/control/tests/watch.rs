@@ -3,8 +3,8 @@
 
 use super::fake::Fake;
 use super::{Logs, Proxy, nothing_listening};
-use crate::control::error::ControlError;
 use crate::control::assembly::{Assembler, Received, receive};
+use crate::control::error::ControlError;
 use crate::control::watch::{Ended, Lag, LagDetector, next_target};
 use switchyard_proto::model::ConfigSnapshot;
 use switchyard_proto::pb;
@@ -208,18 +208,9 @@ fn updates_are_stale_a_version_or_a_snapshot_and_only_snapshots_decode() {
         receive("c", 5, None, false, whole)
     };
     let json = serde_json::to_vec(&ConfigSnapshot::default()).unwrap();
-    assert!(matches!(
-        update(5, b"junk"),
-        Ok(Received::Stale)
-    ));
-    assert!(matches!(
-        update(6, b""),
-        Ok(Received::Version(6))
-    ));
-    assert!(matches!(
-        update(7, &json),
-        Ok(Received::Snapshot(7, _))
-    ));
+    assert!(matches!(update(5, b"junk"), Ok(Received::Stale)));
+    assert!(matches!(update(6, b""), Ok(Received::Version(6))));
+    assert!(matches!(update(7, &json), Ok(Received::Snapshot(7, _))));
     match update(8, b"junk") {
         Err(ControlError::Decode {
             coordinator,
