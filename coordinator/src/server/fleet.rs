@@ -398,3 +398,6 @@ async fn stream_snapshots(journal: &Journal, out: &Out) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
