@@ -58,7 +58,8 @@ pub struct ConfigDelta {
     pub endpoint_generations_removed: Vec<ObjectName>,
 }
 
-/// Why a delta was not applied. Nothing was changed when one is returned.
+/// Why a delta was not applied. The snapshot's content is unchanged when
+/// one is returned.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DeltaError {
     /// The delta applies on another version than the one held.

@@ -1,6 +1,6 @@
 //! [`ConfigSnapshot::apply_delta`]: all or nothing — every check runs
-//! before the first change, so a refused delta leaves the snapshot as it
-//! was.
+//! before the first change, so a refused delta leaves the snapshot's
+//! content as it was (a list that was not sorted may come back sorted).
 
 use super::{ConfigDelta, DeltaError, Keyed};
 use crate::model::meta::{Kind, ObjectName};
