@@ -5,6 +5,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let proto = "proto/switchyard/v1/switchyard.proto";
     println!("cargo:rerun-if-changed={proto}");
     let descriptors = protox::compile([proto], ["proto"])?;
-    tonic_prost_build::configure().compile_fds(descriptors)?;
+    // `ConfigUpdate`'s payloads as `bytes::Bytes`: a coordinator encodes
+    // each change once and hands the same buffer to every watch stream.
+    tonic_prost_build::configure()
+        .bytes(".switchyard.v1.ConfigUpdate")
+        .compile_fds(descriptors)?;
     Ok(())
 }

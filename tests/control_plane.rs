@@ -78,6 +78,7 @@ async fn watch_and_status_streams_end_when_their_clients_go() -> anyhow::Result<
             .watch(pb::WatchRequest {
                 proxy_id: format!("watcher-{i}"),
                 known_version: 0,
+                accepts_deltas: false,
             })
             .await?
             .into_inner();

@@ -52,6 +52,7 @@ fn snapshot(address: &str) -> anyhow::Result<ConfigSnapshot> {
         let request = WatchRequest {
             proxy_id: "kube-wiring-test".into(),
             known_version: 0,
+            accepts_deltas: false,
         };
         let mut stream = client.watch(request).await?.into_inner();
         let update = tokio::time::timeout(Duration::from_secs(5), stream.message())

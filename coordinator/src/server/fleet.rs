@@ -3,11 +3,15 @@
 //! leader's soft state: a follower refuses them with `UNAVAILABLE` and the
 //! leader's address in `x-switchyard-leader`, and the proxy follows it.
 //! The configuration watch is served by every coordinator from its own
-//! state machine. Every call must come from the proxy it names
+//! state machine, through its [`Journal`]: each change is encoded once
+//! and the same bytes go to every watcher (deltas and chunks to proxies
+//! that accept them, whole snapshots to older ones). Every call must come from the proxy it names
 //! (`switchyard_tls::authz`; anything goes with `--insecure`).
 
+use super::journal::{Full, Journal, Position};
 use super::{Coordinator, admin::async_stream, errors, now_ms};
 use crate::state::Command;
+use bytes::Bytes;
 use std::collections::BTreeMap;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -139,54 +143,23 @@ impl FleetService for Fleet {
             Needed::Proxy(&request.get_ref().proxy_id),
             "Watch",
         )?;
-        let proxy = request.into_inner().proxy_id;
-        tracing::info!(proxy = %proxy, "proxy watching configuration");
-        let mut state_rx = self.coordinator.node.state();
+        let request = request.into_inner();
+        tracing::info!(
+            proxy = %request.proxy_id,
+            known_version = request.known_version,
+            accepts_deltas = request.accepts_deltas,
+            "proxy watching configuration"
+        );
+        let journal = self.coordinator.journal.clone();
         let coordinator_id = self.coordinator.config.node.id;
         let open = self.coordinator.metrics.stream_opened("watch");
         let stream = async_stream(move |tx| async move {
             let _open = open;
-            let mut last_sent = None;
-            let mut last_version = 0;
-            loop {
-                let snapshot = state_rx.borrow_and_update().config_snapshot();
-                let version = snapshot.version;
-                // Registrations and other entries move the version without
-                // changing what proxies see: those are sent as a bare
-                // version, so the proxy can tell its stream is current.
-                let mut unversioned = snapshot.clone();
-                unversioned.version = 0;
-                let update = if last_sent.as_ref() != Some(&unversioned) {
-                    let update = serde_json::to_vec(&snapshot)
-                        .map(|json| pb::ConfigUpdate {
-                            version,
-                            snapshot_json: json,
-                            coordinator_id,
-                        })
-                        .map_err(|e| Status::internal(e.to_string()));
-                    last_sent = Some(unversioned);
-                    Some(update)
-                } else if version > last_version {
-                    Some(Ok(pb::ConfigUpdate {
-                        version,
-                        snapshot_json: Vec::new(),
-                        coordinator_id,
-                    }))
-                } else {
-                    None
-                };
-                last_version = version;
-                if let Some(update) = update
-                    && tx.send(update).await.is_err()
-                {
-                    return;
-                }
-                // End with the client, not only on the next failed send: a
-                // gone proxy must not keep a snapshot and a task here.
-                tokio::select! {
-                    changed = state_rx.changed() => if changed.is_err() { return },
-                    () = tx.closed() => return,
-                }
+            let out = Out { tx, coordinator_id };
+            if request.accepts_deltas {
+                stream_deltas(&journal, &out, request.known_version).await;
+            } else {
+                stream_snapshots(&journal, &out).await;
             }
         });
         Ok(Response::new(Box::pin(stream)))
@@ -230,3 +203,201 @@ impl FleetService for Fleet {
         Ok(Response::new(pb::ReadinessReply { known }))
     }
 }
+
+/// One watch stream's sending side.
+struct Out {
+    tx: tokio::sync::mpsc::Sender<Result<pb::ConfigUpdate, Status>>,
+    coordinator_id: u64,
+}
+
+/// Which field a payload travels in.
+#[derive(Clone, Copy)]
+enum Payload {
+    Snapshot,
+    Delta,
+}
+
+impl Out {
+    /// Sends `update`; false once the client is gone.
+    async fn send(&self, update: Result<pb::ConfigUpdate, Status>) -> bool {
+        self.tx.send(update).await.is_ok()
+    }
+
+    /// A bare version: nothing proxies see changed since `base`.
+    async fn bare(&self, version: u64, base_version: u64) -> bool {
+        self.send(Ok(pb::ConfigUpdate {
+            version,
+            base_version,
+            coordinator_id: self.coordinator_id,
+            ..Default::default()
+        }))
+        .await
+    }
+
+    /// One payload as consecutive chunks of `version`, nothing between
+    /// them (this task is the stream's only sender).
+    async fn chunks(
+        &self,
+        version: u64,
+        base_version: u64,
+        kind: Payload,
+        chunks: &[Bytes],
+    ) -> bool {
+        let chunk_count = u32::try_from(chunks.len()).unwrap_or(u32::MAX);
+        for (i, chunk) in chunks.iter().enumerate() {
+            let mut update = pb::ConfigUpdate {
+                version,
+                base_version,
+                coordinator_id: self.coordinator_id,
+                chunk_index: u32::try_from(i).unwrap_or(u32::MAX),
+                chunk_count,
+                ..Default::default()
+            };
+            match kind {
+                Payload::Snapshot => update.snapshot_json = chunk.clone(),
+                Payload::Delta => update.delta_json = chunk.clone(),
+            }
+            if !self.send(Ok(update)).await {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// The journal's full snapshot, or the stream ends with an internal
+    /// error (nothing in the model fails to encode).
+    async fn full(&self, journal: &Journal) -> Option<Arc<Full>> {
+        match journal.full().await {
+            Ok(full) => Some(full),
+            Err(e) => {
+                let _ = self
+                    .send(Err(Status::internal(format!(
+                        "configuration does not encode: {e}"
+                    ))))
+                    .await;
+                None
+            }
+        }
+    }
+
+    /// Waits for the journal to move on; false once the client is gone.
+    /// (End with the client, not only on the next failed send: a gone
+    /// proxy must not keep a task here.)
+    async fn wait(&self, head: &mut tokio::sync::watch::Receiver<u64>) -> bool {
+        tokio::select! {
+            changed = head.changed() => changed.is_ok(),
+            () = self.tx.closed() => false,
+        }
+    }
+}
+
+/// A proxy that accepts deltas: the changes after `known` if the journal
+/// has them (a resume), else a chunked full snapshot first; then every
+/// entry as it is journaled. One that falls behind the ring while
+/// connected gets a full snapshot again.
+async fn stream_deltas(journal: &Journal, out: &Out, known: u64) {
+    let mut head = journal.head();
+    // Holding nothing (0), the proxy needs a full snapshot first.
+    let mut held = (known != 0).then_some(known);
+    let mut first = true;
+    loop {
+        head.borrow_and_update();
+        match held {
+            None => {
+                let Some(full) = out.full(journal).await else {
+                    return;
+                };
+                if !out
+                    .chunks(full.version, 0, Payload::Snapshot, &full.chunks)
+                    .await
+                {
+                    return;
+                }
+                held = Some(full.version);
+            }
+            Some(version) => match journal.position(version) {
+                // Resuming where it is: one bare version shows the stream
+                // is live.
+                Position::Current if first => {
+                    if !out.bare(version, version).await {
+                        return;
+                    }
+                }
+                // Current, or ahead of this coordinator (it heard of a
+                // newer version elsewhere): wait for what comes.
+                Position::Current | Position::Ahead => {}
+                Position::Behind(entries) => {
+                    for entry in entries {
+                        let sent = if entry.is_bare() {
+                            out.bare(entry.version, entry.base).await
+                        } else {
+                            out.chunks(entry.version, entry.base, Payload::Delta, &entry.chunks)
+                                .await
+                        };
+                        if !sent {
+                            return;
+                        }
+                        held = Some(entry.version);
+                    }
+                }
+                Position::Lost => {
+                    held = None;
+                    continue;
+                }
+            },
+        }
+        first = false;
+        if !out.wait(&mut head).await {
+            return;
+        }
+    }
+}
+
+/// A proxy that does not accept deltas (today's contract): the whole
+/// snapshot in one message at once and after every change proxies see, a
+/// bare version after a change they do not.
+async fn stream_snapshots(journal: &Journal, out: &Out) {
+    let mut head = journal.head();
+    let mut held = None;
+    loop {
+        head.borrow_and_update();
+        match held {
+            None => {
+                let Some(full) = out.full(journal).await else {
+                    return;
+                };
+                let update = pb::ConfigUpdate {
+                    version: full.version,
+                    snapshot_json: full.whole.clone(),
+                    coordinator_id: out.coordinator_id,
+                    ..Default::default()
+                };
+                if !out.send(Ok(update)).await {
+                    return;
+                }
+                held = Some(full.version);
+            }
+            Some(version) => match journal.position(version) {
+                Position::Current | Position::Ahead => {}
+                Position::Behind(entries) if entries.iter().all(|e| e.is_bare()) => {
+                    if let Some(last) = entries.last() {
+                        if !out.bare(last.version, 0).await {
+                            return;
+                        }
+                        held = Some(last.version);
+                    }
+                }
+                Position::Behind(_) | Position::Lost => {
+                    held = None;
+                    continue;
+                }
+            },
+        }
+        if !out.wait(&mut head).await {
+            return;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

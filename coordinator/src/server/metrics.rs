@@ -33,6 +33,14 @@ pub struct StreamLabel {
     pub stream: String,
 }
 
+/// Label of `config_encodings`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct EncodingLabel {
+    /// `delta` (one per change, shared by every watcher) or `full` (a
+    /// whole snapshot, at most one per version).
+    pub kind: String,
+}
+
 /// The `limit` label values, created at registration so every series
 /// reads 0 before its first hit (rates and alerts need a starting point).
 /// `--max-message-bytes` is not among them: tonic refuses an oversized
@@ -63,6 +71,7 @@ pub struct CoordinatorMetrics {
     pub(crate) expired_proxies: Counter,
     pub(crate) limit_hits: Family<LimitLabel, Counter>,
     pub(crate) open_streams: Family<StreamLabel, Gauge>,
+    pub(crate) config_encodings: Family<EncodingLabel, Counter>,
 }
 
 fn latency_buckets() -> Histogram {
@@ -92,6 +101,7 @@ impl CoordinatorMetrics {
             expired_proxies: Counter::default(),
             limit_hits: Family::default(),
             open_streams: Family::default(),
+            config_encodings: Family::default(),
         };
         for limit in LIMITS {
             m.limit_hit_counter(limit);
@@ -167,6 +177,14 @@ impl CoordinatorMetrics {
         for stream in ["watch", "status"] {
             m.open_stream(stream);
         }
+        r.register(
+            "config_encodings",
+            "Configuration payloads encoded for watch streams, by kind (delta: one per change; full: at most one per version), whatever the number of watchers",
+            m.config_encodings.clone(),
+        );
+        for kind in ["delta", "full"] {
+            m.config_encoding(kind);
+        }
         m
     }
 }
@@ -196,6 +214,24 @@ impl CoordinatorMetrics {
     /// Open streams of kind `stream` now.
     pub fn open_streams(&self, stream: &str) -> i64 {
         self.open_stream(stream).get()
+    }
+
+    fn config_encoding(&self, kind: &str) -> Counter {
+        self.config_encodings
+            .get_or_create(&EncodingLabel {
+                kind: kind.to_owned(),
+            })
+            .clone()
+    }
+
+    /// Counts one configuration payload encoded (`delta` or `full`).
+    pub(crate) fn config_encoded(&self, kind: &str) {
+        self.config_encoding(kind).inc();
+    }
+
+    /// Configuration payloads of `kind` (`delta` or `full`) encoded so far.
+    pub fn config_encodings(&self, kind: &str) -> u64 {
+        self.config_encoding(kind).get()
     }
 
     /// Counts one request refused for `limit` (one of `LIMITS`).

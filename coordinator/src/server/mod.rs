@@ -11,6 +11,7 @@ mod admin;
 mod cutover_driver;
 mod errors;
 mod fleet;
+mod journal;
 pub mod metrics;
 mod status;
 
@@ -61,14 +62,16 @@ impl Default for Limits {
 
 impl Limits {
     /// The store-wide part, as `Command::Apply` carries it. The
-    /// configuration must fit one message with room to spare (protobuf
-    /// framing, the version fields, Raft's own entries in between).
+    /// configuration as a whole is not bounded: watch streams send it in
+    /// chunks well under one message (`journal::chunk_bytes`), so
+    /// `max_config_bytes` stays unset (the field remains for entries
+    /// written before).
     pub fn store(&self) -> StoreLimits {
         StoreLimits {
             max_routes: self.max_routes,
             max_endpoints: self.max_endpoints,
             max_object_bytes: Some(self.max_object_bytes),
-            max_config_bytes: Some(self.max_message_bytes / 10 * 9),
+            max_config_bytes: None,
         }
     }
 }
@@ -101,6 +104,8 @@ pub struct Coordinator {
     status_changes: watch::Sender<u64>,
     /// Prometheus metrics.
     metrics: CoordinatorMetrics,
+    /// The configuration journal every watch stream reads from.
+    journal: Arc<journal::Journal>,
 }
 
 /// This process's monotonic clock in milliseconds (since the first call):
@@ -276,6 +281,15 @@ pub async fn run(
         .await
         .map_err(|e| ServeError::Start(e.to_string()))?;
     let (status_changes, _) = watch::channel(0);
+    let journal = Arc::new(journal::Journal::new(
+        node.state().borrow().clone(),
+        journal::chunk_bytes(config.limits.max_message_bytes),
+        metrics.clone(),
+    ));
+    let journal_task = tokio::spawn(
+        journal::follow(journal.clone(), node.state())
+            .instrument(tracing::info_span!("journal", node_id = config.node.id)),
+    );
     let coordinator = Arc::new(Coordinator {
         node: node.clone(),
         config: config.clone(),
@@ -283,6 +297,7 @@ pub async fn run(
         wake: Notify::new(),
         status_changes,
         metrics,
+        journal,
     });
     // Every line the driver logs (decisions, leadership) names this
     // coordinator; each decision's line names its route or proxy too.
@@ -329,6 +344,7 @@ pub async fn run(
         .serve_with_incoming_shutdown(incoming, shutdown)
         .await;
     leader_loop.abort();
+    journal_task.abort();
     node.shutdown().await;
     served.map_err(|e| ServeError::Serve(e.to_string()))
 }

@@ -10,6 +10,7 @@
 //! a resource is well formed, and its errors name the object and the field.
 
 pub mod backend;
+pub mod delta;
 pub mod gateway;
 pub mod gateway_api;
 pub mod meta;
@@ -22,6 +23,7 @@ pub mod status;
 pub mod validate;
 
 pub use backend::*;
+pub use delta::{ConfigDelta, DeltaError, diff_sorted};
 pub use gateway::*;
 pub use meta::*;
 pub use policy::*;

@@ -3,7 +3,8 @@
 //! Owns: [`ControlError`] — a call that did not get through (transport), a
 //! configuration that does not decode, a coordinator that answered and
 //! refused (not the leader, an unknown registration, permission denied),
-//! and a watch stream that lags behind the leader — with the coordinator
+//! an update out of sequence with the configuration held, and a watch
+//! stream that lags behind the leader — with the coordinator
 //! (and the version or registration) each one is about; the one mapping
 //! from a `tonic::Status` to it ([`ControlError::from_status`]); and the
 //! level each kind is logged at by default ([`ControlError::level`]).
@@ -129,6 +130,22 @@ pub enum ControlError {
         #[source]
         source: serde_json::Error,
     },
+    /// An update that does not fit the configuration held: a delta or a
+    /// bare version based on another version, chunks out of order or cut
+    /// short, a delta that does not apply. Nothing of it was applied (the
+    /// configuration held keeps serving); the proxy watches again for a
+    /// full snapshot.
+    #[error(
+        "coordinator {coordinator}: configuration version {version} is out of sequence: {reason}"
+    )]
+    OutOfSequence {
+        /// The coordinator that sent it.
+        coordinator: String,
+        /// The version it carried.
+        version: u64,
+        /// What did not fit.
+        reason: String,
+    },
     /// The coordinator answered and refused.
     #[error(
         "coordinator {coordinator} refused {call}: {refusal}{}",
@@ -217,6 +234,7 @@ impl ControlError {
             ControlError::Address { coordinator, .. }
             | ControlError::Transport { coordinator, .. }
             | ControlError::Decode { coordinator, .. }
+            | ControlError::OutOfSequence { coordinator, .. }
             | ControlError::Refused { coordinator, .. }
             | ControlError::Lagging { coordinator, .. } => coordinator,
         }
@@ -260,6 +278,7 @@ impl ControlError {
             } => Level::INFO,
             ControlError::Transport { .. }
             | ControlError::Lagging { .. }
+            | ControlError::OutOfSequence { .. }
             | ControlError::Refused {
                 refusal: Refusal::UnknownRegistration { .. } | Refusal::Other { .. },
                 ..

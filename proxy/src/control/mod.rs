@@ -7,8 +7,10 @@
 //!
 //! The flow is config → data plane → evidence → coordinators:
 //!
-//! - `watch`: the configuration stream from any coordinator — versions,
-//!   decoding, which coordinator to watch, lag behind the leader.
+//! - `watch`: the configuration stream from any coordinator — which
+//!   coordinator to watch, resuming from the version held, lag behind the
+//!   leader. `assembly`: chunks into whole updates, deltas applied on the
+//!   configuration held, versions in sequence.
 //! - `apply`: the apply loop — every snapshot and readiness change goes
 //!   through the pure [`guard`] into the data plane.
 //! - `membership`: register, heartbeat, report readiness, deregister —
@@ -27,6 +29,7 @@
 //! the data plane, so it keeps serving its last configuration.
 
 mod apply;
+mod assembly;
 pub mod backoff;
 pub mod coordinators;
 pub mod error;

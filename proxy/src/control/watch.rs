@@ -1,11 +1,13 @@
 //! The configuration stream: one `Watch` open to some coordinator at a
 //! time, and every newer snapshot it shows published to the apply loop.
 //!
-//! Owns: which coordinator to watch ([`next_target`]), what an update means
-//! for the version held ([`receive`]: older ones dropped, a bare version
-//! noted, a snapshot decoded), when a stream counts as lagging behind the
-//! leader ([`LagDetector`], fed by heartbeats), and reconnecting with
-//! jittered back-off. Does not own: applying a snapshot (`apply`), nor
+//! Owns: which coordinator to watch ([`next_target`]), naming the version
+//! held when (re)connecting so the coordinator sends only the changes
+//! since (or, after an update that did not fit, asking for a full
+//! snapshot again), when a stream counts as lagging behind the leader
+//! ([`LagDetector`], fed by heartbeats), and reconnecting with jittered
+//! back-off. Does not own: chunk assembly and what an update means for
+//! the configuration held (`assembly`), applying a snapshot (`apply`), nor
 //! talking to the leader (`membership` does, and tells this task the
 //! leader's version).
 //!
@@ -14,6 +16,7 @@
 //! leader, which only the heartbeats' answers show.
 
 use super::Shared;
+use super::assembly::{Assembler, Received, receive};
 use super::backoff::Backoff;
 use super::error::{Call, ControlError, log_error};
 use std::sync::Arc;
@@ -93,44 +96,14 @@ pub(super) fn next_target(
     }
 }
 
-/// What one update means to a stream holding `held`.
-#[derive(Debug)]
-pub(super) enum Received {
-    /// No newer than what is held (a coordinator behind another): dropped.
-    Stale,
-    /// Only the version moved (a registration, say): what is held is
-    /// current at this version.
-    Version(u64),
-    /// A new configuration.
-    Snapshot(u64, ConfigSnapshot),
-}
-
-/// Reads one update from `coordinator`.
-pub(super) fn receive(
-    coordinator: &str,
-    held: u64,
-    update: pb::ConfigUpdate,
-) -> Result<Received, ControlError> {
-    if update.version <= held {
-        return Ok(Received::Stale);
-    }
-    if update.snapshot_json.is_empty() {
-        return Ok(Received::Version(update.version));
-    }
-    serde_json::from_slice(&update.snapshot_json)
-        .map(|snapshot| Received::Snapshot(update.version, snapshot))
-        .map_err(|source| ControlError::Decode {
-            coordinator: coordinator.to_string(),
-            version: update.version,
-            source,
-        })
-}
-
 /// Keeps a watch stream open to some coordinator and publishes every newer
 /// snapshot, until aborted on shutdown (or at once when no coordinator is
 /// configured).
 pub(super) async fn run(shared: Arc<Shared>, tx: watch::Sender<Option<Arc<ConfigSnapshot>>>) {
     let mut held = 0u64;
+    // Set after an update that did not fit what is held: the next stream
+    // asks for a full snapshot instead of the changes since `held`.
+    let mut resync = false;
     let mut backoff = Backoff::new(shared.config.backoff_policy());
     let mut lag = shared.lag.subscribe();
     let mut previous: Option<(String, Ended)> = None;
@@ -144,7 +117,15 @@ pub(super) async fn run(shared: Arc<Shared>, tx: watch::Sender<Option<Arc<Config
             // No coordinator configured at all: nothing to watch.
             return;
         };
-        let outcome = stream_from(&shared, &address, &mut held, &tx, &mut lag, &mut backoff).await;
+        let outcome = stream_from(
+            &shared,
+            &address,
+            (&mut held, &mut resync),
+            &tx,
+            &mut lag,
+            &mut backoff,
+        )
+        .await;
         let ended = match outcome {
             Ok(()) => {
                 tracing::warn!(coordinator = %address, "configuration stream ended; reconnecting");
@@ -152,6 +133,12 @@ pub(super) async fn run(shared: Arc<Shared>, tx: watch::Sender<Option<Arc<Config
             }
             Err(e) => {
                 shared.metrics.coordinator_errors.inc();
+                if matches!(
+                    e,
+                    ControlError::OutOfSequence { .. } | ControlError::Decode { .. }
+                ) {
+                    resync = true;
+                }
                 match &e {
                     ControlError::Lagging { held, leader, .. } => log_error!(
                         e.level(),
@@ -175,12 +162,13 @@ pub(super) async fn run(shared: Arc<Shared>, tx: watch::Sender<Option<Arc<Config
 }
 
 /// Streams from `address` until the stream ends (`Ok`) or fails. `held` is
-/// the newest version shown so far, on any stream. The back-off starts
+/// the newest version shown so far, on any stream; `resync` says a full
+/// snapshot is needed (cleared once one arrived). The back-off starts
 /// over once the coordinator has delivered an update this proxy can read.
 async fn stream_from(
     shared: &Shared,
     address: &str,
-    held: &mut u64,
+    (held, resync): (&mut u64, &mut bool),
     tx: &watch::Sender<Option<Arc<ConfigSnapshot>>>,
     lag: &mut watch::Receiver<Lag>,
     backoff: &mut Backoff,
@@ -189,10 +177,14 @@ async fn stream_from(
     let mut client = shared.coordinators.client(address, true)?;
     let request = pb::WatchRequest {
         proxy_id: shared.config.proxy_id.clone(),
-        known_version: *held,
+        known_version: if *resync { 0 } else { *held },
+        accepts_deltas: true,
     };
     let mut stream = client.watch(request).await.map_err(failed)?.into_inner();
-    tracing::info!(coordinator = %address, held = *held, "watching configuration");
+    tracing::info!(coordinator = %address, held = *held, resync = *resync, "watching configuration");
+    // Chunks of one payload come on one stream: a new stream starts with
+    // nothing half-received.
+    let mut assembler = Assembler::default();
     // A lag seen on a previous stream says nothing about this one.
     lag.mark_unchanged();
     loop {
@@ -214,7 +206,18 @@ async fn stream_from(
             }
         };
         let coordinator_id = update.coordinator_id;
-        let received = receive(address, *held, update)?;
+        let version = update.version;
+        let whole = assembler
+            .push(update)
+            .map_err(|reason| ControlError::OutOfSequence {
+                coordinator: address.to_string(),
+                version,
+                reason,
+            })?;
+        // A chunk: nothing is used before the last one of its payload.
+        let Some(whole) = whole else { continue };
+        let current = tx.borrow().clone();
+        let received = receive(address, *held, current.as_deref(), *resync, whole)?;
         // This coordinator serves: the next failure starts the back-off
         // over. (Not before decoding: one that keeps sending what this
         // proxy cannot read is retried ever more slowly.)
@@ -229,6 +232,7 @@ async fn stream_from(
             }
             Received::Snapshot(version, snapshot) => {
                 note_version(shared, held, version);
+                *resync = false;
                 tracing::info!(
                     coordinator = %address,
                     coordinator_id,

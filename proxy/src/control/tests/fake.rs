@@ -74,9 +74,15 @@ impl Watch {
     pub async fn send_raw(&self, version: u64, snapshot_json: Vec<u8>) {
         let update = pb::ConfigUpdate {
             version,
-            snapshot_json,
+            snapshot_json: snapshot_json.into(),
             coordinator_id: 1,
+            ..Default::default()
         };
+        self.send_update(update).await;
+    }
+
+    /// Sends `update` as it is.
+    pub async fn send_update(&self, update: pb::ConfigUpdate) {
         self.updates.send(Ok(update)).await.unwrap();
     }
 

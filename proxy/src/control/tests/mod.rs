@@ -5,12 +5,15 @@
 //!
 //! - `watch`: the configuration stream (versions, decode failures,
 //!   unreachable coordinators, lag).
+//! - `assembly`: chunks, deltas and their sequence — pure, and through a
+//!   fake coordinator's stream.
 //! - `membership`: registration, leader hints, re-registration,
 //!   deregistration.
 //!
 //! Every wait is on an event (a call arriving, a stream dropped) and
 //! bounded by [`within`]; nothing sleeps to synchronize.
 
+mod assembly;
 mod fake;
 mod membership;
 mod watch;

@@ -3,8 +3,9 @@
 
 use super::fake::Fake;
 use super::{Logs, Proxy, nothing_listening};
+use crate::control::assembly::{Assembler, Received, receive};
 use crate::control::error::ControlError;
-use crate::control::watch::{Ended, Lag, LagDetector, Received, next_target, receive};
+use crate::control::watch::{Ended, Lag, LagDetector, next_target};
 use switchyard_proto::model::ConfigSnapshot;
 use switchyard_proto::pb;
 
@@ -196,25 +197,21 @@ fn the_next_coordinator_is_the_leader_unless_it_just_failed() {
 
 #[test]
 fn updates_are_stale_a_version_or_a_snapshot_and_only_snapshots_decode() {
-    let update = |version, json: &[u8]| pb::ConfigUpdate {
-        version,
-        snapshot_json: json.to_vec(),
-        coordinator_id: 1,
+    let update = |version, json: &[u8]| {
+        let update = pb::ConfigUpdate {
+            version,
+            snapshot_json: json.to_vec().into(),
+            coordinator_id: 1,
+            ..Default::default()
+        };
+        let whole = Assembler::default().push(update).unwrap().unwrap();
+        receive("c", 5, None, false, whole)
     };
     let json = serde_json::to_vec(&ConfigSnapshot::default()).unwrap();
-    assert!(matches!(
-        receive("c", 5, update(5, b"junk")),
-        Ok(Received::Stale)
-    ));
-    assert!(matches!(
-        receive("c", 5, update(6, b"")),
-        Ok(Received::Version(6))
-    ));
-    assert!(matches!(
-        receive("c", 5, update(7, &json)),
-        Ok(Received::Snapshot(7, _))
-    ));
-    match receive("c", 5, update(8, b"junk")) {
+    assert!(matches!(update(5, b"junk"), Ok(Received::Stale)));
+    assert!(matches!(update(6, b""), Ok(Received::Version(6))));
+    assert!(matches!(update(7, &json), Ok(Received::Snapshot(7, _))));
+    match update(8, b"junk") {
         Err(ControlError::Decode {
             coordinator,
             version,

@@ -1,0 +1,334 @@
+//! The configuration journal: one task per coordinator follows the
+//! published state machine, turns each change into one [`ConfigDelta`],
+//! encodes it once and keeps a bounded ring of recent ones, so every watch
+//! stream serves the same bytes and none keeps a copy of the state.
+//!
+//! Owns: computing the delta from the previously journaled state to the
+//! new one (a merge-walk over the state's sorted maps — resources, route
+//! records, endpoint generations — O(R) comparisons per change, done once
+//! for all watchers), encoding and chunking it, the ring and its bounds,
+//! the full snapshot (encoded at most once per version, lazily, when some
+//! watcher needs it), and the encoding counters. Does not own: the stream
+//! protocol (what each watcher is sent, in `fleet`), nor the state machine
+//! (`crate::state`, `crate::raft`).
+//!
+//! Versions are Raft log indexes. Entries are contiguous: each one's
+//! `base` is the previous one's `version`, and the configuration at
+//! `version` is the one at `base` plus the entry's delta. A change that
+//! moves only the version (a registration, a decision proxies do not see)
+//! is an entry without payload: a bare version. The state channel may skip
+//! intermediate states; an entry then spans them, and a watcher that
+//! names a version inside such a span gets a full snapshot.
+
+use super::metrics::CoordinatorMetrics;
+use crate::state::ReplicatedState;
+use bytes::Bytes;
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use switchyard_proto::model::{ConfigDelta, Kind, ResourceKey, diff_sorted};
+use tokio::sync::watch;
+
+/// Largest chunk of an encoded payload: well under 1 MiB, so no message
+/// of the watch stream comes near gRPC's 4 MiB default limit whatever the
+/// size of the store. A coordinator configured with a smaller message
+/// limit uses a quarter of that limit instead ([`chunk_bytes`]).
+pub(crate) const CHUNK_BYTES: usize = 256 * 1024;
+
+/// The chunk size for a coordinator whose gRPC messages may be at most
+/// `max_message_bytes`: [`CHUNK_BYTES`], or a quarter of the limit when
+/// that is smaller (room for framing and the update's other fields).
+pub(crate) fn chunk_bytes(max_message_bytes: usize) -> usize {
+    (max_message_bytes / 4).clamp(1, CHUNK_BYTES)
+}
+
+/// The ring keeps at most this many entries...
+pub(crate) const RING_ENTRIES: usize = 4096;
+
+/// ...and at most this many payload bytes. A watcher further behind than
+/// the ring reaches gets a full snapshot. The ring's memory is bounded by
+/// `RING_BYTES` plus `RING_ENTRIES` small headers; one entry larger than
+/// the byte bound (a bulk import) is kept alone until the next one arrives.
+pub(crate) const RING_BYTES: usize = 64 * 1024 * 1024;
+
+/// One journaled change.
+#[derive(Debug)]
+pub(crate) struct Entry {
+    /// The version it applies on.
+    pub base: u64,
+    /// The version it leads to.
+    pub version: u64,
+    /// The encoded `ConfigDelta`, in chunks of at most [`chunk_bytes`];
+    /// empty for a bare version.
+    pub chunks: Vec<Bytes>,
+}
+
+impl Entry {
+    /// Whether it changes nothing proxies see.
+    pub fn is_bare(&self) -> bool {
+        self.chunks.is_empty()
+    }
+
+    fn bytes(&self) -> usize {
+        self.chunks.iter().map(Bytes::len).sum()
+    }
+}
+
+/// The encoded full snapshot of one version.
+#[derive(Debug)]
+pub(crate) struct Full {
+    /// Its version.
+    pub version: u64,
+    /// The whole `ConfigSnapshot` JSON (for watchers that do not take
+    /// chunks).
+    pub whole: Bytes,
+    /// The same bytes in chunks of at most [`chunk_bytes`] (slices of
+    /// `whole`, not copies).
+    pub chunks: Vec<Bytes>,
+}
+
+/// Where a watcher holding some version stands.
+#[derive(Debug)]
+pub(crate) enum Position {
+    /// It holds the newest journaled version.
+    Current,
+    /// It holds a version this coordinator has not journaled yet (it heard
+    /// of it elsewhere): wait.
+    Ahead,
+    /// The entries after its version, in order.
+    Behind(Vec<Arc<Entry>>),
+    /// Its version is not in the ring (too old, or inside a span): it
+    /// needs a full snapshot.
+    Lost,
+}
+
+struct Ring {
+    /// The state at `head`, the newest journaled version.
+    state: Arc<ReplicatedState>,
+    entries: VecDeque<Arc<Entry>>,
+    bytes: usize,
+    /// The full snapshot of `head`, once some watcher asked for it.
+    full: Option<Arc<Full>>,
+}
+
+impl Ring {
+    fn head(&self) -> u64 {
+        self.state.last_index
+    }
+}
+
+/// The journal. One per coordinator, shared by every watch stream.
+pub struct Journal {
+    ring: Mutex<Ring>,
+    /// The newest journaled version; watchers wait on it.
+    head: watch::Sender<u64>,
+    /// One full encoding at a time, so watchers asking together share it.
+    encoding_full: tokio::sync::Mutex<()>,
+    /// Chunk size ([`chunk_bytes`]).
+    chunk_bytes: usize,
+    metrics: CoordinatorMetrics,
+}
+
+impl Journal {
+    /// A journal starting at `state`, with no entries yet, cutting payloads
+    /// into chunks of at most `chunk_bytes`.
+    pub(crate) fn new(
+        state: Arc<ReplicatedState>,
+        chunk_bytes: usize,
+        metrics: CoordinatorMetrics,
+    ) -> Journal {
+        let head = watch::Sender::new(state.last_index);
+        Journal {
+            ring: Mutex::new(Ring {
+                state,
+                entries: VecDeque::new(),
+                bytes: 0,
+                full: None,
+            }),
+            head,
+            encoding_full: tokio::sync::Mutex::new(()),
+            chunk_bytes: chunk_bytes.max(1),
+            metrics,
+        }
+    }
+
+    fn ring(&self) -> std::sync::MutexGuard<'_, Ring> {
+        self.ring.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The newest journaled version, changing as entries arrive.
+    pub(crate) fn head(&self) -> watch::Receiver<u64> {
+        self.head.subscribe()
+    }
+
+    /// Journals `state` if it is newer than the head: one delta computed
+    /// and encoded, whatever the number of watchers.
+    pub(crate) fn record(&self, state: Arc<ReplicatedState>) {
+        let previous = self.ring().state.clone();
+        let version = state.last_index;
+        if version <= previous.last_index {
+            if version < previous.last_index {
+                // The state went back (never in a healthy node): start over,
+                // every watcher then gets a full snapshot.
+                self.reset(state);
+            }
+            return;
+        }
+        let delta = delta_between(&previous, &state);
+        let chunks = if delta.is_empty() {
+            Vec::new()
+        } else {
+            match serde_json::to_vec(&delta) {
+                Ok(json) => {
+                    self.metrics.config_encoded("delta");
+                    chunked(Bytes::from(json), self.chunk_bytes)
+                }
+                Err(e) => {
+                    // Nothing in the model fails to encode; if it ever did,
+                    // watchers must not get a hole: they resync in full.
+                    tracing::error!(version, error = %e, "configuration delta does not encode");
+                    self.reset(state);
+                    return;
+                }
+            }
+        };
+        let entry = Arc::new(Entry {
+            base: previous.last_index,
+            version,
+            chunks,
+        });
+        {
+            let mut ring = self.ring();
+            ring.bytes += entry.bytes();
+            ring.entries.push_back(entry);
+            while ring.entries.len() > RING_ENTRIES
+                || (ring.bytes > RING_BYTES && ring.entries.len() > 1)
+            {
+                if let Some(old) = ring.entries.pop_front() {
+                    ring.bytes -= old.bytes();
+                }
+            }
+            ring.state = state;
+            ring.full = None;
+        }
+        self.head.send_replace(version);
+    }
+
+    fn reset(&self, state: Arc<ReplicatedState>) {
+        let version = state.last_index;
+        {
+            let mut ring = self.ring();
+            ring.entries.clear();
+            ring.bytes = 0;
+            ring.state = state;
+            ring.full = None;
+        }
+        self.head.send_replace(version);
+    }
+
+    /// Where a watcher holding `held` stands.
+    pub(crate) fn position(&self, held: u64) -> Position {
+        let ring = self.ring();
+        let head = ring.head();
+        if held == head {
+            return Position::Current;
+        }
+        if held > head {
+            return Position::Ahead;
+        }
+        match ring.entries.binary_search_by_key(&held, |e| e.base) {
+            Ok(i) => Position::Behind(ring.entries.range(i..).cloned().collect()),
+            Err(_) => Position::Lost,
+        }
+    }
+
+    /// The full snapshot of the newest journaled version, encoded now if no
+    /// watcher asked for it at this version yet.
+    pub(crate) async fn full(&self) -> Result<Arc<Full>, serde_json::Error> {
+        let _one_at_a_time = self.encoding_full.lock().await;
+        let state = {
+            let ring = self.ring();
+            if let Some(full) = &ring.full {
+                return Ok(full.clone());
+            }
+            ring.state.clone()
+        };
+        let version = state.last_index;
+        let whole = Bytes::from(serde_json::to_vec(&state.config_snapshot())?);
+        self.metrics.config_encoded("full");
+        let full = Arc::new(Full {
+            version,
+            chunks: chunked(whole.clone(), self.chunk_bytes),
+            whole,
+        });
+        let mut ring = self.ring();
+        if ring.head() == version {
+            ring.full = Some(full.clone());
+        }
+        Ok(full)
+    }
+}
+
+/// Follows `states` into `journal` until the channel closes.
+pub(crate) async fn follow(
+    journal: Arc<Journal>,
+    mut states: watch::Receiver<Arc<ReplicatedState>>,
+) {
+    loop {
+        let state = states.borrow_and_update().clone();
+        journal.record(state);
+        if states.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
+/// `bytes` in slices of at most `size` bytes (no copies).
+fn chunked(bytes: Bytes, size: usize) -> Vec<Bytes> {
+    let mut chunks = Vec::with_capacity(bytes.len().div_ceil(size));
+    let mut start = 0;
+    while start < bytes.len() {
+        let end = (start + size).min(bytes.len());
+        chunks.push(bytes.slice(start..end));
+        start = end;
+    }
+    chunks
+}
+
+/// What proxies see change from `old` to `new`: a merge-walk over the
+/// state's three sorted maps.
+pub(crate) fn delta_between(old: &ReplicatedState, new: &ReplicatedState) -> ConfigDelta {
+    let mut delta = ConfigDelta {
+        base_version: old.last_index,
+        version: new.last_index,
+        ..Default::default()
+    };
+    diff_sorted(
+        &old.resources,
+        &new.resources,
+        |_, resource| delta.upserted.push(resource.clone()),
+        |key| delta.removed.push(key.clone()),
+    );
+    diff_sorted(
+        &old.routes,
+        &new.routes,
+        |_, record| delta.routes.push(record.clone()),
+        |name| {
+            delta.removed.push(ResourceKey {
+                kind: Kind::HTTPRoute,
+                name: name.clone(),
+            })
+        },
+    );
+    diff_sorted(
+        &old.endpoint_generations.0,
+        &new.endpoint_generations.0,
+        |name, generation| {
+            delta.endpoint_generations.insert(name.clone(), *generation);
+        },
+        |name| delta.endpoint_generations_removed.push(name.clone()),
+    );
+    delta
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,143 @@
+//! The journal alone, fed states by hand: entries, positions, the ring's
+//! bounds, and the encodings it counts.
+
+use super::*;
+use prometheus_client::registry::Registry;
+use switchyard_proto::model::{ConfigSnapshot, ObjectMeta, Resource, Service};
+
+fn metrics() -> CoordinatorMetrics {
+    CoordinatorMetrics::register(&mut Registry::default())
+}
+
+/// `previous` at `index`, with Service `demo/<name>` stored (its label
+/// `v` set to `label`) when `name` is given.
+fn next(
+    previous: &ReplicatedState,
+    index: u64,
+    name: Option<(&str, &str)>,
+) -> Arc<ReplicatedState> {
+    let mut state = previous.clone();
+    state.last_index = index;
+    if let Some((name, label)) = name {
+        let mut meta = ObjectMeta::named("demo", name);
+        meta.labels.insert("v".into(), label.into());
+        let service = Resource::Service(Service {
+            meta,
+            ports: Vec::new(),
+        });
+        state.resources.insert(service.key(), service);
+    }
+    Arc::new(state)
+}
+
+fn decode(chunks: &[Bytes]) -> ConfigDelta {
+    let json: Vec<u8> = chunks.iter().flat_map(|c| c.iter().copied()).collect();
+    serde_json::from_slice(&json).expect("a journaled delta decodes")
+}
+
+#[test]
+fn each_change_is_one_entry_and_a_version_only_change_is_bare() {
+    let m = metrics();
+    let s0 = Arc::new(ReplicatedState::default());
+    let journal = Journal::new(s0.clone(), CHUNK_BYTES, m.clone());
+    let s1 = next(&s0, 1, Some(("a", "1")));
+    let s2 = next(&s1, 2, None);
+    let s3 = next(&s2, 3, Some(("a", "2")));
+    for s in [&s1, &s2, &s3] {
+        journal.record(s.clone());
+    }
+    assert_eq!(
+        m.config_encodings("delta"),
+        2,
+        "the bare version is not encoded"
+    );
+    let Position::Behind(entries) = journal.position(0) else {
+        panic!("version 0 is the first entry's base");
+    };
+    let spans: Vec<_> = entries
+        .iter()
+        .map(|e| (e.base, e.version, e.is_bare()))
+        .collect();
+    assert_eq!(spans, [(0, 1, false), (1, 2, true), (2, 3, false)]);
+    // The deltas, applied in order on the base's snapshot, give the head's.
+    let mut held = s0.config_snapshot();
+    for entry in entries.iter().filter(|e| !e.is_bare()) {
+        held.version = entry.base;
+        held.apply_delta(&decode(&entry.chunks))
+            .expect("the delta applies");
+    }
+    assert_eq!(held, s3.config_snapshot());
+    assert!(matches!(journal.position(3), Position::Current));
+    assert!(matches!(journal.position(7), Position::Ahead));
+    let Position::Behind(after_two) = journal.position(2) else {
+        panic!("version 2 is journaled");
+    };
+    assert_eq!(after_two.len(), 1);
+}
+
+#[test]
+fn a_version_inside_a_skipped_span_or_evicted_needs_a_full_snapshot() {
+    let m = metrics();
+    let s0 = Arc::new(ReplicatedState::default());
+    let journal = Journal::new(s0.clone(), CHUNK_BYTES, m);
+    // The state channel skipped 1..4: one entry spans 0→5.
+    let s5 = next(&s0, 5, Some(("a", "1")));
+    journal.record(s5.clone());
+    assert!(matches!(journal.position(3), Position::Lost));
+    let mut previous = s5;
+    for i in 0..RING_ENTRIES as u64 + 1 {
+        let s = next(&previous, 6 + i, None);
+        journal.record(s.clone());
+        previous = s;
+    }
+    assert!(
+        matches!(journal.position(0), Position::Lost),
+        "the oldest entry is gone once the ring holds RING_ENTRIES"
+    );
+    assert!(matches!(journal.position(6), Position::Behind(_)));
+}
+
+#[test]
+fn a_large_delta_is_cut_into_chunks_that_reassemble() {
+    let m = metrics();
+    let s0 = Arc::new(ReplicatedState::default());
+    let journal = Journal::new(s0.clone(), 1000, m);
+    let label = "x".repeat(5000);
+    let s1 = next(&s0, 1, Some(("big", &label)));
+    journal.record(s1.clone());
+    let Position::Behind(entries) = journal.position(0) else {
+        panic!("version 0 is journaled");
+    };
+    let chunks = &entries[0].chunks;
+    assert!(chunks.len() >= 5, "{} chunks", chunks.len());
+    assert!(chunks.iter().all(|c| c.len() <= 1000 && !c.is_empty()));
+    let mut held = ConfigSnapshot::default();
+    held.apply_delta(&decode(chunks))
+        .expect("the delta applies");
+    assert_eq!(held, s1.config_snapshot());
+}
+
+#[tokio::test]
+async fn the_full_snapshot_is_encoded_once_per_version() {
+    let m = metrics();
+    let s0 = Arc::new(ReplicatedState::default());
+    let journal = Journal::new(s0.clone(), 100, m.clone());
+    let s1 = next(&s0, 1, Some(("a", "1")));
+    journal.record(s1.clone());
+    let first = journal.full().await.expect("encodes");
+    let second = journal.full().await.expect("encodes");
+    assert_eq!(m.config_encodings("full"), 1);
+    assert!(Arc::ptr_eq(&first, &second));
+    assert_eq!(first.version, 1);
+    let joined: Vec<u8> = first
+        .chunks
+        .iter()
+        .flat_map(|c| c.iter().copied())
+        .collect();
+    assert_eq!(joined, first.whole.to_vec());
+    let snapshot: ConfigSnapshot = serde_json::from_slice(&first.whole).expect("decodes");
+    assert_eq!(snapshot, s1.config_snapshot());
+    journal.record(next(&s1, 2, Some(("a", "2"))));
+    assert_eq!(journal.full().await.expect("encodes").version, 2);
+    assert_eq!(m.config_encodings("full"), 2);
+}
