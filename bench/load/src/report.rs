@@ -160,7 +160,12 @@ fn ms(d: Duration) -> String {
 }
 
 fn mib(bytes: u64) -> String {
-    format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0))
+    let b = bytes as f64;
+    if b >= 1024.0 * 1024.0 {
+        format!("{:.1} MiB", b / (1024.0 * 1024.0))
+    } else {
+        format!("{:.1} KiB", b / 1024.0)
+    }
 }
 
 fn row<T>(out: &mut String, figure: &str, f: &Figure<T>, goal: &str, show: impl Fn(&T) -> (String, String)) {

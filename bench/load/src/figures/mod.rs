@@ -254,6 +254,10 @@ pub async fn run(options: &Options) -> anyhow::Result<Report> {
     ctx.notes.sort();
     ctx.notes.dedup();
     ctx.notes.insert(0, line);
+    // The first few, to say what they were (a leader kill makes some).
+    for warning in ctx.cluster.warnings().into_iter().take(5) {
+        ctx.notes.push(format!("coordinator: {warning}"));
+    }
     Ok(Report {
         command: options.command.clone(),
         routes: n,

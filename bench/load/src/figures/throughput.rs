@@ -1,7 +1,8 @@
 //! Committed route updates per second with many clients: each client owns
 //! one route and applies it back to back for a fixed time over its own
-//! connection to the leader, alternating two header values, so every
-//! apply is a new generation. Payloads are encoded before the clock
+//! connection to the leader, cycling through [`RING`] header values, so
+//! every apply is a new generation (checked: one that is not counts as an
+//! error). Payloads are encoded before the clock
 //! starts; an apply counts once its reply (= commit on a majority) is in.
 
 use super::Context;
@@ -10,6 +11,11 @@ use crate::report::Throughput;
 use crate::routes::{self, Variant};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// Distinct specs each client cycles through. Going back to the spec a
+/// route is active at withdraws its pending change without a new
+/// generation, so a client never re-applies one of its last few specs.
+const RING: usize = 64;
 
 /// Runs `clients` clients on routes `first..first + clients` for
 /// `seconds`.
@@ -21,14 +27,19 @@ pub async fn run(
 ) -> anyhow::Result<Throughput> {
     let mut payloads = Vec::with_capacity(clients);
     for i in first..first + clients {
-        let a = admin::encode(&routes::update(i, Variant::Header(ctx.next_change()))?)?;
-        let b = admin::encode(&routes::update(i, Variant::Header(ctx.next_change()))?)?;
-        payloads.push((i, a, b));
+        let mut ring = Vec::with_capacity(RING);
+        for _ in 0..RING {
+            ring.push(admin::encode(&routes::update(
+                i,
+                Variant::Header(ctx.next_change()),
+            )?)?);
+        }
+        payloads.push((i, ring));
     }
     let run_for = Duration::from_secs_f64(seconds);
     let barrier = Arc::new(tokio::sync::Barrier::new(clients + 1));
     let mut tasks = Vec::new();
-    for (i, a, b) in payloads {
+    for (i, ring) in payloads {
         let mut client = admin::client(&ctx.leader, &ctx.security)?;
         let barrier = barrier.clone();
         tasks.push(tokio::spawn(async move {
@@ -40,7 +51,7 @@ pub async fn run(
             let mut k = 0usize;
             // Bounded: stops at the deadline (each call has its own).
             while start.elapsed() < run_for {
-                let json = if k % 2 == 0 { a.clone() } else { b.clone() };
+                let json = ring[k % RING].clone();
                 k += 1;
                 match admin::apply(&mut client, json).await {
                     Ok(reply) => {
