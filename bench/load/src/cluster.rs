@@ -183,11 +183,13 @@ impl Cluster {
         self.members.iter_mut().find(|m| m.grpc == address)
     }
 
-    /// Every running coordinator's process, for warnings and logs.
+    /// Every WARN or ERROR line the coordinators logged, but the one
+    /// `--insecure` always gives (this tool asked for it).
     pub fn warnings(&self) -> Vec<String> {
         self.members
             .iter()
             .flat_map(|m| m.process.warnings())
+            .filter(|line| !line.contains("--insecure"))
             .collect()
     }
 }
