@@ -51,7 +51,10 @@ fn check(report: &Report) {
     let throughput = report.throughput.as_ref().expect(&table);
     assert_eq!(throughput.clients, 4);
     assert!(throughput.commits > 0, "{table}");
-    assert_eq!(throughput.errors, 0, "every apply a new generation: {table}");
+    assert_eq!(
+        throughput.errors, 0,
+        "every apply a new generation: {table}"
+    );
 
     let cpu = report.cpu.as_ref().expect(&table);
     assert!(cpu.at_reference > 0.0 && cpu.at_full > 0.0, "{table}");

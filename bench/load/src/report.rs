@@ -168,7 +168,13 @@ fn mib(bytes: u64) -> String {
     }
 }
 
-fn row<T>(out: &mut String, figure: &str, f: &Figure<T>, goal: &str, show: impl Fn(&T) -> (String, String)) {
+fn row<T>(
+    out: &mut String,
+    figure: &str,
+    f: &Figure<T>,
+    goal: &str,
+    show: impl Fn(&T) -> (String, String),
+) {
     let (value, how) = match f {
         Ok(v) => show(v),
         Err(why) => ("—".to_string(), why.clone()),
@@ -187,61 +193,137 @@ impl Report {
             self.routes, self.agents
         );
         out.push_str("| figure | measured | goal | how |\n| --- | --- | --- | --- |\n");
-        row(&mut out, "bulk apply", &self.bulk, "≥ 5,000 objects/s", |b| {
-            let rate = b.objects as f64 / b.elapsed.as_secs_f64().max(1e-9);
-            (
-                format!("{rate:.0} objects/s"),
-                format!("{} objects in {} applies, {:.2} s", b.objects, b.applies, b.elapsed.as_secs_f64()),
-            )
-        });
-        row(&mut out, "full resync of all agents (p99)", &self.resync, "< 2 s", |r| {
-            (
-                ms(r.times.p99),
-                format!(
-                    "{}/{} agents from empty to a complete configuration at version ≥ {}; p50 {}, max {}",
-                    r.resynced, r.agents, r.target_version, ms(r.times.p50), ms(r.times.max)
-                ),
-            )
-        });
-        row(&mut out, "apply → Ready, one route, policy all (p50 / p99)", &self.ready, "< 50 ms / < 200 ms", |l| {
-            (
-                format!("{} / {}", ms(l.p50), ms(l.p99)),
-                format!("{} changes, max {}; Ready from the leader's WatchStatus", l.count, ms(l.max)),
-            )
-        });
-        row(&mut out, "committed route updates per second", &self.throughput, "≥ 1,000", |t| {
-            (
-                format!("{:.0}/s", t.commits as f64 / t.elapsed.as_secs_f64().max(1e-9)),
-                format!("{} clients, {} commits, {} errors in {:.1} s", t.clients, t.commits, t.errors, t.elapsed.as_secs_f64()),
-            )
-        });
-        row(&mut out, "coordinator CPU per update, N ÷ reference", &self.cpu, "≤ 2", |c| {
-            (
-                format!("{:.2}", c.at_full / c.at_reference.max(1e-9)),
-                format!(
-                    "{:.1} ms at {} routes vs {:.1} ms at {} (utime+stime of all 3, idle rate subtracted)",
-                    c.at_full * 1000.0, self.routes, c.at_reference * 1000.0, c.reference_routes
-                ),
-            )
-        });
+        row(
+            &mut out,
+            "bulk apply",
+            &self.bulk,
+            "≥ 5,000 objects/s",
+            |b| {
+                let rate = b.objects as f64 / b.elapsed.as_secs_f64().max(1e-9);
+                (
+                    format!("{rate:.0} objects/s"),
+                    format!(
+                        "{} objects in {} applies, {:.2} s",
+                        b.objects,
+                        b.applies,
+                        b.elapsed.as_secs_f64()
+                    ),
+                )
+            },
+        );
+        row(
+            &mut out,
+            "full resync of all agents (p99)",
+            &self.resync,
+            "< 2 s",
+            |r| {
+                (
+                    ms(r.times.p99),
+                    format!(
+                        "{}/{} agents from empty to a complete configuration at version ≥ {}; p50 {}, max {}",
+                        r.resynced,
+                        r.agents,
+                        r.target_version,
+                        ms(r.times.p50),
+                        ms(r.times.max)
+                    ),
+                )
+            },
+        );
+        row(
+            &mut out,
+            "apply → Ready, one route, policy all (p50 / p99)",
+            &self.ready,
+            "< 50 ms / < 200 ms",
+            |l| {
+                (
+                    format!("{} / {}", ms(l.p50), ms(l.p99)),
+                    format!(
+                        "{} changes, max {}; Ready from the leader's WatchStatus",
+                        l.count,
+                        ms(l.max)
+                    ),
+                )
+            },
+        );
+        row(
+            &mut out,
+            "committed route updates per second",
+            &self.throughput,
+            "≥ 1,000",
+            |t| {
+                (
+                    format!(
+                        "{:.0}/s",
+                        t.commits as f64 / t.elapsed.as_secs_f64().max(1e-9)
+                    ),
+                    format!(
+                        "{} clients, {} commits, {} errors in {:.1} s",
+                        t.clients,
+                        t.commits,
+                        t.errors,
+                        t.elapsed.as_secs_f64()
+                    ),
+                )
+            },
+        );
+        row(
+            &mut out,
+            "coordinator CPU per update, N ÷ reference",
+            &self.cpu,
+            "≤ 2",
+            |c| {
+                (
+                    format!("{:.2}", c.at_full / c.at_reference.max(1e-9)),
+                    format!(
+                        "{:.1} ms at {} routes vs {:.1} ms at {} (utime+stime of all 3, idle rate subtracted)",
+                        c.at_full * 1000.0,
+                        self.routes,
+                        c.at_reference * 1000.0,
+                        c.reference_routes
+                    ),
+                )
+            },
+        );
         row(&mut out, "coordinator RSS", &self.memory, "< 1 GiB", |m| {
-            (mib(m.rss), format!("largest VmRSS; peak VmHWM {}", mib(m.hwm)))
-        });
-        row(&mut out, "data directory ÷ live state", &self.disk, "< 10×", |d| {
             (
-                format!("{:.1}×", d.dir_bytes as f64 / d.live_bytes.max(1) as f64),
-                format!(
-                    "largest data dir {} after {} single-route updates; live state = JSON of the applied objects, {}",
-                    mib(d.dir_bytes), d.updates, mib(d.live_bytes)
-                ),
+                mib(m.rss),
+                format!("largest VmRSS; peak VmHWM {}", mib(m.hwm)),
             )
         });
-        row(&mut out, "leader kill → pending committed", &self.failover, "< 1.5 s after election", |f| {
-            (
-                ms(f.committed),
-                format!("{} routes pending at SIGKILL; election seen {} after the kill", f.pending, ms(f.election)),
-            )
-        });
+        row(
+            &mut out,
+            "data directory ÷ live state",
+            &self.disk,
+            "< 10×",
+            |d| {
+                (
+                    format!("{:.1}×", d.dir_bytes as f64 / d.live_bytes.max(1) as f64),
+                    format!(
+                        "largest data dir {} after {} single-route updates; live state = JSON of the applied objects, {}",
+                        mib(d.dir_bytes),
+                        d.updates,
+                        mib(d.live_bytes)
+                    ),
+                )
+            },
+        );
+        row(
+            &mut out,
+            "leader kill → pending committed",
+            &self.failover,
+            "< 1.5 s after election",
+            |f| {
+                (
+                    ms(f.committed),
+                    format!(
+                        "{} routes pending at SIGKILL; election seen {} after the kill",
+                        f.pending,
+                        ms(f.election)
+                    ),
+                )
+            },
+        );
         for note in &self.notes {
             let _ = writeln!(out, "\n{note}");
         }
@@ -257,7 +339,14 @@ mod tests {
     fn quantiles_are_nearest_rank() {
         let v: Vec<Duration> = (1..=100).map(Duration::from_millis).collect();
         let l = Latencies::of(v.into_iter().rev().collect());
-        assert_eq!((l.p50, l.p99, l.max), (Duration::from_millis(50), Duration::from_millis(99), Duration::from_millis(100)));
+        assert_eq!(
+            (l.p50, l.p99, l.max),
+            (
+                Duration::from_millis(50),
+                Duration::from_millis(99),
+                Duration::from_millis(100)
+            )
+        );
         assert_eq!(quantile(&[], 0.5), Duration::ZERO);
     }
 }

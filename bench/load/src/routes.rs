@@ -211,10 +211,7 @@ mod tests {
         assert_ne!(header, update(3, Variant::Header(2)).unwrap());
         let fresh = update(3, Variant::Fresh(9)).unwrap();
         let kinds: Vec<Kind> = fresh.iter().map(Resource::kind).collect();
-        assert_eq!(
-            kinds,
-            [Kind::Service, Kind::EndpointSlice, Kind::HTTPRoute]
-        );
+        assert_eq!(kinds, [Kind::Service, Kind::EndpointSlice, Kind::HTTPRoute]);
     }
 
     #[test]

@@ -79,7 +79,10 @@ pub(super) async fn run(
                 admin_address: String::new(),
             }),
         };
-        let interval = match router.call(|mut c| async move { c.register(request).await }).await {
+        let interval = match router
+            .call(|mut c| async move { c.register(request).await })
+            .await
+        {
             Ok(reply) => {
                 registration = reply.registration;
                 fleet.registrations.fetch_add(1, Ordering::Relaxed);

@@ -101,7 +101,10 @@ mod tests {
         };
         assert_eq!(held.receive(&update(3, None)).unwrap(), Outcome::Version);
         assert!(!held.complete_at(3), "a bare version is no configuration");
-        assert_eq!(held.receive(&update(5, Some(&s))).unwrap(), Outcome::Changed);
+        assert_eq!(
+            held.receive(&update(5, Some(&s))).unwrap(),
+            Outcome::Changed
+        );
         assert!(held.complete_at(5));
         assert_eq!(held.receive(&update(4, Some(&s))).unwrap(), Outcome::Stale);
         assert_eq!(held.receive(&update(6, None)).unwrap(), Outcome::Version);

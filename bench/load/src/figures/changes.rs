@@ -33,7 +33,10 @@ pub async fn latencies(ctx: &mut Context, count: usize) -> anyhow::Result<Vec<Du
         let t0 = Instant::now();
         let reply = admin::apply(&mut client, json).await?;
         let Some(generation) = admin::generation_of(&reply, &name) else {
-            bail!("the apply of {name} gave it no generation: {:?}", reply.changes);
+            bail!(
+                "the apply of {name} gave it no generation: {:?}",
+                reply.changes
+            );
         };
         ctx.updates += 1;
         admin::watch_until(&ctx.leader, &ctx.security, ctx.wait, |s: &ClusterStatus| {

@@ -93,7 +93,10 @@ pub async fn run(
             }
         }
         if Instant::now() >= deadline {
-            bail!("no survivor became leader within {:?} of the kill", ctx.wait);
+            bail!(
+                "no survivor became leader within {:?} of the kill",
+                ctx.wait
+            );
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
     };
@@ -121,10 +124,7 @@ pub async fn run(
             }
         }
         if Instant::now() >= deadline {
-            bail!(
-                "transitions still pending {:?} after the kill",
-                ctx.wait
-            );
+            bail!("transitions still pending {:?} after the kill", ctx.wait);
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
     }

@@ -133,13 +133,8 @@ fn memory(ctx: &Context) -> Result<Memory, String> {
 pub async fn run(options: &Options) -> anyhow::Result<Report> {
     let cluster = Cluster::new(&options.cluster)?;
     let security = cluster.security(&Identity::Admin("load".into()))?;
-    let leader = admin::leader(
-        &cluster.addresses,
-        &security,
-        None,
-        Duration::from_secs(30),
-    )
-    .await?;
+    let leader =
+        admin::leader(&cluster.addresses, &security, None, Duration::from_secs(30)).await?;
     let mut ctx = Context {
         cluster,
         security,
@@ -243,11 +238,17 @@ pub async fn run(options: &Options) -> anyhow::Result<Report> {
     let counters = fleet.shared();
     let line = format!(
         "Agents: {} registrations, {} configuration updates ({:.1} MiB), {} did not decode, {} failed calls or broken streams. Coordinator WARN/ERROR lines: {}.",
-        counters.registrations.load(std::sync::atomic::Ordering::Relaxed),
+        counters
+            .registrations
+            .load(std::sync::atomic::Ordering::Relaxed),
         counters.updates.load(std::sync::atomic::Ordering::Relaxed),
         counters.bytes.load(std::sync::atomic::Ordering::Relaxed) as f64 / (1024.0 * 1024.0),
-        counters.decode_errors.load(std::sync::atomic::Ordering::Relaxed),
-        counters.rpc_errors.load(std::sync::atomic::Ordering::Relaxed),
+        counters
+            .decode_errors
+            .load(std::sync::atomic::Ordering::Relaxed),
+        counters
+            .rpc_errors
+            .load(std::sync::atomic::Ordering::Relaxed),
         ctx.cluster.warnings().len(),
     );
     fleet.stop().await;
