@@ -54,6 +54,11 @@ impl Context {
     }
 }
 
+/// Says on stderr which phase starts (a goal-size run takes minutes).
+fn progress(phase: &str) {
+    eprintln!("switchyard-load: {phase}");
+}
+
 fn failed<T>(e: anyhow::Error) -> Result<T, String> {
     Err(format!("failed: {e:#}"))
 }
@@ -150,6 +155,7 @@ pub async fn run(options: &Options) -> anyhow::Result<Report> {
     let (m, n, k) = (options.agents, options.routes, options.changes);
 
     // 1. Reference.
+    progress("CPU reference");
     let reference_routes = options.cpu_reference_routes.min(n);
     let split = 3 + 3 * if started { reference_routes } else { 0 };
     let mut cpu_reference: Result<f64, String> =
@@ -171,17 +177,20 @@ pub async fn run(options: &Options) -> anyhow::Result<Report> {
     }
 
     // 2. Bulk apply.
+    progress("bulk apply");
     let bulk_figure = bulk(&ctx, &all[split..], options.batch)
         .await
         .or_else(failed);
 
     // 3. Resync from empty.
+    progress("full resync");
     let target = applied_index(&ctx).await?;
     let fleet = Fleet::start(&ctx.cluster, "agent", m, target)?;
     let resync_figure = Ok(resync(&ctx, &fleet, m, target).await);
     let warmed = warm(&ctx, "agent", m).await;
 
     // 4. Apply → Ready, CPU at N.
+    progress("apply → Ready and CPU per update");
     let (ready, cpu) = match warmed {
         Ok(()) => {
             let ready = changes::latencies(&mut ctx, k)
@@ -206,6 +215,7 @@ pub async fn run(options: &Options) -> anyhow::Result<Report> {
     let memory_figure = memory(&ctx);
 
     // 6. Throughput: routes after the probe.
+    progress("committed updates per second");
     let clients = options.clients.min(n.saturating_sub(1)).max(1);
     let throughput = throughput::run(&mut ctx, 1, clients, options.seconds)
         .await
@@ -229,6 +239,7 @@ pub async fn run(options: &Options) -> anyhow::Result<Report> {
     };
 
     // 8. Leader kill, on routes after the throughput clients'.
+    progress("leader kill");
     let pending = options.pending.min(n.saturating_sub(1 + clients)).max(1);
     let first = (1 + clients).min(n.saturating_sub(pending));
     let failover_figure = failover::run(&mut ctx, &fleet, first, pending)
