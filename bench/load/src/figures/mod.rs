@@ -59,6 +59,25 @@ fn progress(phase: &str) {
     eprintln!("switchyard-load: {phase}");
 }
 
+/// Finds the leader again before a phase: under load elections happen,
+/// and a follower without a leader refuses writes. A note says when it
+/// moved.
+async fn refresh_leader(ctx: &mut Context) {
+    match admin::leader(&ctx.cluster.addresses, &ctx.security, None, ctx.wait).await {
+        Ok(leader) if leader != ctx.leader => {
+            ctx.notes.push(format!(
+                "the leader moved from {} to {leader} during the run",
+                ctx.leader
+            ));
+            ctx.leader = leader;
+        }
+        Ok(_) => {}
+        Err(e) => ctx
+            .notes
+            .push(format!("no leader found before a phase: {e:#}")),
+    }
+}
+
 fn failed<T>(e: anyhow::Error) -> Result<T, String> {
     Err(format!("failed: {e:#}"))
 }
@@ -178,12 +197,14 @@ pub async fn run(options: &Options) -> anyhow::Result<Report> {
 
     // 2. Bulk apply.
     progress("bulk apply");
+    refresh_leader(&mut ctx).await;
     let bulk_figure = bulk(&ctx, &all[split..], options.batch)
         .await
         .or_else(failed);
 
     // 3. Resync from empty.
     progress("full resync");
+    refresh_leader(&mut ctx).await;
     let target = applied_index(&ctx).await?;
     let fleet = Fleet::start(&ctx.cluster, "agent", m, target)?;
     let resync_figure = Ok(resync(&ctx, &fleet, m, target).await);
@@ -191,6 +212,7 @@ pub async fn run(options: &Options) -> anyhow::Result<Report> {
 
     // 4. Apply → Ready, CPU at N.
     progress("apply → Ready and CPU per update");
+    refresh_leader(&mut ctx).await;
     let (ready, cpu) = match warmed {
         Ok(()) => {
             let ready = changes::latencies(&mut ctx, k)
@@ -216,6 +238,7 @@ pub async fn run(options: &Options) -> anyhow::Result<Report> {
 
     // 6. Throughput: routes after the probe.
     progress("committed updates per second");
+    refresh_leader(&mut ctx).await;
     let clients = options.clients.min(n.saturating_sub(1)).max(1);
     let throughput = throughput::run(&mut ctx, 1, clients, options.seconds)
         .await
@@ -240,6 +263,7 @@ pub async fn run(options: &Options) -> anyhow::Result<Report> {
 
     // 8. Leader kill, on routes after the throughput clients'.
     progress("leader kill");
+    refresh_leader(&mut ctx).await;
     let pending = options.pending.min(n.saturating_sub(1 + clients)).max(1);
     let first = (1 + clients).min(n.saturating_sub(pending));
     let failover_figure = failover::run(&mut ctx, &fleet, first, pending)
