@@ -1,0 +1,164 @@
+//! One agent's membership, as a real proxy keeps it: register, then every
+//! round report evidence and heartbeat the generations it serves (at the
+//! interval the coordinator gave, and at once when its view or the
+//! evidence hold changes), register again when the leader forgot it,
+//! deregister when stopped.
+//!
+//! Owns: the unary `FleetService` calls and where they go (the coordinator
+//! last known to lead: a "not the leader" answer names it, any other
+//! failure tries the next one). Does not own: what is reported (`view`).
+
+use super::view::{self, Evidence, View};
+use super::{Agent, FleetShared};
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+use switchyard_proto::model::BackendKey;
+use switchyard_proto::pb::{self, fleet_service_client::FleetServiceClient};
+use tokio::sync::watch;
+use tonic::transport::Channel;
+
+/// Shortest heartbeat interval kept to, whatever a coordinator says.
+const MIN_INTERVAL: Duration = Duration::from_millis(50);
+
+/// Where one agent's unary calls go.
+pub(super) struct Router {
+    clients: Vec<(String, FleetServiceClient<Channel>)>,
+    current: usize,
+}
+
+impl Router {
+    pub(super) fn new(clients: Vec<(String, FleetServiceClient<Channel>)>, first: usize) -> Self {
+        let current = first % clients.len().max(1);
+        Router { clients, current }
+    }
+
+    /// One call to the current coordinator; a failure moves on (to the
+    /// leader a refusal names, else the next one).
+    async fn call<T, F, Fut>(&mut self, rpc: F) -> Result<T, tonic::Status>
+    where
+        F: FnOnce(FleetServiceClient<Channel>) -> Fut,
+        Fut: Future<Output = Result<tonic::Response<T>, tonic::Status>>,
+    {
+        let Some((_, client)) = self.clients.get(self.current) else {
+            return Err(tonic::Status::unavailable("no coordinator configured"));
+        };
+        match rpc(client.clone()).await {
+            Ok(reply) => Ok(reply.into_inner()),
+            Err(status) => {
+                let hint = status
+                    .metadata()
+                    .get(switchyard_proto::LEADER_HEADER)
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|l| self.clients.iter().position(|(a, _)| a == l));
+                self.current = hint.unwrap_or((self.current + 1) % self.clients.len());
+                Err(status)
+            }
+        }
+    }
+}
+
+/// Runs until `stop` turns true, then deregisters.
+pub(super) async fn run(
+    agent: Arc<Agent>,
+    fleet: Arc<FleetShared>,
+    mut router: Router,
+    mut views: watch::Receiver<Arc<View>>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let mut hold = fleet.hold.subscribe();
+    let mut registration = 0u64;
+    let mut reported: BTreeMap<BackendKey, Evidence> = BTreeMap::new();
+    'register: while !*stop.borrow() {
+        let request = pb::RegisterRequest {
+            proxy: Some(pb::ProxyIdentity {
+                id: agent.id.clone(),
+                zone: agent.zone.clone(),
+                admin_address: String::new(),
+            }),
+        };
+        let interval = match router
+            .call(|mut c| async move { c.register(request).await })
+            .await
+        {
+            Ok(reply) => {
+                registration = reply.registration;
+                fleet.registrations.fetch_add(1, Ordering::Relaxed);
+                Duration::from_millis(reply.heartbeat_interval_ms).max(MIN_INTERVAL)
+            }
+            Err(_) => {
+                fleet.rpc_errors.fetch_add(1, Ordering::Relaxed);
+                tokio::select! {
+                    _ = tokio::time::sleep(Duration::from_millis(100)) => {}
+                    _ = stop.changed() => {}
+                }
+                continue 'register;
+            }
+        };
+        loop {
+            let current = views.borrow_and_update().clone();
+            let holding = *hold.borrow_and_update();
+            reported = view::reportable(&current, &reported, holding);
+            let report = pb::ReadinessReport {
+                proxy_id: agent.id.clone(),
+                backends: view::backends(&reported),
+                registration,
+                listeners: None,
+            };
+            let heartbeat = pb::HeartbeatRequest {
+                proxy_id: agent.id.clone(),
+                applied: current.applied.clone(),
+                config_version: current.version,
+                registration,
+            };
+            // Evidence first, as a proxy does: a new leader learns
+            // readiness as soon as it hears from the proxy.
+            let known = match router
+                .call(|mut c| async move { c.report_readiness(report).await })
+                .await
+            {
+                Ok(reply) => reply.known,
+                Err(_) => {
+                    fleet.rpc_errors.fetch_add(1, Ordering::Relaxed);
+                    true
+                }
+            };
+            let known = known
+                && match router
+                    .call(|mut c| async move { c.heartbeat(heartbeat).await })
+                    .await
+                {
+                    Ok(reply) => reply.known,
+                    Err(_) => {
+                        fleet.rpc_errors.fetch_add(1, Ordering::Relaxed);
+                        true
+                    }
+                };
+            if !known {
+                continue 'register;
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(interval) => {}
+                Ok(()) = views.changed() => {}
+                Ok(()) = hold.changed() => {}
+                _ = stop.changed() => {}
+            }
+            if *stop.borrow() {
+                break 'register;
+            }
+        }
+    }
+    let goodbye = pb::DeregisterRequest {
+        proxy_id: agent.id.clone(),
+        registration,
+    };
+    if router
+        .call(|mut c| async move { c.deregister(goodbye).await })
+        .await
+        .is_err()
+    {
+        fleet.rpc_errors.fetch_add(1, Ordering::Relaxed);
+    }
+}

@@ -1,0 +1,311 @@
+//! One run: the phases in order, each producing its figure (or why not).
+//!
+//! 1. Reference (started clusters only): the first `cpu_reference_routes`
+//!    routes, a first fleet of agents, warm; CPU per single-route change.
+//!    The fleet deregisters.
+//! 2. Bulk apply of the remaining routes in applies of `batch` objects.
+//! 3. Full resync: a fresh fleet of M agents from empty; per agent the
+//!    time from its Watch call to a complete configuration at the version
+//!    current when it started. Then every route Ready on every agent.
+//! 4. Apply → Ready of K changes to one route; CPU per change at N.
+//! 5. Coordinator memory with N routes and M watchers.
+//! 6. Committed updates per second, many clients.
+//! 7. Data directory after every update so far ÷ live state.
+//! 8. Leader kill with transitions pending (last: it kills a coordinator).
+//!
+//! Every wait is bounded by `wait`; every process started is killed when
+//! the cluster is dropped.
+
+mod changes;
+mod failover;
+mod throughput;
+
+use crate::agent::Fleet;
+use crate::cluster::{Cluster, disk_usage};
+use crate::report::{Bulk, Cpu, Disk, Latencies, Memory, Report, Resync};
+use crate::{Options, admin, routes};
+use std::time::{Duration, Instant};
+use switchyard_proto::model::Resource;
+use switchyard_tls::{Identity, Security};
+
+/// What the phases share.
+pub struct Context {
+    /// The cluster.
+    pub cluster: Cluster,
+    /// The admin client's security.
+    pub security: Security,
+    /// The leader's gRPC address, as last found.
+    pub leader: String,
+    /// Bound of every wait.
+    pub wait: Duration,
+    /// Single-route updates committed so far.
+    pub updates: u64,
+    /// Counter that makes every change's spec new.
+    change: u64,
+    /// Remarks for under the table.
+    pub notes: Vec<String>,
+}
+
+impl Context {
+    /// A number no change used before.
+    pub fn next_change(&mut self) -> u64 {
+        self.change += 1;
+        self.change
+    }
+}
+
+/// Says on stderr which phase starts (a goal-size run takes minutes).
+fn progress(phase: &str) {
+    eprintln!("switchyard-load: {phase}");
+}
+
+/// Finds the leader again before a phase: under load elections happen,
+/// and a follower without a leader refuses writes. A note says when it
+/// moved.
+async fn refresh_leader(ctx: &mut Context) {
+    match admin::leader(&ctx.cluster.addresses, &ctx.security, None, ctx.wait).await {
+        Ok(leader) if leader != ctx.leader => {
+            ctx.notes.push(format!(
+                "the leader moved from {} to {leader} during the run",
+                ctx.leader
+            ));
+            ctx.leader = leader;
+        }
+        Ok(_) => {}
+        Err(e) => ctx
+            .notes
+            .push(format!("no leader found before a phase: {e:#}")),
+    }
+}
+
+fn failed<T>(e: anyhow::Error) -> Result<T, String> {
+    Err(format!("failed: {e:#}"))
+}
+
+/// Applies `resources` in applies of at most `batch` objects.
+async fn bulk(ctx: &Context, resources: &[Resource], batch: usize) -> anyhow::Result<Bulk> {
+    let payloads = routes::batches(resources, batch)
+        .into_iter()
+        .map(admin::encode)
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let mut client = admin::client(&ctx.leader, &ctx.security)?;
+    let applies = payloads.len();
+    let start = Instant::now();
+    for json in payloads {
+        admin::apply(&mut client, json).await?;
+    }
+    Ok(Bulk {
+        objects: resources.len(),
+        applies,
+        elapsed: start.elapsed(),
+    })
+}
+
+/// Waits until the leader counts `agents` live proxies (those of `prefix`)
+/// and every route is Ready.
+async fn warm(ctx: &Context, prefix: &str, agents: usize) -> anyhow::Result<()> {
+    let prefix = format!("{prefix}-");
+    admin::watch_until(&ctx.leader, &ctx.security, ctx.wait, |s| {
+        let live = s
+            .proxies
+            .iter()
+            .filter(|p| p.live && p.id.starts_with(&prefix))
+            .count();
+        live == agents && s.routes.iter().all(|r| r.ready)
+    })
+    .await
+    .map(|_| ())
+    .map_err(|e| anyhow::anyhow!("agents {prefix}* never all live with every route Ready: {e}"))
+}
+
+/// The current applied index on the leader.
+async fn applied_index(ctx: &Context) -> anyhow::Result<u64> {
+    let mut c = admin::client(&ctx.leader, &ctx.security)?;
+    Ok(admin::status(&mut c).await?.applied_index)
+}
+
+/// Waits until every agent resynced (bounded), then reads the figure.
+async fn resync(ctx: &Context, fleet: &Fleet, agents: usize, target: u64) -> Resync {
+    let deadline = Instant::now() + ctx.wait;
+    loop {
+        let times = fleet.resync_times();
+        if times.iter().all(Option::is_some) || Instant::now() >= deadline {
+            let done: Vec<Duration> = times.into_iter().flatten().collect();
+            return Resync {
+                agents,
+                resynced: done.len(),
+                target_version: target,
+                times: Latencies::of(done),
+            };
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn memory(ctx: &Context) -> Result<Memory, String> {
+    if !ctx.cluster.started() {
+        return Err("needs coordinators started by this tool (their /proc)".into());
+    }
+    let stats: Vec<_> = ctx.cluster.members.iter().map(|m| m.stats()).collect();
+    Ok(Memory {
+        rss: stats.iter().map(|s| s.rss).max().unwrap_or(0),
+        hwm: stats.iter().map(|s| s.hwm).max().unwrap_or(0),
+    })
+}
+
+/// Runs every phase and returns the report.
+pub async fn run(options: &Options) -> anyhow::Result<Report> {
+    let cluster = Cluster::new(&options.cluster)?;
+    let security = cluster.security(&Identity::Admin("load".into()))?;
+    let leader =
+        admin::leader(&cluster.addresses, &security, None, Duration::from_secs(30)).await?;
+    let mut ctx = Context {
+        cluster,
+        security,
+        leader,
+        wait: options.wait,
+        updates: 0,
+        change: 0,
+        notes: Vec::new(),
+    };
+    let all = routes::resources(options.routes)?;
+    let live_bytes = routes::json_bytes(&all)?;
+    let started = ctx.cluster.started();
+    let (m, n, k) = (options.agents, options.routes, options.changes);
+
+    // 1. Reference.
+    progress("CPU reference");
+    let reference_routes = options.cpu_reference_routes.min(n);
+    let split = 3 + 3 * if started { reference_routes } else { 0 };
+    let mut cpu_reference: Result<f64, String> =
+        Err("needs coordinators started by this tool".into());
+    if started {
+        let result = async {
+            bulk(&ctx, &all[..split], options.batch).await?;
+            let fleet = Fleet::start(&ctx.cluster, "ref", m, 0)?;
+            let warmed = warm(&ctx, "ref", m).await;
+            let cost = match warmed {
+                Ok(()) => changes::cpu_per_change(&mut ctx, k).await,
+                Err(e) => Err(e),
+            };
+            fleet.stop().await;
+            cost
+        }
+        .await;
+        cpu_reference = result.or_else(failed);
+    }
+
+    // 2. Bulk apply.
+    progress("bulk apply");
+    refresh_leader(&mut ctx).await;
+    let bulk_figure = bulk(&ctx, &all[split..], options.batch)
+        .await
+        .or_else(failed);
+
+    // 3. Resync from empty.
+    progress("full resync");
+    refresh_leader(&mut ctx).await;
+    let target = applied_index(&ctx).await?;
+    let fleet = Fleet::start(&ctx.cluster, "agent", m, target)?;
+    let resync_figure = Ok(resync(&ctx, &fleet, m, target).await);
+    let warmed = warm(&ctx, "agent", m).await;
+
+    // 4. Apply → Ready, CPU at N.
+    progress("apply → Ready and CPU per update");
+    refresh_leader(&mut ctx).await;
+    let (ready, cpu) = match warmed {
+        Ok(()) => {
+            let ready = changes::latencies(&mut ctx, k)
+                .await
+                .map(Latencies::of)
+                .or_else(failed);
+            let at_full = changes::cpu_per_change(&mut ctx, k).await.or_else(failed);
+            let cpu = match (cpu_reference, at_full) {
+                (Ok(at_reference), Ok(at_full)) => Ok(Cpu {
+                    reference_routes,
+                    at_reference,
+                    at_full,
+                }),
+                (Err(e), _) | (_, Err(e)) => Err(e),
+            };
+            (ready, cpu)
+        }
+        Err(e) => (failed(e), Err("agents never warm".to_string())),
+    };
+
+    // 5. Memory.
+    let memory_figure = memory(&ctx);
+
+    // 6. Throughput: routes after the probe.
+    progress("committed updates per second");
+    refresh_leader(&mut ctx).await;
+    let clients = options.clients.min(n.saturating_sub(1)).max(1);
+    let throughput = throughput::run(&mut ctx, 1, clients, options.seconds)
+        .await
+        .or_else(failed);
+
+    // 7. Data directory.
+    let disk = if started {
+        Ok(Disk {
+            updates: ctx.updates,
+            live_bytes,
+            dir_bytes: ctx
+                .cluster
+                .members
+                .iter()
+                .map(|m| disk_usage(&m.data_dir))
+                .max()
+                .unwrap_or(0),
+        })
+    } else {
+        Err("needs coordinators started by this tool (their data directories)".into())
+    };
+
+    // 8. Leader kill, on routes after the throughput clients'.
+    progress("leader kill");
+    refresh_leader(&mut ctx).await;
+    let pending = options.pending.min(n.saturating_sub(1 + clients)).max(1);
+    let first = (1 + clients).min(n.saturating_sub(pending));
+    let failover_figure = failover::run(&mut ctx, &fleet, first, pending)
+        .await
+        .or_else(failed);
+
+    let counters = fleet.shared();
+    let line = format!(
+        "Agents: {} registrations, {} configuration updates ({:.1} MiB), {} did not decode, {} failed calls or broken streams. Coordinator WARN/ERROR lines: {}.",
+        counters
+            .registrations
+            .load(std::sync::atomic::Ordering::Relaxed),
+        counters.updates.load(std::sync::atomic::Ordering::Relaxed),
+        counters.bytes.load(std::sync::atomic::Ordering::Relaxed) as f64 / (1024.0 * 1024.0),
+        counters
+            .decode_errors
+            .load(std::sync::atomic::Ordering::Relaxed),
+        counters
+            .rpc_errors
+            .load(std::sync::atomic::Ordering::Relaxed),
+        ctx.cluster.warnings().len(),
+    );
+    fleet.stop().await;
+    ctx.notes.sort();
+    ctx.notes.dedup();
+    ctx.notes.insert(0, line);
+    // The first few, to say what they were (a leader kill makes some).
+    for warning in ctx.cluster.warnings().into_iter().take(5) {
+        ctx.notes.push(format!("coordinator: {warning}"));
+    }
+    Ok(Report {
+        command: options.command.clone(),
+        routes: n,
+        agents: m,
+        bulk: bulk_figure,
+        resync: resync_figure,
+        ready,
+        throughput,
+        cpu,
+        memory: memory_figure,
+        disk,
+        failover: failover_figure,
+        notes: ctx.notes,
+    })
+}

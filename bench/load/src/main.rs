@@ -1,0 +1,119 @@
+//! The `switchyard-load` binary: flags, then [`switchyard_load::run`], then
+//! the table on stdout (or `--write-yaml` only).
+
+use clap::Parser;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+use switchyard_load::cluster::ClusterSpec;
+use switchyard_load::{Options, routes};
+use switchyard_proto::model::parse_duration;
+
+/// Load tool for switchyard's control plane: starts 3 coordinators on
+/// 127.0.0.1 (or uses given ones), stores N generated HTTPRoutes (each with
+/// its Service and a one-endpoint EndpointSlice), runs M simulated proxy
+/// agents in this process, and prints the scale figures as one table with
+/// this command line.
+#[derive(Debug, Parser)]
+#[command(name = "switchyard-load", version)]
+struct Args {
+    /// Number of HTTPRoutes to store; each comes with its own Service and EndpointSlice, so
+    /// the store holds 3 × N + 3 objects.
+    #[arg(long, default_value_t = 1000)]
+    routes: usize,
+    /// Number of simulated proxy agents (tokio tasks, each with its own id, a zone among
+    /// zone-a/b/c and, with --tls, its own certificate).
+    #[arg(long, default_value_t = 20)]
+    agents: usize,
+    /// The switchyard binary to start the coordinators from.
+    #[arg(long, default_value = "target/release/switchyard")]
+    switchyard_bin: PathBuf,
+    /// Use these coordinators (HOST:PORT,...; plaintext) instead of starting three. The
+    /// CPU, memory, data-directory and leader-kill figures need started ones and are skipped.
+    #[arg(long, value_delimiter = ',')]
+    connect: Vec<String>,
+    /// Mutual TLS: a throwaway CA issues each coordinator, the admin client and every agent its
+    /// own certificate (default: the coordinators run with --insecure).
+    #[arg(long)]
+    tls: bool,
+    /// An extra flag for every started coordinator, e.g. --coordinator-arg=--max-message-bytes=67108864
+    /// (repeat for several).
+    #[arg(long = "coordinator-arg", allow_hyphen_values = true)]
+    coordinator_args: Vec<String>,
+    /// Objects per apply in the bulk apply: the coordinators' --max-objects-per-apply.
+    #[arg(long, default_value_t = 1000)]
+    batch: usize,
+    /// Single-route changes per apply → Ready measurement and per CPU measurement.
+    #[arg(long, default_value_t = 20)]
+    changes: usize,
+    /// Routes stored when the reference CPU per update is measured (the figure is the ratio
+    /// of CPU per update at --routes to CPU per update at this many).
+    #[arg(long, default_value_t = 100)]
+    cpu_reference_routes: usize,
+    /// Concurrent clients of the committed-updates-per-second figure, one route each.
+    #[arg(long, default_value_t = 32)]
+    clients: usize,
+    /// How long the committed-updates-per-second figure runs.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    throughput_time: Duration,
+    /// Routes moved to fresh backends (their evidence held back) so they are pending when the
+    /// leader is killed.
+    #[arg(long, default_value_t = 20)]
+    pending: usize,
+    /// Bound of every wait (a leader, Ready, a resync, an election...).
+    #[arg(long, default_value = "120s", value_parser = parse_duration)]
+    wait: Duration,
+    /// Only write the generated store as Kubernetes YAML into this directory (files of at
+    /// most --batch objects, in apply order, for `switchyard apply -f`), and exit.
+    #[arg(long, value_name = "DIR")]
+    write_yaml: Option<PathBuf>,
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let args = Args::parse();
+    if let Some(dir) = &args.write_yaml {
+        return match routes::write_yaml(dir, args.routes, args.batch) {
+            Ok(files) => {
+                println!("wrote {} files to {}", files.len(), dir.display());
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("switchyard-load: {e:#}");
+                ExitCode::FAILURE
+            }
+        };
+    }
+    let cluster = if args.connect.is_empty() {
+        ClusterSpec::Start {
+            binary: args.switchyard_bin.clone(),
+            tls: args.tls,
+            extra_args: args.coordinator_args.clone(),
+        }
+    } else {
+        ClusterSpec::Connect(args.connect.clone())
+    };
+    let options = Options {
+        routes: args.routes,
+        agents: args.agents,
+        cluster,
+        batch: args.batch,
+        changes: args.changes,
+        cpu_reference_routes: args.cpu_reference_routes,
+        clients: args.clients,
+        seconds: args.throughput_time.as_secs_f64(),
+        pending: args.pending,
+        wait: args.wait,
+        command: std::env::args().collect::<Vec<_>>().join(" "),
+    };
+    match switchyard_load::run(&options).await {
+        Ok(report) => {
+            println!("{}", report.table());
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("switchyard-load: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
