@@ -5,11 +5,14 @@
 //! - [`model`]: the domain model every crate speaks — Gateway API shaped
 //!   resources, backends and endpoint sets, route records with active and
 //!   pending generations, readiness policies — with validation at the edge.
+//! - [`watch`]: the receiving rules of the configuration stream (chunks,
+//!   deltas), shared by every watcher.
 //!
 //! This crate imports neither the proxy nor the coordinator; it holds no IO.
 
 mod convert;
 pub mod model;
+pub mod watch;
 
 /// gRPC metadata key with which a coordinator that does not lead names the
 /// leader's address (`HOST:PORT`) on an `UNAVAILABLE` answer, so proxies

@@ -20,7 +20,7 @@ use crate::cluster::Cluster;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use switchyard_proto::pb::{self, fleet_service_client::FleetServiceClient};
+use switchyard_proto::pb::fleet_service_client::FleetServiceClient;
 use switchyard_tls::{Identity, Security};
 use tokio::sync::watch as channel;
 use tokio::task::JoinHandle;
@@ -201,10 +201,7 @@ async fn run_watch(
         next += 1;
         let mut client = client.clone();
         started.get_or_insert_with(Instant::now);
-        let request = pb::WatchRequest {
-            proxy_id: agent.id.clone(),
-            known_version: held.version,
-        };
+        let request = held.request(&agent.id);
         let opened = tokio::select! {
             opened = client.watch(request) => opened,
             _ = stop.changed() => return,
@@ -233,7 +230,7 @@ async fn run_watch(
             fleet
                 .bytes
                 .fetch_add(watch::update_bytes(&update), Ordering::Relaxed);
-            match held.receive(&update) {
+            match held.receive(update) {
                 Ok(watch::Outcome::Stale) => continue,
                 Ok(watch::Outcome::Version) => {
                     let mut v = View::clone(&views.borrow());

@@ -8,6 +8,7 @@
 
 use switchyard_proto::model::ConfigSnapshot;
 use switchyard_proto::pb;
+use switchyard_proto::watch::{self as rules, Assembler, Received};
 
 /// The configuration one agent holds.
 #[derive(Debug, Default)]
@@ -16,12 +17,18 @@ pub struct Held {
     pub version: u64,
     /// The configuration at `version` (`None` before the first one).
     pub snapshot: Option<ConfigSnapshot>,
+    /// Set after a refused update: the next stream asks for a full
+    /// snapshot (as a real proxy does).
+    pub resync: bool,
+    /// Chunks of the current stream received so far.
+    assembler: Assembler,
 }
 
 /// What one update did.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Outcome {
-    /// Not newer than what is held: dropped.
+    /// Not newer than what is held, or a chunk of a payload still
+    /// incomplete: nothing changed.
     Stale,
     /// Only the version moved; the configuration held is current at it.
     Version,
@@ -49,24 +56,47 @@ impl std::fmt::Display for DecodeError {
 }
 
 impl Held {
-    /// Takes one update. A bare version before any configuration is
-    /// held is kept as the version only; the next full one replaces it.
-    pub fn receive(&mut self, update: &pb::ConfigUpdate) -> Result<Outcome, DecodeError> {
-        if update.version <= self.version {
-            return Ok(Outcome::Stale);
+    /// The Watch request for a new stream: deltas and chunks accepted,
+    /// from the version held (0 after a refusal: a full snapshot). What a
+    /// broken stream left half-received is dropped.
+    pub fn request(&mut self, proxy_id: &str) -> pb::WatchRequest {
+        self.assembler = Assembler::default();
+        pb::WatchRequest {
+            proxy_id: proxy_id.to_owned(),
+            known_version: if self.resync { 0 } else { self.version },
+            accepts_deltas: true,
         }
-        if update.snapshot_json.is_empty() {
-            self.version = update.version;
-            return Ok(Outcome::Version);
+    }
+
+    /// Takes one message of the stream, by the proxies' own receiving
+    /// rules ([`switchyard_proto::watch`]). A refusal changes nothing held
+    /// and asks the next stream for a full snapshot.
+    pub fn receive(&mut self, update: pb::ConfigUpdate) -> Result<Outcome, DecodeError> {
+        let version = update.version;
+        let refused = |held: &mut Held, reason: String| {
+            held.resync = true;
+            DecodeError { version, reason }
+        };
+        let whole = match self.assembler.push(update) {
+            Ok(Some(whole)) => whole,
+            Ok(None) => return Ok(Outcome::Stale),
+            Err(reason) => return Err(refused(self, reason)),
+        };
+        match rules::receive(self.version, self.snapshot.as_ref(), self.resync, whole) {
+            Ok(Received::Stale) => Ok(Outcome::Stale),
+            Ok(Received::Version(v)) => {
+                self.version = v;
+                Ok(Outcome::Version)
+            }
+            Ok(Received::Snapshot(v, snapshot)) => {
+                self.version = v;
+                self.snapshot = Some(snapshot);
+                self.resync = false;
+                Ok(Outcome::Changed)
+            }
+            Err(rules::Refused::OutOfSequence(reason)) => Err(refused(self, reason)),
+            Err(rules::Refused::Decode(e)) => Err(refused(self, e.to_string())),
         }
-        let snapshot: ConfigSnapshot =
-            serde_json::from_slice(&update.snapshot_json).map_err(|e| DecodeError {
-                version: update.version,
-                reason: e.to_string(),
-            })?;
-        self.version = update.version;
-        self.snapshot = Some(snapshot);
-        Ok(Outcome::Changed)
     }
 
     /// Whether a complete configuration at `version` or newer is held.
@@ -77,7 +107,7 @@ impl Held {
 
 /// Bytes the update carried (for the fleet's counters).
 pub fn update_bytes(update: &pb::ConfigUpdate) -> u64 {
-    update.snapshot_json.len() as u64
+    (update.snapshot_json.len() + update.delta_json.len()) as u64
 }
 
 #[cfg(test)]
@@ -87,8 +117,11 @@ mod tests {
     fn update(version: u64, snapshot: Option<&ConfigSnapshot>) -> pb::ConfigUpdate {
         pb::ConfigUpdate {
             version,
-            snapshot_json: snapshot.map_or_else(Vec::new, |s| serde_json::to_vec(s).unwrap()),
+            snapshot_json: snapshot
+                .map_or_else(Vec::new, |s| serde_json::to_vec(s).unwrap())
+                .into(),
             coordinator_id: 1,
+            ..Default::default()
         }
     }
 
@@ -99,19 +132,21 @@ mod tests {
             version: 5,
             ..Default::default()
         };
-        assert_eq!(held.receive(&update(3, None)).unwrap(), Outcome::Version);
+        assert_eq!(held.receive(update(3, None)).unwrap(), Outcome::Version);
         assert!(!held.complete_at(3), "a bare version is no configuration");
-        assert_eq!(
-            held.receive(&update(5, Some(&s))).unwrap(),
-            Outcome::Changed
-        );
+        assert_eq!(held.receive(update(5, Some(&s))).unwrap(), Outcome::Changed);
         assert!(held.complete_at(5));
-        assert_eq!(held.receive(&update(4, Some(&s))).unwrap(), Outcome::Stale);
-        assert_eq!(held.receive(&update(6, None)).unwrap(), Outcome::Version);
+        assert_eq!(held.receive(update(4, Some(&s))).unwrap(), Outcome::Stale);
+        assert_eq!(held.receive(update(6, None)).unwrap(), Outcome::Version);
         assert!(held.complete_at(6) && !held.complete_at(7));
         let mut bad = update(7, None);
-        bad.snapshot_json = b"{".to_vec();
-        assert!(held.receive(&bad).is_err());
+        bad.snapshot_json = b"{".to_vec().into();
+        assert!(held.receive(bad).is_err());
         assert_eq!(held.version, 6, "a bad update changes nothing");
+        assert_eq!(
+            held.request("a").known_version,
+            0,
+            "after a refusal the next stream asks for a full snapshot"
+        );
     }
 }

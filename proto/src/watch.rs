@@ -1,0 +1,217 @@
+//! The receiving side of `FleetService.Watch`: turning the messages of one
+//! stream into whole updates — chunks assembled ([`Assembler`]) — and what
+//! a whole update means for the configuration held ([`receive`]: older
+//! ones dropped, a bare version noted, a snapshot decoded, a delta decoded
+//! and applied on a copy of the configuration held).
+//!
+//! Owns the chunk rules of `ConfigUpdate` (consecutive chunks of one
+//! version, nothing in between, nothing used before the last) and the
+//! sequence rules of deltas (a delta or bare version must be based on
+//! exactly the version held). Whatever breaks them is refused and nothing
+//! of it is used: a watcher never holds a half-applied change. Every
+//! watcher uses this one copy of the rules: the proxy's control client and
+//! the load tool's simulated proxies. Does not own the stream, nor what to
+//! do after a refusal (resync), which are the watcher's.
+//!
+//! Cost per delta: decoding it (O(C)), and applying it on a copy of the
+//! held snapshot: a clone of the snapshot, O(R), plus O(R + C log C) for
+//! the lists it touches.
+
+use crate::model::{ConfigDelta, ConfigSnapshot};
+use crate::pb;
+use prost::bytes::Bytes;
+
+/// Which field a payload travels in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Payload {
+    /// `snapshot_json`: a whole `ConfigSnapshot`.
+    Snapshot,
+    /// `delta_json`: a `ConfigDelta`.
+    Delta,
+}
+
+/// One whole update, its chunks (if any) assembled.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Whole {
+    /// Its version.
+    pub version: u64,
+    /// The version a delta or bare version is based on (0: unsaid).
+    pub base: u64,
+    /// The payload, `None` for a bare version.
+    pub payload: Option<(Payload, Bytes)>,
+}
+
+/// The chunks of one payload received so far.
+#[derive(Debug)]
+struct Partial {
+    version: u64,
+    base: u64,
+    kind: Payload,
+    count: u32,
+    received: u32,
+    bytes: Vec<u8>,
+}
+
+/// Assembles the chunks of one stream. A new stream gets a new one: what
+/// a broken stream left half-received is dropped with it.
+#[derive(Debug, Default)]
+pub struct Assembler {
+    partial: Option<Partial>,
+}
+
+impl Assembler {
+    /// Takes the next message of the stream: `Ok(None)` while a payload
+    /// waits for more chunks, the whole update once its last chunk is
+    /// in, or why the message does not fit the sequence (the partial
+    /// payload is dropped).
+    pub fn push(&mut self, update: pb::ConfigUpdate) -> Result<Option<Whole>, String> {
+        let version = update.version;
+        let (kind, bytes) = match (
+            update.snapshot_json.is_empty(),
+            update.delta_json.is_empty(),
+        ) {
+            (true, true) => (None, Bytes::new()),
+            (false, true) => (Some(Payload::Snapshot), update.snapshot_json),
+            (true, false) => (Some(Payload::Delta), update.delta_json),
+            (false, false) => {
+                self.partial = None;
+                return Err("it carries both a snapshot and a delta".into());
+            }
+        };
+        let (index, count) = (update.chunk_index, update.chunk_count);
+        if count <= 1 {
+            if let Some(p) = self.partial.take() {
+                return Err(format!(
+                    "a whole update came after chunk {} of {} of version {}",
+                    p.received, p.count, p.version
+                ));
+            }
+            if index != 0 {
+                return Err(format!("chunk {index} of a one-chunk payload"));
+            }
+            return Ok(Some(Whole {
+                version,
+                base: update.base_version,
+                payload: kind.map(|k| (k, bytes)),
+            }));
+        }
+        let Some(kind) = kind else {
+            self.partial = None;
+            return Err(format!("chunk {index} of {count} is empty"));
+        };
+        let mut partial = match self.partial.take() {
+            None if index == 0 => Partial {
+                version,
+                base: update.base_version,
+                kind,
+                count,
+                received: 0,
+                bytes: Vec::with_capacity(bytes.len().saturating_mul(count as usize)),
+            },
+            None => return Err(format!("chunk {index} of {count} came without chunk 0")),
+            Some(p) => {
+                let expected = (p.version, p.base, p.kind, p.count, p.received);
+                if (version, update.base_version, kind, count, index) != expected {
+                    return Err(format!(
+                        "chunk {index} of {count} of version {version} came where chunk {} of {} of version {} was due",
+                        p.received, p.count, p.version
+                    ));
+                }
+                p
+            }
+        };
+        partial.bytes.extend_from_slice(&bytes);
+        partial.received += 1;
+        if partial.received < partial.count {
+            self.partial = Some(partial);
+            return Ok(None);
+        }
+        Ok(Some(Whole {
+            version: partial.version,
+            base: partial.base,
+            payload: Some((partial.kind, Bytes::from(partial.bytes))),
+        }))
+    }
+}
+
+/// What one whole update means to a stream holding `held`.
+#[derive(Debug)]
+pub enum Received {
+    /// No newer than what is held (a coordinator behind another): dropped.
+    Stale,
+    /// Only the version moved (a registration, say): what is held is
+    /// current at this version.
+    Version(u64),
+    /// A new configuration (from a snapshot, or a delta applied on the
+    /// one held), at this version.
+    Snapshot(u64, ConfigSnapshot),
+}
+
+/// Why a whole update cannot be taken.
+#[derive(Debug)]
+pub enum Refused {
+    /// It does not follow what is held (wrong base, a change while a full
+    /// snapshot was asked for, a delta that does not apply).
+    OutOfSequence(String),
+    /// Its JSON does not decode.
+    Decode(serde_json::Error),
+}
+
+/// What one whole update means to a watcher holding version `held` and
+/// configuration `current` (if any). `resync`: the watcher asked for a
+/// full snapshot after an error, and takes one at `held` itself too (its
+/// copy at `held` may be the wrong one). A delta is applied on a copy of
+/// `current`; nothing held is changed here.
+pub fn receive(
+    held: u64,
+    current: Option<&ConfigSnapshot>,
+    resync: bool,
+    update: Whole,
+) -> Result<Received, Refused> {
+    let version = update.version;
+    let out_of_sequence = Refused::OutOfSequence;
+    let decode_error = Refused::Decode;
+    let json = match update.payload {
+        Some((Payload::Snapshot, json)) => {
+            if version < held || (version == held && !resync) {
+                return Ok(Received::Stale);
+            }
+            return serde_json::from_slice(&json)
+                .map(|snapshot| Received::Snapshot(version, snapshot))
+                .map_err(decode_error);
+        }
+        _ if version <= held => return Ok(Received::Stale),
+        _ if resync => {
+            return Err(out_of_sequence(
+                "a full snapshot was asked for and a change came".into(),
+            ));
+        }
+        // A bare version from a coordinator older than `base_version`.
+        None if update.base == 0 => return Ok(Received::Version(version)),
+        _ if update.base != held => {
+            return Err(out_of_sequence(format!(
+                "it is based on version {}, this proxy holds {held}",
+                update.base
+            )));
+        }
+        None => return Ok(Received::Version(version)),
+        Some((Payload::Delta, json)) => json,
+    };
+    let delta: ConfigDelta = serde_json::from_slice(&json).map_err(decode_error)?;
+    if (delta.base_version, delta.version) != (update.base, version) {
+        return Err(out_of_sequence(format!(
+            "its delta goes from {} to {}, the update says {} to {version}",
+            delta.base_version, delta.version, update.base
+        )));
+    }
+    let Some(current) = current else {
+        return Err(out_of_sequence("a delta came before any snapshot".into()));
+    };
+    let mut next = current.clone();
+    // Bare versions moved what is held past the snapshot's own version
+    // without changing it: it is the configuration at `held`.
+    next.version = held;
+    next.apply_delta(&delta)
+        .map_err(|e| out_of_sequence(e.to_string()))?;
+    Ok(Received::Snapshot(version, next))
+}
