@@ -2,11 +2,14 @@
 //! [`RaftStateMachine`] and [`RaftSnapshotBuilder`].
 //!
 //! Owns: feeding committed entries to [`ReplicatedState::apply`], persisting
-//! the result (last applied log id, last membership, the state as JSON) in
-//! tree `sm`, building and installing snapshots (a snapshot's data is the
-//! JSON of the state), and publishing the state after every apply on a
-//! `tokio::sync::watch` channel. Does not own: what a command does — `apply`
-//! is the lead's pure function, treated here as a black box.
+//! the result in tree `sm` — last applied log id, last membership, and only
+//! the objects the batch touched ([`super::sm_objects`] keeps the state per
+//! object) — building and installing snapshots (a snapshot's data is the
+//! JSON of the state), migrating a data directory of the old layout (the
+//! whole state as one JSON value under `state`), and publishing the state
+//! after every apply on a `tokio::sync::watch` channel. Does not own: what a
+//! command does — `apply` is the lead's pure function, treated here as a
+//! black box; it records which keys it touched, and the store drains that.
 
 // `StorageError` is openraft's type, fixed by the storage traits; boxing it
 // in private helpers would only add conversions at every trait boundary.
@@ -23,6 +26,7 @@ use super::db::{
     Db, KEY_APPLIED, KEY_MEMBERSHIP, KEY_SNAPSHOT_DATA, KEY_SNAPSHOT_META, KEY_STATE, io_error,
     read_json, to_json,
 };
+use super::sm_objects::{self, BatchSize, ObjectBatch};
 use super::types::{
     Entry, LogId, Snapshot, SnapshotMeta, StorageError, StoredMembership, TypeConfig,
 };
@@ -41,18 +45,40 @@ pub struct StateStore {
     db: Arc<Db>,
     applied: Applied,
     published: watch::Sender<Arc<ReplicatedState>>,
+    written: WriteStats,
+}
+
+/// What the store wrote to sled for the state machine since it opened
+/// (apply batches, installs, migrations): the cost of a change, counted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WriteStats {
+    /// Batches written.
+    pub batches: u64,
+    /// The last batch.
+    pub last: BatchSize,
+    /// All batches together.
+    pub total: BatchSize,
 }
 
 impl StateStore {
-    /// Loads the state machine from sled: the persisted state, or the stored
-    /// snapshot when that is newer (a snapshot is flushed when made; the
-    /// state written by `apply` may lag it after a crash).
+    /// Loads the state machine from sled: the persisted objects, or the
+    /// stored snapshot when that is newer (a snapshot is flushed when made;
+    /// the state written by `apply` may lag it after a crash). A directory
+    /// of the old layout (the whole state under `state`) is migrated to one
+    /// key per object in one atomic batch; so is a state restored from the
+    /// snapshot, since later applies write only what they touch.
     pub(crate) fn open(db: Arc<Db>) -> Result<Self, StorageError> {
         let subject = || ErrorSubject::StateMachine;
+        let old_layout: Option<ReplicatedState> = read_json(&db.sm, KEY_STATE, subject())?;
+        let mut rewrite = old_layout.is_some();
+        let state = match old_layout {
+            Some(state) => state,
+            None => sm_objects::load(&db.sm)?.unwrap_or_default(),
+        };
         let mut applied = Applied {
             last_applied: read_json(&db.sm, KEY_APPLIED, subject())?.flatten(),
             last_membership: read_json(&db.sm, KEY_MEMBERSHIP, subject())?.unwrap_or_default(),
-            state: read_json(&db.sm, KEY_STATE, subject())?.unwrap_or_default(),
+            state,
         };
         if let Some(snapshot) = read_snapshot(&db)?
             && snapshot.meta.last_log_id > applied.last_applied
@@ -66,13 +92,27 @@ impl StateStore {
                 last_membership: snapshot.meta.last_membership.clone(),
                 state: decode_state(&snapshot.meta, snapshot.snapshot.get_ref())?,
             };
+            rewrite = true;
         }
         let (published, _) = watch::channel(Arc::new(applied.state.clone()));
-        Ok(StateStore {
+        let mut store = StateStore {
             db,
             applied,
             published,
-        })
+            written: WriteStats::default(),
+        };
+        if rewrite {
+            tracing::info!("writing the state machine one key per object");
+            let mut batch = ObjectBatch::default();
+            batch.whole(&store.db.sm, &store.applied.state)?;
+            write(&store.db, &mut store.written, &store.applied, batch)?;
+        }
+        Ok(store)
+    }
+
+    /// What the store wrote since it opened.
+    pub fn written(&self) -> WriteStats {
+        self.written
     }
 
     /// A receiver of the state after every apply (and after a snapshot
@@ -86,21 +126,40 @@ impl StateStore {
             .send_replace(Arc::new(self.applied.state.clone()));
     }
 
-    /// Writes the in-memory state machine to sled as one atomic batch.
-    fn persist(&self) -> Result<(), StorageError> {
-        let subject = || ErrorSubject::StateMachine;
-        let mut batch = sled::Batch::default();
-        batch.insert(KEY_APPLIED, to_json(&self.applied.last_applied, subject())?);
-        batch.insert(
-            KEY_MEMBERSHIP,
-            to_json(&self.applied.last_membership, subject())?,
-        );
-        batch.insert(KEY_STATE, to_json(&self.applied.state, subject())?);
-        self.db
-            .sm
-            .apply_batch(batch)
-            .map_err(|e| io_error(subject(), ErrorVerb::Write, e))
+    /// Writes what the last applies touched.
+    fn persist(&mut self) -> Result<(), StorageError> {
+        let touched = self.applied.state.touched.take();
+        let mut batch = ObjectBatch::default();
+        batch.touched(&self.applied.state, &touched)?;
+        write(&self.db, &mut self.written, &self.applied, batch)
     }
+}
+
+/// Writes `objects` with `applied`'s log id and membership as one atomic
+/// batch (dropping the old layout's whole-state value, if any), and counts
+/// it in `written`.
+fn write(
+    db: &Db,
+    written: &mut WriteStats,
+    applied: &Applied,
+    mut objects: ObjectBatch,
+) -> Result<(), StorageError> {
+    let subject = || ErrorSubject::StateMachine;
+    objects.meta(KEY_APPLIED, to_json(&applied.last_applied, subject())?);
+    objects.meta(
+        KEY_MEMBERSHIP,
+        to_json(&applied.last_membership, subject())?,
+    );
+    objects.batch.remove(KEY_STATE);
+    let size = objects.size;
+    db.sm
+        .apply_batch(objects.batch)
+        .map_err(|e| io_error(subject(), ErrorVerb::Write, e))?;
+    written.batches += 1;
+    written.last = size;
+    written.total.keys += size.keys;
+    written.total.bytes += size.bytes;
+    Ok(())
 }
 
 /// Decodes a snapshot's data (the JSON of the state).
@@ -144,24 +203,17 @@ fn read_snapshot(db: &Db) -> Result<Option<Snapshot>, StorageError> {
     }))
 }
 
-/// Stores `meta` and `data` as the current snapshot, atomically with `extra`
-/// (the state written by an install). Returns false, writing nothing, when
-/// `only_if_newer` is set and a newer snapshot is already stored.
-///
-/// A snapshot built in the background can finish after the node installed a
-/// newer one from the leader; that older one must not replace it. An install
-/// is authoritative and replaces whatever is stored.
-fn store_snapshot(
-    db: &Db,
-    meta: &SnapshotMeta,
-    data: &[u8],
-    extra: &[(&[u8], Vec<u8>)],
-    only_if_newer: bool,
-) -> Result<bool, StorageError> {
+/// Stores `meta` and `data` as the current snapshot built here. Returns
+/// false, writing nothing, when a newer snapshot is already stored: a
+/// snapshot built in the background can finish after the node installed a
+/// newer one from the leader, and that older one must not replace it. (An
+/// install is authoritative and replaces whatever is stored; it writes its
+/// own batch.)
+fn store_built_snapshot(db: &Db, meta: &SnapshotMeta, data: &[u8]) -> Result<bool, StorageError> {
     let subject = || ErrorSubject::Snapshot(Some(meta.signature()));
     let meta_json = to_json(meta, subject())?;
     let result = db.sm.transaction(|tx| {
-        if let Some(current) = tx.get(KEY_SNAPSHOT_META)?.filter(|_| only_if_newer) {
+        if let Some(current) = tx.get(KEY_SNAPSHOT_META)? {
             let newer = serde_json::from_slice::<SnapshotMeta>(&current)
                 .map(|current| current.last_log_id > meta.last_log_id)
                 .unwrap_or(false);
@@ -171,9 +223,6 @@ fn store_snapshot(
         }
         tx.insert(KEY_SNAPSHOT_META, meta_json.as_slice())?;
         tx.insert(KEY_SNAPSHOT_DATA, data)?;
-        for (key, value) in extra {
-            tx.insert(*key, value.as_slice())?;
-        }
         Ok(true)
     });
     result.map_err(|e: sled::transaction::TransactionError<()>| {
@@ -214,7 +263,7 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
             last_membership: self.applied.last_membership.clone(),
             snapshot_id,
         };
-        if store_snapshot(&self.db, &meta, &data, &[], true)? {
+        if store_built_snapshot(&self.db, &meta, &data)? {
             self.db.flush().await.map_err(|e| {
                 io_error(
                     ErrorSubject::Snapshot(Some(meta.signature())),
@@ -301,9 +350,10 @@ impl RaftStateMachine<TypeConfig> for StateStore {
     /// # Correctness
     ///
     /// The received data is decoded first (a bad snapshot changes nothing),
-    /// then the snapshot and the replaced state machine are written in one
-    /// sled transaction and flushed before this returns: openraft purges the
-    /// log the snapshot covers right after, so the snapshot must be on disk.
+    /// then the snapshot and the replaced state machine (every object) are
+    /// written in one atomic sled batch and flushed before this returns:
+    /// openraft purges the log the snapshot covers right after, so the
+    /// snapshot must be on disk.
     async fn install_snapshot(
         &mut self,
         meta: &SnapshotMeta,
@@ -317,21 +367,17 @@ impl RaftStateMachine<TypeConfig> for StateStore {
             state,
         };
         let subject = || ErrorSubject::Snapshot(Some(meta.signature()));
-        let extra = [
-            (KEY_APPLIED, to_json(&installed.last_applied, subject())?),
-            (
-                KEY_MEMBERSHIP,
-                to_json(&installed.last_membership, subject())?,
-            ),
-            (KEY_STATE, to_json(&installed.state, subject())?),
-        ];
-        store_snapshot(&self.db, meta, &data, &extra, false)?;
+        let mut batch = ObjectBatch::default();
+        batch.whole(&self.db.sm, &installed.state)?;
+        batch.meta(KEY_SNAPSHOT_META, to_json(meta, subject())?);
+        batch.meta(KEY_SNAPSHOT_DATA, data);
+        write(&self.db, &mut self.written, &installed, batch)?;
+        self.applied = installed;
         self.db
             .flush()
             .await
             .map_err(|e| io_error(subject(), ErrorVerb::Write, e))?;
         tracing::info!(snapshot = %meta.snapshot_id, "installed snapshot");
-        self.applied = installed;
         self.publish();
         Ok(())
     }

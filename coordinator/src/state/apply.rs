@@ -142,6 +142,7 @@ impl ReplicatedState {
             None => "created",
         };
         set_revision(&mut stored, index);
+        self.touched.resource(&key);
         if let Some(previous) = self.resources.insert(key.clone(), stored) {
             self.bump_endpoints(&previous, index);
         }
@@ -160,6 +161,7 @@ impl ReplicatedState {
             _ => None,
         };
         if let Some(service) = service {
+            self.touched.endpoint_generation(&service);
             self.endpoint_generations.bump(service, index);
         }
     }
@@ -204,13 +206,16 @@ impl ReplicatedState {
         {
             let generation = active.generation;
             match record.pending.take() {
-                Some(withdrawn) => outcome.changes.push(format!(
-                    "HTTPRoute {name}: pending generation {} withdrawn, spec equals active generation {generation}",
-                    withdrawn.target.generation
+                Some(withdrawn) => {
+                    self.touched.route(&name);
+                    outcome.changes.push(format!(
+                        "HTTPRoute {name}: pending generation {} withdrawn, spec equals active generation {generation}",
+                        withdrawn.target.generation
+                    ))
+                }
+                None => outcome.changes.push(format!(
+                    "HTTPRoute {name} unchanged (generation {generation})"
                 )),
-                None => outcome
-                    .changes
-                    .push(format!("HTTPRoute {name} unchanged (generation {generation})")),
             }
             outcome.routes.push((name, generation));
             return;
@@ -231,6 +236,7 @@ impl ReplicatedState {
             generation
         };
         spec.meta.revision = index;
+        self.touched.route(&name);
         let superseded = record.pending.take();
         record.pending = Some(Transition {
             target: RouteGeneration { generation, spec },
@@ -262,8 +268,10 @@ impl ReplicatedState {
         let mut outcome = Outcome::default();
         for key in keys {
             let removed = if key.kind == Kind::HTTPRoute {
+                self.touched.route(&key.name);
                 self.routes.remove(&key.name).is_some()
             } else {
+                self.touched.resource(key);
                 match self.resources.remove(key) {
                     Some(gone) => {
                         self.bump_endpoints(&gone, index);
@@ -300,6 +308,7 @@ impl ReplicatedState {
         } else {
             "registered"
         };
+        self.touched.proxy(id);
         self.proxies.insert(
             id.to_string(),
             ProxyRecord {
@@ -326,6 +335,7 @@ impl ReplicatedState {
                 "proxy {id}: registration {leaving} left ({reason}); registration {now} stays"
             ),
             (Some(_), _) => {
+                self.touched.proxy(id);
                 self.proxies.remove(id);
                 format!("proxy {id} removed: {reason}")
             }
@@ -353,6 +363,7 @@ impl ReplicatedState {
                 current: current.map_or("not registered".into(), |r| format!("registration {r}")),
             });
         }
+        self.touched.proxy(id);
         self.proxies.remove(id);
         Ok(Outcome {
             changes: vec![format!(
@@ -402,6 +413,7 @@ impl ReplicatedState {
                 self.check_evidence_basis(route, generation, basis)?;
             }
         }
+        self.touched.route(route);
         let record = self.pending_mut(route, generation)?;
         if let Some(pending) = record.pending.take() {
             record.active = Some(pending.target);
@@ -429,6 +441,7 @@ impl ReplicatedState {
         if let Some(basis) = basis {
             fence::check_term(basis, at)?;
         }
+        self.touched.route(route);
         let record = self.pending_mut(route, generation)?;
         record.pending = None;
         record.last_failure = Some(format!("generation {generation} abandoned: {reason}"));

@@ -21,6 +21,7 @@ pub mod command;
 pub mod faults;
 mod fence;
 pub mod limits;
+pub mod touched;
 mod view;
 
 use serde::{Deserialize, Serialize};
@@ -89,6 +90,10 @@ pub struct ReplicatedState {
     /// Per-Service endpoint generations; they only grow.
     #[serde(default)]
     pub endpoint_generations: EndpointGenerations,
+    /// Keys changed since the store last drained them (not state: never
+    /// serialised, ignored by equality).
+    #[serde(skip)]
+    pub touched: touched::Touched,
 }
 
 #[cfg(test)]
