@@ -272,3 +272,31 @@ async fn a_snapshot_installs_on_another_store_replacing_what_it_held() -> anyhow
     assert_eq!(current.map(|s| s.meta), Some(snapshot.meta));
     Ok(())
 }
+
+/// Publishing after an apply does not copy the state: the published value
+/// shares every map the batch did not change with the one published before
+/// (the maps are persistent), so a batch costs what it changed.
+#[tokio::test]
+async fn a_publish_shares_what_the_batch_did_not_change() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let mut stores = open(dir.path())?;
+    let next = apply_all(&mut stores.state, 1, vec![apply(fleet(500))]).await?;
+    let before = state_of(&stores.state);
+    apply_all(
+        &mut stores.state,
+        next,
+        vec![apply(vec![route("r1", "s2", "/z")])],
+    )
+    .await?;
+    let after = state_of(&stores.state);
+    assert!(after.resources.ptr_eq(&before.resources));
+    assert!(
+        after
+            .endpoint_generations
+            .0
+            .ptr_eq(&before.endpoint_generations.0)
+    );
+    assert!(!after.routes.ptr_eq(&before.routes));
+    assert_eq!(after.routes.len(), 500);
+    Ok(())
+}
