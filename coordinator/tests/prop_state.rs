@@ -351,7 +351,14 @@ proptest! {
                 assert_eq!(responses, expected);
             }
             let applied = ReplicatedState::clone(&stores.state.subscribe().borrow());
+            let liveness = stores.liveness.clone();
             drop(stores);
+            switchyard_test_support::eventually_blocking(
+                "the store closed",
+                std::time::Duration::from_secs(10),
+                || !liveness.is_open(),
+            )
+            .expect("store closes");
             let stores = switchyard_coordinator::raft::open(dir.path()).expect("reopen");
             let reopened = ReplicatedState::clone(&stores.state.subscribe().borrow());
             (applied, reopened)

@@ -9,10 +9,13 @@
 
 use openraft::storage::RaftStateMachine;
 use openraft::{CommittedLeaderId, EntryPayload, RaftSnapshotBuilder};
+use std::time::Duration;
 use switchyard_coordinator::raft::types::{Entry, LogId};
-use switchyard_coordinator::raft::{StateStore, open};
+use switchyard_coordinator::raft::{StateStore, Stores, open};
 use switchyard_coordinator::state::{Command, LogPosition, ReplicatedState};
 use switchyard_proto::model::*;
+use switchyard_test_support::eventually_blocking;
+use tokio::io::AsyncReadExt;
 
 const TERM: u64 = 1;
 
@@ -69,6 +72,26 @@ fn fleet(n: usize) -> Vec<Resource> {
             ]
         })
         .collect()
+}
+
+/// Drops the stores and waits until sled has released the directory (its
+/// drop finishes on another thread), so it can be opened again.
+fn close(stores: Stores) -> anyhow::Result<()> {
+    let liveness = stores.liveness.clone();
+    drop(stores);
+    eventually_blocking("the store closed", Duration::from_secs(10), || {
+        !liveness.is_open()
+    })?;
+    Ok(())
+}
+
+/// Opens `dir` once sled, used directly by a test, has let go of it.
+fn reopen(dir: &std::path::Path) -> anyhow::Result<Stores> {
+    Ok(eventually_blocking(
+        "the directory opens",
+        Duration::from_secs(10),
+        || open(dir),
+    )?)
 }
 
 fn state_of(store: &StateStore) -> ReplicatedState {
@@ -152,7 +175,7 @@ async fn an_apply_writes_only_the_keys_it_touched() -> anyhow::Result<()> {
 
     // What was written per key rebuilds exactly the state in memory.
     let before = state_of(&stores.state);
-    drop(stores);
+    close(stores)?;
     let reopened = open(dir.path())?;
     assert_eq!(state_of(&reopened.state), before);
     assert_eq!(
@@ -198,20 +221,20 @@ async fn a_directory_of_the_old_layout_opens_and_is_migrated() -> anyhow::Result
         sm.insert("state", serde_json::to_vec(&expected)?)?;
         db.flush()?;
     }
-    let mut stores = open(dir.path())?;
+    let mut stores = reopen(dir.path())?;
     assert_eq!(state_of(&stores.state), expected);
     assert_eq!(stores.state.applied_state().await?.0, applied);
     // Migrated: one key per object (20 routes, 20 Services, 20 endpoint
     // generations, 1 proxy).
     assert_eq!(stores.state.written().last.keys, 61);
-    drop(stores);
+    close(stores)?;
 
     // The old value is gone, and the objects alone rebuild the state.
     {
         let db = sled::Config::new().path(dir.path()).open()?;
         assert!(db.open_tree("sm")?.get("state")?.is_none());
     }
-    let mut stores = open(dir.path())?;
+    let mut stores = reopen(dir.path())?;
     assert_eq!(state_of(&stores.state), expected);
     assert_eq!(stores.state.written().batches, 0, "migrated twice");
     // And it goes on applying per object.
@@ -252,8 +275,9 @@ async fn a_snapshot_installs_on_another_store_replacing_what_it_held() -> anyhow
     )
     .await?;
     let mut receiving = target.state.begin_receiving_snapshot().await?;
-    std::io::copy(&mut snapshot.snapshot.clone(), &mut *receiving)?;
-    receiving.set_position(0);
+    let mut sent = snapshot.snapshot;
+    let bytes = tokio::io::copy(&mut *sent, &mut *receiving).await?;
+    assert!(bytes > 0);
     target
         .state
         .install_snapshot(&snapshot.meta, receiving)
@@ -265,11 +289,21 @@ async fn a_snapshot_installs_on_another_store_replacing_what_it_held() -> anyhow
         target.state.applied_state().await?.0,
         snapshot.meta.last_log_id
     );
-    drop(target);
+    close(target)?;
     let mut target = open(target_dir.path())?;
     assert_eq!(state_of(&target.state), expected, "stale objects survived");
-    let current = target.state.get_current_snapshot().await?;
-    assert_eq!(current.map(|s| s.meta), Some(snapshot.meta));
+    let mut current = target
+        .state
+        .get_current_snapshot()
+        .await?
+        .ok_or_else(|| anyhow::anyhow!("no current snapshot after an install"))?;
+    assert_eq!(current.meta, snapshot.meta);
+    let mut data = Vec::new();
+    current.snapshot.read_to_end(&mut data).await?;
+    assert_eq!(serde_json::from_slice::<ReplicatedState>(&data)?, expected);
+    // One snapshot file: the receiving file and the replaced ones are gone.
+    let files = std::fs::read_dir(target_dir.path().join("snapshots"))?.count();
+    assert_eq!(files, 1);
     Ok(())
 }
 

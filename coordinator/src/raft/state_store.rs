@@ -15,18 +15,19 @@
 // in private helpers would only add conversions at every trait boundary.
 #![allow(clippy::result_large_err)]
 
-use std::io::Cursor;
+use std::io::{Seek, SeekFrom};
 use std::sync::Arc;
 
 use openraft::storage::RaftStateMachine;
-use openraft::{EntryPayload, ErrorSubject, ErrorVerb, OptionalSend, RaftSnapshotBuilder};
+use openraft::{EntryPayload, ErrorSubject, ErrorVerb, OptionalSend};
+use tokio::io::AsyncWriteExt;
 use tokio::sync::watch;
 
 use super::db::{
-    Db, KEY_APPLIED, KEY_MEMBERSHIP, KEY_SNAPSHOT_DATA, KEY_SNAPSHOT_META, KEY_STATE, io_error,
-    read_json, to_json,
+    Db, KEY_APPLIED, KEY_MEMBERSHIP, KEY_SNAPSHOT_META, KEY_STATE, io_error, read_json, to_json,
 };
 use super::sm_objects::{self, BatchSize, ObjectBatch};
+use super::snapshots::{self, SnapshotBuilder, SnapshotFiles};
 use super::types::{
     Entry, LogId, Snapshot, SnapshotMeta, StorageError, StoredMembership, TypeConfig,
 };
@@ -34,15 +35,16 @@ use crate::state::{CommandResponse, LogPosition, Outcome, ReplicatedState};
 
 /// What the state machine holds in memory (and mirrors in sled).
 #[derive(Debug, Clone, Default)]
-struct Applied {
-    last_applied: Option<LogId>,
-    last_membership: StoredMembership,
-    state: ReplicatedState,
+pub(crate) struct Applied {
+    pub(crate) last_applied: Option<LogId>,
+    pub(crate) last_membership: StoredMembership,
+    pub(crate) state: ReplicatedState,
 }
 
 /// The state machine store. Owned by openraft's state-machine worker.
 pub struct StateStore {
     db: Arc<Db>,
+    files: SnapshotFiles,
     applied: Applied,
     published: watch::Sender<Arc<ReplicatedState>>,
     written: WriteStats,
@@ -69,6 +71,7 @@ impl StateStore {
     /// snapshot, since later applies write only what they touch.
     pub(crate) fn open(db: Arc<Db>) -> Result<Self, StorageError> {
         let subject = || ErrorSubject::StateMachine;
+        let files = snapshots::open_files(&db)?;
         let old_layout: Option<ReplicatedState> = read_json(&db.sm, KEY_STATE, subject())?;
         let mut rewrite = old_layout.is_some();
         let state = match old_layout {
@@ -80,23 +83,24 @@ impl StateStore {
             last_membership: read_json(&db.sm, KEY_MEMBERSHIP, subject())?.unwrap_or_default(),
             state,
         };
-        if let Some(snapshot) = read_snapshot(&db)?
-            && snapshot.meta.last_log_id > applied.last_applied
+        if let Some(meta) = snapshots::current_meta(&db)?
+            && meta.last_log_id > applied.last_applied
         {
             tracing::info!(
-                snapshot = %snapshot.meta.snapshot_id,
+                snapshot = %meta.snapshot_id,
                 "state machine behind its snapshot; restoring from the snapshot"
             );
             applied = Applied {
-                last_applied: snapshot.meta.last_log_id,
-                last_membership: snapshot.meta.last_membership.clone(),
-                state: decode_state(&snapshot.meta, snapshot.snapshot.get_ref())?,
+                last_applied: meta.last_log_id,
+                last_membership: meta.last_membership.clone(),
+                state: snapshots::read_state(&files, &meta)?,
             };
             rewrite = true;
         }
         let (published, _) = watch::channel(Arc::new(applied.state.clone()));
         let mut store = StateStore {
             db,
+            files,
             applied,
             published,
             written: WriteStats::default(),
@@ -162,124 +166,6 @@ fn write(
     Ok(())
 }
 
-/// Decodes a snapshot's data (the JSON of the state).
-fn decode_state(meta: &SnapshotMeta, data: &[u8]) -> Result<ReplicatedState, StorageError> {
-    serde_json::from_slice(data).map_err(|e| {
-        io_error(
-            ErrorSubject::Snapshot(Some(meta.signature())),
-            ErrorVerb::Read,
-            e,
-        )
-    })
-}
-
-/// The stored snapshot, if any.
-fn read_snapshot(db: &Db) -> Result<Option<Snapshot>, StorageError> {
-    let meta: Option<SnapshotMeta> =
-        read_json(&db.sm, KEY_SNAPSHOT_META, ErrorSubject::Snapshot(None))?;
-    let Some(meta) = meta else {
-        return Ok(None);
-    };
-    let data = db
-        .sm
-        .get(KEY_SNAPSHOT_DATA)
-        .map_err(|e| {
-            io_error(
-                ErrorSubject::Snapshot(Some(meta.signature())),
-                ErrorVerb::Read,
-                e,
-            )
-        })?
-        .ok_or_else(|| {
-            io_error(
-                ErrorSubject::Snapshot(Some(meta.signature())),
-                ErrorVerb::Read,
-                "snapshot metadata present but data missing",
-            )
-        })?;
-    Ok(Some(Snapshot {
-        meta,
-        snapshot: Box::new(Cursor::new(data.to_vec())),
-    }))
-}
-
-/// Stores `meta` and `data` as the current snapshot built here. Returns
-/// false, writing nothing, when a newer snapshot is already stored: a
-/// snapshot built in the background can finish after the node installed a
-/// newer one from the leader, and that older one must not replace it. (An
-/// install is authoritative and replaces whatever is stored; it writes its
-/// own batch.)
-fn store_built_snapshot(db: &Db, meta: &SnapshotMeta, data: &[u8]) -> Result<bool, StorageError> {
-    let subject = || ErrorSubject::Snapshot(Some(meta.signature()));
-    let meta_json = to_json(meta, subject())?;
-    let result = db.sm.transaction(|tx| {
-        if let Some(current) = tx.get(KEY_SNAPSHOT_META)? {
-            let newer = serde_json::from_slice::<SnapshotMeta>(&current)
-                .map(|current| current.last_log_id > meta.last_log_id)
-                .unwrap_or(false);
-            if newer {
-                return Ok(false);
-            }
-        }
-        tx.insert(KEY_SNAPSHOT_META, meta_json.as_slice())?;
-        tx.insert(KEY_SNAPSHOT_DATA, data)?;
-        Ok(true)
-    });
-    result.map_err(|e: sled::transaction::TransactionError<()>| {
-        io_error(subject(), ErrorVerb::Write, format!("{e:?}"))
-    })
-}
-
-/// Builds a snapshot from a copy of the state taken when openraft asked for
-/// a builder, so applying continues while the snapshot is serialized.
-pub struct SnapshotBuilder {
-    db: Arc<Db>,
-    applied: Applied,
-}
-
-impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
-    /// # Correctness
-    ///
-    /// The snapshot (metadata and data) is stored in one sled transaction and
-    /// flushed before this returns, because openraft may purge the log up to
-    /// the snapshot right after: the snapshot must then be on disk for a
-    /// restart to restore the state those entries built.
-    async fn build_snapshot(&mut self) -> Result<Snapshot, StorageError> {
-        let data = serde_json::to_vec(&self.applied.state)
-            .map_err(|e| io_error(ErrorSubject::StateMachine, ErrorVerb::Read, e))?;
-        // sled ids are unique and increase across restarts, which keeps
-        // snapshot ids unique even for the same last log id.
-        let seq = self
-            .db
-            .db
-            .generate_id()
-            .map_err(|e| io_error(ErrorSubject::Snapshot(None), ErrorVerb::Write, e))?;
-        let snapshot_id = match &self.applied.last_applied {
-            Some(last) => format!("{}-{}-{seq}", last.leader_id, last.index),
-            None => format!("none-{seq}"),
-        };
-        let meta = SnapshotMeta {
-            last_log_id: self.applied.last_applied,
-            last_membership: self.applied.last_membership.clone(),
-            snapshot_id,
-        };
-        if store_built_snapshot(&self.db, &meta, &data)? {
-            self.db.flush().await.map_err(|e| {
-                io_error(
-                    ErrorSubject::Snapshot(Some(meta.signature())),
-                    ErrorVerb::Write,
-                    e,
-                )
-            })?;
-        }
-        tracing::info!(snapshot = %meta.snapshot_id, bytes = data.len(), "built snapshot");
-        Ok(Snapshot {
-            meta,
-            snapshot: Box::new(Cursor::new(data)),
-        })
-    }
-}
-
 impl RaftStateMachine<TypeConfig> for StateStore {
     type SnapshotBuilder = SnapshotBuilder;
 
@@ -339,50 +225,70 @@ impl RaftStateMachine<TypeConfig> for StateStore {
     async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
         SnapshotBuilder {
             db: self.db.clone(),
+            files: self.files.clone(),
             applied: self.applied.clone(),
         }
     }
 
-    async fn begin_receiving_snapshot(&mut self) -> Result<Box<Cursor<Vec<u8>>>, StorageError> {
-        Ok(Box::new(Cursor::new(Vec::new())))
+    /// An anonymous file in `snapshots/`: the chunks are written to disk as
+    /// they arrive, and an abandoned transfer leaves nothing behind.
+    async fn begin_receiving_snapshot(&mut self) -> Result<Box<tokio::fs::File>, StorageError> {
+        let file = self
+            .files
+            .receiving()
+            .map_err(|e| io_error(ErrorSubject::Snapshot(None), ErrorVerb::Write, e))?;
+        Ok(Box::new(tokio::fs::File::from_std(file)))
     }
 
     /// # Correctness
     ///
-    /// The received data is decoded first (a bad snapshot changes nothing),
-    /// then the snapshot and the replaced state machine (every object) are
+    /// The received file is decoded first, as a stream (a bad snapshot
+    /// changes nothing), and copied to its own durable file; then the
+    /// snapshot record and the replaced state machine (every object) are
     /// written in one atomic sled batch and flushed before this returns:
     /// openraft purges the log the snapshot covers right after, so the
     /// snapshot must be on disk.
     async fn install_snapshot(
         &mut self,
         meta: &SnapshotMeta,
-        snapshot: Box<Cursor<Vec<u8>>>,
+        mut snapshot: Box<tokio::fs::File>,
     ) -> Result<(), StorageError> {
-        let data = snapshot.into_inner();
-        let state = decode_state(meta, &data)?;
+        let subject = || ErrorSubject::Snapshot(Some(meta.signature()));
+        let failed = |verb| move |e: std::io::Error| io_error(subject(), verb, e);
+        snapshot.flush().await.map_err(failed(ErrorVerb::Write))?;
+        let mut received = snapshot.into_std().await;
+        received
+            .seek(SeekFrom::Start(0))
+            .map_err(failed(ErrorVerb::Seek))?;
+        let state = snapshots::decode_state(meta, &mut received)?;
+        received
+            .seek(SeekFrom::Start(0))
+            .map_err(failed(ErrorVerb::Seek))?;
+        self.files
+            .write(meta, |out| std::io::copy(&mut received, out).map(|_| ()))
+            .map_err(failed(ErrorVerb::Write))?;
+        let replaced = snapshots::current_meta(&self.db)?;
         let installed = Applied {
             last_applied: meta.last_log_id,
             last_membership: meta.last_membership.clone(),
             state,
         };
-        let subject = || ErrorSubject::Snapshot(Some(meta.signature()));
         let mut batch = ObjectBatch::default();
         batch.whole(&self.db.sm, &installed.state)?;
         batch.meta(KEY_SNAPSHOT_META, to_json(meta, subject())?);
-        batch.meta(KEY_SNAPSHOT_DATA, data);
         write(&self.db, &mut self.written, &installed, batch)?;
         self.applied = installed;
         self.db
             .flush()
             .await
             .map_err(|e| io_error(subject(), ErrorVerb::Write, e))?;
+        self.files.remove_replaced(replaced.as_ref(), meta);
         tracing::info!(snapshot = %meta.snapshot_id, "installed snapshot");
         self.publish();
         Ok(())
     }
 
     async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot>, StorageError> {
-        read_snapshot(&self.db)
+        snapshots::open_current(&self.db, &self.files).await
     }
 }
