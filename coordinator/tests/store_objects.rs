@@ -10,7 +10,7 @@
 use openraft::storage::RaftStateMachine;
 use openraft::{CommittedLeaderId, EntryPayload, RaftSnapshotBuilder};
 use std::time::Duration;
-use switchyard_coordinator::raft::types::{Entry, LogId};
+use switchyard_coordinator::raft::types::{Entry, LogId, SnapshotMeta};
 use switchyard_coordinator::raft::{StateStore, Stores, open};
 use switchyard_coordinator::state::{Command, LogPosition, ReplicatedState};
 use switchyard_proto::model::*;
@@ -209,6 +209,11 @@ async fn a_directory_of_the_old_layout_opens_and_is_migrated() -> anyhow::Result
         index += 1;
     }
     let applied = Some(LogId::new(CommittedLeaderId::new(TERM, 1), index - 1));
+    let old_snapshot = SnapshotMeta {
+        last_log_id: applied,
+        last_membership: Default::default(),
+        snapshot_id: "1-1-3-7".into(),
+    };
     let dir = tempfile::tempdir()?;
     {
         let db = sled::Config::new().path(dir.path()).open()?;
@@ -219,6 +224,9 @@ async fn a_directory_of_the_old_layout_opens_and_is_migrated() -> anyhow::Result
             serde_json::to_vec(&openraft::StoredMembership::<u64, openraft::BasicNode>::default())?,
         )?;
         sm.insert("state", serde_json::to_vec(&expected)?)?;
+        // And a snapshot, its data inside sled as the old layout kept it.
+        sm.insert("snapshot_meta", serde_json::to_vec(&old_snapshot)?)?;
+        sm.insert("snapshot_data", serde_json::to_vec(&expected)?)?;
         db.flush()?;
     }
     let mut stores = reopen(dir.path())?;
@@ -229,14 +237,26 @@ async fn a_directory_of_the_old_layout_opens_and_is_migrated() -> anyhow::Result
     assert_eq!(stores.state.written().last.keys, 61);
     close(stores)?;
 
-    // The old value is gone, and the objects alone rebuild the state.
+    // The old values are gone, and the objects alone rebuild the state.
     {
         let db = sled::Config::new().path(dir.path()).open()?;
-        assert!(db.open_tree("sm")?.get("state")?.is_none());
+        let sm = db.open_tree("sm")?;
+        assert!(sm.get("state")?.is_none());
+        assert!(sm.get("snapshot_data")?.is_none());
     }
     let mut stores = reopen(dir.path())?;
     assert_eq!(state_of(&stores.state), expected);
     assert_eq!(stores.state.written().batches, 0, "migrated twice");
+    // The snapshot moved to its file, unchanged.
+    let mut snapshot = stores
+        .state
+        .get_current_snapshot()
+        .await?
+        .ok_or_else(|| anyhow::anyhow!("the old snapshot was lost"))?;
+    assert_eq!(snapshot.meta, old_snapshot);
+    let mut data = Vec::new();
+    snapshot.snapshot.read_to_end(&mut data).await?;
+    assert_eq!(serde_json::from_slice::<ReplicatedState>(&data)?, expected);
     // And it goes on applying per object.
     apply_all(
         &mut stores.state,
