@@ -1,11 +1,11 @@
-//! The state machine and its snapshots on sled: openraft's
-//! [`RaftStateMachine`] and [`RaftSnapshotBuilder`].
+//! The state machine on sled: openraft's [`RaftStateMachine`] (snapshots
+//! are built and stored by [`super::snapshots`]).
 //!
 //! Owns: feeding committed entries to [`ReplicatedState::apply`], persisting
 //! the result in tree `sm` — last applied log id, last membership, and only
 //! the objects the batch touched ([`super::sm_objects`] keeps the state per
-//! object) — building and installing snapshots (a snapshot's data is the
-//! JSON of the state), migrating a data directory of the old layout (the
+//! object) — installing a received snapshot (a snapshot's data is the
+//! JSON of the state, in a file), migrating a data directory of the old layout (the
 //! whole state as one JSON value under `state`), and publishing the state
 //! after every apply on a `tokio::sync::watch` channel. Does not own: what a
 //! command does — `apply` is the lead's pure function, treated here as a
@@ -109,6 +109,8 @@ impl StateStore {
             tracing::info!("writing the state machine one key per object");
             let mut batch = ObjectBatch::default();
             batch.whole(&store.db.sm, &store.applied.state)?;
+            // The old layout's value goes in the same atomic step.
+            batch.batch.remove(KEY_STATE);
             write(&store.db, &mut store.written, &store.applied, batch)?;
         }
         Ok(store)
@@ -140,8 +142,7 @@ impl StateStore {
 }
 
 /// Writes `objects` with `applied`'s log id and membership as one atomic
-/// batch (dropping the old layout's whole-state value, if any), and counts
-/// it in `written`.
+/// batch, and counts it in `written`.
 fn write(
     db: &Db,
     written: &mut WriteStats,
@@ -154,7 +155,6 @@ fn write(
         KEY_MEMBERSHIP,
         to_json(&applied.last_membership, subject())?,
     );
-    objects.batch.remove(KEY_STATE);
     let size = objects.size;
     db.sm
         .apply_batch(objects.batch)
