@@ -194,7 +194,7 @@ async fn three_coordinators_elect_forward_fail_over_restart_and_grow() -> anyhow
     ensure!(
         state.proxies.len() == 15,
         "proxies: {:?}",
-        state.proxies.keys()
+        state.proxies.keys().collect::<Vec<_>>()
     );
     ensure!(state.proxies["proxy-7"].zone == "zone-1");
 

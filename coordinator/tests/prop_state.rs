@@ -317,3 +317,53 @@ proptest! {
         }
     }
 }
+
+/// Cases of the sled property: each opens a store twice.
+const STORE_CASES: u32 = 48;
+
+proptest! {
+    #![proptest_config(strategies::config(
+        STORE_CASES,
+        "cargo test -p switchyard-coordinator --test prop_state",
+    ))]
+
+    /// The sled store keeps the state one key per object and writes only
+    /// what each batch touched: after the log is applied through it (in
+    /// batches of one to three entries) its state equals the pure
+    /// function's, and so does the state a reopen rebuilds from the keys.
+    #[test]
+    fn the_store_reopens_to_exactly_the_applied_state(steps in steps(), batch in 1usize..4) {
+        let (state, log) = run(&steps)?;
+        let runtime = tokio::runtime::Builder::new_current_thread().build().expect("runtime");
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let (applied, reopened) = runtime.block_on(async {
+            use openraft::storage::RaftStateMachine;
+            let mut stores = switchyard_coordinator::raft::open(dir.path()).expect("open");
+            for chunk in log.chunks(batch) {
+                let entries = chunk.iter().map(|(index, command, _)| {
+                    switchyard_coordinator::raft::types::Entry {
+                        log_id: openraft::LogId::new(openraft::CommittedLeaderId::new(TERM, 1), *index),
+                        payload: openraft::EntryPayload::Normal(command.clone()),
+                    }
+                });
+                let responses = stores.state.apply(entries.collect::<Vec<_>>()).await.expect("apply");
+                let expected: Vec<_> = chunk.iter().map(|(_, _, r)| r.clone()).collect();
+                assert_eq!(responses, expected);
+            }
+            let applied = ReplicatedState::clone(&stores.state.subscribe().borrow());
+            let liveness = stores.liveness.clone();
+            drop(stores);
+            switchyard_test_support::eventually_blocking(
+                "the store closed",
+                std::time::Duration::from_secs(10),
+                || !liveness.is_open(),
+            )
+            .expect("store closes");
+            let stores = switchyard_coordinator::raft::open(dir.path()).expect("reopen");
+            let reopened = ReplicatedState::clone(&stores.state.subscribe().borrow());
+            (applied, reopened)
+        });
+        prop_assert_eq!(&applied, &state);
+        prop_assert_eq!(&reopened, &state);
+    }
+}

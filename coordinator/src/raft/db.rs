@@ -17,8 +17,13 @@
 //! | `meta`  | `committed`                 | JSON of the last saved committed log id |
 //! | `meta`  | `last_purged`               | JSON of the last purged log id          |
 //! | `meta`  | `formation`                 | JSON of the cluster [`Formation`]       |
-//! | `sm`    | `applied`, `membership`, `state` | state machine: last applied log id, last membership, `ReplicatedState` |
-//! | `sm`    | `snapshot_meta`, `snapshot_data` | the current snapshot: openraft meta (JSON) and data (state JSON) |
+//! | `sm`    | `applied`, `membership`, `position` | state machine: last applied log id, last membership, the state's `last_index`/`last_term` |
+//! | `sm`    | `o/<kind>/<JSON key>`        | one object of the state: resource, route record, proxy, endpoint generation ([`super::sm_objects`]) |
+//! | `sm`    | `snapshot_meta`             | the current snapshot's openraft meta (JSON); its data is the file `snapshots/<id>.json` ([`super::snapshots`]) |
+//!
+//! The previous layout kept the whole `ReplicatedState` as one JSON value
+//! under `sm`/`state` and the snapshot's data under `sm`/`snapshot_data`;
+//! opening such a directory migrates it (see [`super::state_store`]).
 //!
 //! Big-endian index keys make sled's lexicographic order the log order, so
 //! range scans and `last()` walk the log without decoding keys.
@@ -41,8 +46,10 @@ pub(crate) const KEY_LAST_PURGED: &[u8] = b"last_purged";
 const KEY_FORMATION: &[u8] = b"formation";
 pub(crate) const KEY_APPLIED: &[u8] = b"applied";
 pub(crate) const KEY_MEMBERSHIP: &[u8] = b"membership";
+/// The previous layout's whole state (read to migrate, then removed).
 pub(crate) const KEY_STATE: &[u8] = b"state";
 pub(crate) const KEY_SNAPSHOT_META: &[u8] = b"snapshot_meta";
+/// The previous layout's snapshot data (moved to its file at open).
 pub(crate) const KEY_SNAPSHOT_DATA: &[u8] = b"snapshot_data";
 
 /// Why the store could not be opened or used outside openraft's traits.

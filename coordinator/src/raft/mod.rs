@@ -13,6 +13,8 @@
 //!   besides the two stores.
 //! - [`log_store`]: log entries and vote, with their durability rules.
 //! - [`state_store`]: state machine and snapshots.
+//! - [`sm_objects`]: the state machine kept one sled key per object.
+//! - [`snapshots`]: snapshot files, their record, the snapshot builder.
 //! - [`fingerprint`]: cluster identity on every Raft RPC.
 //! - [`network`]: openraft's client network over tonic (cached channels).
 //! - [`service`]: the `RaftService` server.
@@ -29,6 +31,8 @@ mod membership;
 pub mod network;
 pub mod node;
 pub mod service;
+pub mod sm_objects;
+pub mod snapshots;
 pub mod state_store;
 pub mod types;
 

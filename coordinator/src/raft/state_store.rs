@@ -1,28 +1,33 @@
-//! The state machine and its snapshots on sled: openraft's
-//! [`RaftStateMachine`] and [`RaftSnapshotBuilder`].
+//! The state machine on sled: openraft's [`RaftStateMachine`] (snapshots
+//! are built and stored by [`super::snapshots`]).
 //!
 //! Owns: feeding committed entries to [`ReplicatedState::apply`], persisting
-//! the result (last applied log id, last membership, the state as JSON) in
-//! tree `sm`, building and installing snapshots (a snapshot's data is the
-//! JSON of the state), and publishing the state after every apply on a
-//! `tokio::sync::watch` channel. Does not own: what a command does — `apply`
-//! is the lead's pure function, treated here as a black box.
+//! the result in tree `sm` — last applied log id, last membership, and only
+//! the objects the batch touched ([`super::sm_objects`] keeps the state per
+//! object) — installing a received snapshot (a snapshot's data is the
+//! JSON of the state, in a file), migrating a data directory of the old layout (the
+//! whole state as one JSON value under `state`), and publishing the state
+//! after every apply on a `tokio::sync::watch` channel. Does not own: what a
+//! command does — `apply` is the lead's pure function, treated here as a
+//! black box; it records which keys it touched, and the store drains that.
 
 // `StorageError` is openraft's type, fixed by the storage traits; boxing it
 // in private helpers would only add conversions at every trait boundary.
 #![allow(clippy::result_large_err)]
 
-use std::io::Cursor;
+use std::io::{Seek, SeekFrom};
 use std::sync::Arc;
 
 use openraft::storage::RaftStateMachine;
-use openraft::{EntryPayload, ErrorSubject, ErrorVerb, OptionalSend, RaftSnapshotBuilder};
+use openraft::{EntryPayload, ErrorSubject, ErrorVerb, OptionalSend};
+use tokio::io::AsyncWriteExt;
 use tokio::sync::watch;
 
 use super::db::{
-    Db, KEY_APPLIED, KEY_MEMBERSHIP, KEY_SNAPSHOT_DATA, KEY_SNAPSHOT_META, KEY_STATE, io_error,
-    read_json, to_json,
+    Db, KEY_APPLIED, KEY_MEMBERSHIP, KEY_SNAPSHOT_META, KEY_STATE, io_error, read_json, to_json,
 };
+use super::sm_objects::{self, BatchSize, ObjectBatch};
+use super::snapshots::{self, SnapshotBuilder, SnapshotFiles};
 use super::types::{
     Entry, LogId, Snapshot, SnapshotMeta, StorageError, StoredMembership, TypeConfig,
 };
@@ -30,49 +35,90 @@ use crate::state::{CommandResponse, LogPosition, Outcome, ReplicatedState};
 
 /// What the state machine holds in memory (and mirrors in sled).
 #[derive(Debug, Clone, Default)]
-struct Applied {
-    last_applied: Option<LogId>,
-    last_membership: StoredMembership,
-    state: ReplicatedState,
+pub(crate) struct Applied {
+    pub(crate) last_applied: Option<LogId>,
+    pub(crate) last_membership: StoredMembership,
+    pub(crate) state: ReplicatedState,
 }
 
 /// The state machine store. Owned by openraft's state-machine worker.
 pub struct StateStore {
     db: Arc<Db>,
+    files: SnapshotFiles,
     applied: Applied,
     published: watch::Sender<Arc<ReplicatedState>>,
+    written: WriteStats,
+}
+
+/// What the store wrote to sled for the state machine since it opened
+/// (apply batches, installs, migrations): the cost of a change, counted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WriteStats {
+    /// Batches written.
+    pub batches: u64,
+    /// The last batch.
+    pub last: BatchSize,
+    /// All batches together.
+    pub total: BatchSize,
 }
 
 impl StateStore {
-    /// Loads the state machine from sled: the persisted state, or the stored
-    /// snapshot when that is newer (a snapshot is flushed when made; the
-    /// state written by `apply` may lag it after a crash).
+    /// Loads the state machine from sled: the persisted objects, or the
+    /// stored snapshot when that is newer (a snapshot is flushed when made;
+    /// the state written by `apply` may lag it after a crash). A directory
+    /// of the old layout (the whole state under `state`) is migrated to one
+    /// key per object in one atomic batch; so is a state restored from the
+    /// snapshot, since later applies write only what they touch.
     pub(crate) fn open(db: Arc<Db>) -> Result<Self, StorageError> {
         let subject = || ErrorSubject::StateMachine;
+        let files = snapshots::open_files(&db)?;
+        let old_layout: Option<ReplicatedState> = read_json(&db.sm, KEY_STATE, subject())?;
+        let mut rewrite = old_layout.is_some();
+        let state = match old_layout {
+            Some(state) => state,
+            None => sm_objects::load(&db.sm)?.unwrap_or_default(),
+        };
         let mut applied = Applied {
             last_applied: read_json(&db.sm, KEY_APPLIED, subject())?.flatten(),
             last_membership: read_json(&db.sm, KEY_MEMBERSHIP, subject())?.unwrap_or_default(),
-            state: read_json(&db.sm, KEY_STATE, subject())?.unwrap_or_default(),
+            state,
         };
-        if let Some(snapshot) = read_snapshot(&db)?
-            && snapshot.meta.last_log_id > applied.last_applied
+        if let Some(meta) = snapshots::current_meta(&db)?
+            && meta.last_log_id > applied.last_applied
         {
             tracing::info!(
-                snapshot = %snapshot.meta.snapshot_id,
+                snapshot = %meta.snapshot_id,
                 "state machine behind its snapshot; restoring from the snapshot"
             );
             applied = Applied {
-                last_applied: snapshot.meta.last_log_id,
-                last_membership: snapshot.meta.last_membership.clone(),
-                state: decode_state(&snapshot.meta, snapshot.snapshot.get_ref())?,
+                last_applied: meta.last_log_id,
+                last_membership: meta.last_membership.clone(),
+                state: snapshots::read_state(&files, &meta)?,
             };
+            rewrite = true;
         }
         let (published, _) = watch::channel(Arc::new(applied.state.clone()));
-        Ok(StateStore {
+        let mut store = StateStore {
             db,
+            files,
             applied,
             published,
-        })
+            written: WriteStats::default(),
+        };
+        if rewrite {
+            tracing::info!("writing the state machine one key per object");
+            let mut batch = ObjectBatch::default();
+            batch.whole(&store.db.sm, &store.applied.state)?;
+            // The old layout's value goes in the same atomic step.
+            batch.batch.remove(KEY_STATE);
+            write(&store.db, &mut store.written, &store.applied, batch)?;
+        }
+        Ok(store)
+    }
+
+    /// What the store wrote since it opened.
+    pub fn written(&self) -> WriteStats {
+        self.written
     }
 
     /// A receiver of the state after every apply (and after a snapshot
@@ -86,149 +132,38 @@ impl StateStore {
             .send_replace(Arc::new(self.applied.state.clone()));
     }
 
-    /// Writes the in-memory state machine to sled as one atomic batch.
-    fn persist(&self) -> Result<(), StorageError> {
-        let subject = || ErrorSubject::StateMachine;
-        let mut batch = sled::Batch::default();
-        batch.insert(KEY_APPLIED, to_json(&self.applied.last_applied, subject())?);
-        batch.insert(
-            KEY_MEMBERSHIP,
-            to_json(&self.applied.last_membership, subject())?,
-        );
-        batch.insert(KEY_STATE, to_json(&self.applied.state, subject())?);
-        self.db
-            .sm
-            .apply_batch(batch)
-            .map_err(|e| io_error(subject(), ErrorVerb::Write, e))
+    /// Writes what the last applies touched.
+    fn persist(&mut self) -> Result<(), StorageError> {
+        let touched = self.applied.state.touched.take();
+        let mut batch = ObjectBatch::default();
+        batch.touched(&self.applied.state, &touched)?;
+        write(&self.db, &mut self.written, &self.applied, batch)
     }
 }
 
-/// Decodes a snapshot's data (the JSON of the state).
-fn decode_state(meta: &SnapshotMeta, data: &[u8]) -> Result<ReplicatedState, StorageError> {
-    serde_json::from_slice(data).map_err(|e| {
-        io_error(
-            ErrorSubject::Snapshot(Some(meta.signature())),
-            ErrorVerb::Read,
-            e,
-        )
-    })
-}
-
-/// The stored snapshot, if any.
-fn read_snapshot(db: &Db) -> Result<Option<Snapshot>, StorageError> {
-    let meta: Option<SnapshotMeta> =
-        read_json(&db.sm, KEY_SNAPSHOT_META, ErrorSubject::Snapshot(None))?;
-    let Some(meta) = meta else {
-        return Ok(None);
-    };
-    let data = db
-        .sm
-        .get(KEY_SNAPSHOT_DATA)
-        .map_err(|e| {
-            io_error(
-                ErrorSubject::Snapshot(Some(meta.signature())),
-                ErrorVerb::Read,
-                e,
-            )
-        })?
-        .ok_or_else(|| {
-            io_error(
-                ErrorSubject::Snapshot(Some(meta.signature())),
-                ErrorVerb::Read,
-                "snapshot metadata present but data missing",
-            )
-        })?;
-    Ok(Some(Snapshot {
-        meta,
-        snapshot: Box::new(Cursor::new(data.to_vec())),
-    }))
-}
-
-/// Stores `meta` and `data` as the current snapshot, atomically with `extra`
-/// (the state written by an install). Returns false, writing nothing, when
-/// `only_if_newer` is set and a newer snapshot is already stored.
-///
-/// A snapshot built in the background can finish after the node installed a
-/// newer one from the leader; that older one must not replace it. An install
-/// is authoritative and replaces whatever is stored.
-fn store_snapshot(
+/// Writes `objects` with `applied`'s log id and membership as one atomic
+/// batch, and counts it in `written`.
+fn write(
     db: &Db,
-    meta: &SnapshotMeta,
-    data: &[u8],
-    extra: &[(&[u8], Vec<u8>)],
-    only_if_newer: bool,
-) -> Result<bool, StorageError> {
-    let subject = || ErrorSubject::Snapshot(Some(meta.signature()));
-    let meta_json = to_json(meta, subject())?;
-    let result = db.sm.transaction(|tx| {
-        if let Some(current) = tx.get(KEY_SNAPSHOT_META)?.filter(|_| only_if_newer) {
-            let newer = serde_json::from_slice::<SnapshotMeta>(&current)
-                .map(|current| current.last_log_id > meta.last_log_id)
-                .unwrap_or(false);
-            if newer {
-                return Ok(false);
-            }
-        }
-        tx.insert(KEY_SNAPSHOT_META, meta_json.as_slice())?;
-        tx.insert(KEY_SNAPSHOT_DATA, data)?;
-        for (key, value) in extra {
-            tx.insert(*key, value.as_slice())?;
-        }
-        Ok(true)
-    });
-    result.map_err(|e: sled::transaction::TransactionError<()>| {
-        io_error(subject(), ErrorVerb::Write, format!("{e:?}"))
-    })
-}
-
-/// Builds a snapshot from a copy of the state taken when openraft asked for
-/// a builder, so applying continues while the snapshot is serialized.
-pub struct SnapshotBuilder {
-    db: Arc<Db>,
-    applied: Applied,
-}
-
-impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
-    /// # Correctness
-    ///
-    /// The snapshot (metadata and data) is stored in one sled transaction and
-    /// flushed before this returns, because openraft may purge the log up to
-    /// the snapshot right after: the snapshot must then be on disk for a
-    /// restart to restore the state those entries built.
-    async fn build_snapshot(&mut self) -> Result<Snapshot, StorageError> {
-        let data = serde_json::to_vec(&self.applied.state)
-            .map_err(|e| io_error(ErrorSubject::StateMachine, ErrorVerb::Read, e))?;
-        // sled ids are unique and increase across restarts, which keeps
-        // snapshot ids unique even for the same last log id.
-        let seq = self
-            .db
-            .db
-            .generate_id()
-            .map_err(|e| io_error(ErrorSubject::Snapshot(None), ErrorVerb::Write, e))?;
-        let snapshot_id = match &self.applied.last_applied {
-            Some(last) => format!("{}-{}-{seq}", last.leader_id, last.index),
-            None => format!("none-{seq}"),
-        };
-        let meta = SnapshotMeta {
-            last_log_id: self.applied.last_applied,
-            last_membership: self.applied.last_membership.clone(),
-            snapshot_id,
-        };
-        if store_snapshot(&self.db, &meta, &data, &[], true)? {
-            self.db.flush().await.map_err(|e| {
-                io_error(
-                    ErrorSubject::Snapshot(Some(meta.signature())),
-                    ErrorVerb::Write,
-                    e,
-                )
-            })?;
-        }
-        tracing::info!(snapshot = %meta.snapshot_id, bytes = data.len(), "built snapshot");
-        Ok(Snapshot {
-            meta,
-            snapshot: Box::new(Cursor::new(data)),
-        })
-    }
+    written: &mut WriteStats,
+    applied: &Applied,
+    mut objects: ObjectBatch,
+) -> Result<(), StorageError> {
+    let subject = || ErrorSubject::StateMachine;
+    objects.meta(KEY_APPLIED, to_json(&applied.last_applied, subject())?);
+    objects.meta(
+        KEY_MEMBERSHIP,
+        to_json(&applied.last_membership, subject())?,
+    );
+    let size = objects.size;
+    db.sm
+        .apply_batch(objects.batch)
+        .map_err(|e| io_error(subject(), ErrorVerb::Write, e))?;
+    written.batches += 1;
+    written.last = size;
+    written.total.keys += size.keys;
+    written.total.bytes += size.bytes;
+    Ok(())
 }
 
 impl RaftStateMachine<TypeConfig> for StateStore {
@@ -290,53 +225,70 @@ impl RaftStateMachine<TypeConfig> for StateStore {
     async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
         SnapshotBuilder {
             db: self.db.clone(),
+            files: self.files.clone(),
             applied: self.applied.clone(),
         }
     }
 
-    async fn begin_receiving_snapshot(&mut self) -> Result<Box<Cursor<Vec<u8>>>, StorageError> {
-        Ok(Box::new(Cursor::new(Vec::new())))
+    /// An anonymous file in `snapshots/`: the chunks are written to disk as
+    /// they arrive, and an abandoned transfer leaves nothing behind.
+    async fn begin_receiving_snapshot(&mut self) -> Result<Box<tokio::fs::File>, StorageError> {
+        let file = self
+            .files
+            .receiving()
+            .map_err(|e| io_error(ErrorSubject::Snapshot(None), ErrorVerb::Write, e))?;
+        Ok(Box::new(tokio::fs::File::from_std(file)))
     }
 
     /// # Correctness
     ///
-    /// The received data is decoded first (a bad snapshot changes nothing),
-    /// then the snapshot and the replaced state machine are written in one
-    /// sled transaction and flushed before this returns: openraft purges the
-    /// log the snapshot covers right after, so the snapshot must be on disk.
+    /// The received file is decoded first, as a stream (a bad snapshot
+    /// changes nothing), and copied to its own durable file; then the
+    /// snapshot record and the replaced state machine (every object) are
+    /// written in one atomic sled batch and flushed before this returns:
+    /// openraft purges the log the snapshot covers right after, so the
+    /// snapshot must be on disk.
     async fn install_snapshot(
         &mut self,
         meta: &SnapshotMeta,
-        snapshot: Box<Cursor<Vec<u8>>>,
+        mut snapshot: Box<tokio::fs::File>,
     ) -> Result<(), StorageError> {
-        let data = snapshot.into_inner();
-        let state = decode_state(meta, &data)?;
+        let subject = || ErrorSubject::Snapshot(Some(meta.signature()));
+        let failed = |verb| move |e: std::io::Error| io_error(subject(), verb, e);
+        snapshot.flush().await.map_err(failed(ErrorVerb::Write))?;
+        let mut received = snapshot.into_std().await;
+        received
+            .seek(SeekFrom::Start(0))
+            .map_err(failed(ErrorVerb::Seek))?;
+        let state = snapshots::decode_state(meta, &mut received)?;
+        received
+            .seek(SeekFrom::Start(0))
+            .map_err(failed(ErrorVerb::Seek))?;
+        self.files
+            .write(meta, |out| std::io::copy(&mut received, out).map(|_| ()))
+            .map_err(failed(ErrorVerb::Write))?;
+        let replaced = snapshots::current_meta(&self.db)?;
         let installed = Applied {
             last_applied: meta.last_log_id,
             last_membership: meta.last_membership.clone(),
             state,
         };
-        let subject = || ErrorSubject::Snapshot(Some(meta.signature()));
-        let extra = [
-            (KEY_APPLIED, to_json(&installed.last_applied, subject())?),
-            (
-                KEY_MEMBERSHIP,
-                to_json(&installed.last_membership, subject())?,
-            ),
-            (KEY_STATE, to_json(&installed.state, subject())?),
-        ];
-        store_snapshot(&self.db, meta, &data, &extra, false)?;
+        let mut batch = ObjectBatch::default();
+        batch.whole(&self.db.sm, &installed.state)?;
+        batch.meta(KEY_SNAPSHOT_META, to_json(meta, subject())?);
+        write(&self.db, &mut self.written, &installed, batch)?;
+        self.applied = installed;
         self.db
             .flush()
             .await
             .map_err(|e| io_error(subject(), ErrorVerb::Write, e))?;
+        self.files.remove_replaced(replaced.as_ref(), meta);
         tracing::info!(snapshot = %meta.snapshot_id, "installed snapshot");
-        self.applied = installed;
         self.publish();
         Ok(())
     }
 
     async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot>, StorageError> {
-        read_snapshot(&self.db)
+        snapshots::open_current(&self.db, &self.files).await
     }
 }

@@ -5,8 +5,6 @@
 //! aliases for the generic openraft types every other raft module names.
 //! Does not own: any behaviour — the store, network and node modules do.
 
-use std::io::Cursor;
-
 use crate::state::{Command, CommandResponse};
 
 /// Raft node id of a coordinator (the `--id` flag).
@@ -18,14 +16,15 @@ pub type Node = openraft::BasicNode;
 openraft::declare_raft_types!(
     /// switchyard's openraft type configuration: log entries carry a
     /// state-machine [`Command`], applying one yields a [`CommandResponse`],
-    /// snapshots are the JSON of the replicated state held in memory.
+    /// snapshots are files holding the JSON of the replicated state (read
+    /// and written as streams, sent in chunks).
     pub TypeConfig:
         D = Command,
         R = CommandResponse,
         NodeId = NodeId,
         Node = Node,
         Entry = openraft::Entry<TypeConfig>,
-        SnapshotData = Cursor<Vec<u8>>,
+        SnapshotData = tokio::fs::File,
         AsyncRuntime = openraft::TokioRuntime,
 );
 

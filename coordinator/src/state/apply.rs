@@ -14,18 +14,15 @@ use switchyard_proto::model::{
     validate_resource_with,
 };
 
-/// Longest proxy id or zone accepted (a Kubernetes pod name fits).
-const MAX_PROXY_FIELD: usize = 253;
-
 impl ReplicatedState {
     /// Applies the log entry at `at`. Total: never panics; a rejected
     /// command changes nothing but the applied position, which always
     /// advances (the entry was applied; its answer was "no").
     pub fn apply(&mut self, at: LogPosition, command: &Command) -> CommandResponse {
         self.note_entry(at);
-        let touched = derived::Touched::before(self, command);
+        let may_change = derived::MayChange::before(self, command);
         let result = self.carry_out(at, command);
-        touched.after(self);
+        may_change.after(self);
         #[cfg(debug_assertions)]
         if let Err(broken) = self.check_invariants().and_then(|()| self.check_indexes()) {
             // A broken invariant here is a bug in this file; fail loudly in
@@ -154,6 +151,7 @@ impl ReplicatedState {
             None => "created",
         };
         set_revision(&mut stored, index);
+        self.touched.resource(&key);
         if let Some(previous) = self.resources.insert(key.clone(), stored) {
             self.bump_endpoints(&previous, index);
         }
@@ -172,6 +170,7 @@ impl ReplicatedState {
             _ => None,
         };
         if let Some(service) = service {
+            self.touched.endpoint_generation(&service);
             self.endpoint_generations.bump(service, index);
         }
     }
@@ -216,13 +215,16 @@ impl ReplicatedState {
         {
             let generation = active.generation;
             match record.pending.take() {
-                Some(withdrawn) => outcome.changes.push(format!(
-                    "HTTPRoute {name}: pending generation {} withdrawn, spec equals active generation {generation}",
-                    withdrawn.target.generation
+                Some(withdrawn) => {
+                    self.touched.route(&name);
+                    outcome.changes.push(format!(
+                        "HTTPRoute {name}: pending generation {} withdrawn, spec equals active generation {generation}",
+                        withdrawn.target.generation
+                    ))
+                }
+                None => outcome.changes.push(format!(
+                    "HTTPRoute {name} unchanged (generation {generation})"
                 )),
-                None => outcome
-                    .changes
-                    .push(format!("HTTPRoute {name} unchanged (generation {generation})")),
             }
             outcome.routes.push((name, generation));
             return;
@@ -243,6 +245,7 @@ impl ReplicatedState {
             generation
         };
         spec.meta.revision = index;
+        self.touched.route(&name);
         let superseded = record.pending.take();
         record.pending = Some(Transition {
             target: RouteGeneration { generation, spec },
@@ -274,8 +277,10 @@ impl ReplicatedState {
         let mut outcome = Outcome::default();
         for key in keys {
             let removed = if key.kind == Kind::HTTPRoute {
+                self.touched.route(&key.name);
                 self.routes.remove(&key.name).is_some()
             } else {
+                self.touched.resource(key);
                 match self.resources.remove(key) {
                     Some(gone) => {
                         self.bump_endpoints(&gone, index);
@@ -288,91 +293,6 @@ impl ReplicatedState {
             outcome.changes.push(format!("{key} {verb}"));
         }
         Ok(outcome)
-    }
-
-    fn register_proxy(
-        &mut self,
-        index: u64,
-        id: &str,
-        zone: &str,
-        admin_address: &str,
-    ) -> Result<Outcome, CommandError> {
-        for (field, value) in [("id", id), ("zone", zone)] {
-            if value.is_empty()
-                || value.len() > MAX_PROXY_FIELD
-                || !value.chars().all(|c| c.is_ascii_graphic())
-            {
-                return Err(CommandError::InvalidProxy(format!(
-                    "{field} {value:?} must be 1..{MAX_PROXY_FIELD} printable ASCII characters without spaces"
-                )));
-            }
-        }
-        let verb = if self.proxies.contains_key(id) {
-            "re-registered"
-        } else {
-            "registered"
-        };
-        self.proxies.insert(
-            id.to_string(),
-            ProxyRecord {
-                id: id.to_string(),
-                zone: zone.to_string(),
-                admin_address: admin_address.to_string(),
-                registered_index: index,
-            },
-        );
-        Ok(Outcome {
-            changes: vec![format!("proxy {id} (zone {zone}) {verb}")],
-            routes: vec![],
-            ..Default::default()
-        })
-    }
-
-    fn remove_proxy(&mut self, id: &str, reason: &str, registration: Option<u64>) -> Outcome {
-        let current = self.proxies.get(id).map(|p| p.registered_index);
-        let line = match (current, registration) {
-            (None, _) => format!("proxy {id} was not registered: {reason}"),
-            // A newer run under the same id registered since: its
-            // predecessor's goodbye must not remove it.
-            (Some(now), Some(leaving)) if now != leaving => format!(
-                "proxy {id}: registration {leaving} left ({reason}); registration {now} stays"
-            ),
-            (Some(_), _) => {
-                self.proxies.remove(id);
-                format!("proxy {id} removed: {reason}")
-            }
-        };
-        Outcome {
-            changes: vec![line],
-            routes: vec![],
-            ..Default::default()
-        }
-    }
-
-    fn expire_proxy(
-        &mut self,
-        at: LogPosition,
-        id: &str,
-        registration: u64,
-        basis: &DecisionBasis,
-    ) -> Result<Outcome, CommandError> {
-        fence::check_term(basis, at)?;
-        let current = self.proxies.get(id).map(|p| p.registered_index);
-        if current != Some(registration) {
-            return Err(CommandError::StaleRegistration {
-                id: id.to_string(),
-                registration,
-                current: current.map_or("not registered".into(), |r| format!("registration {r}")),
-            });
-        }
-        self.proxies.remove(id);
-        Ok(Outcome {
-            changes: vec![format!(
-                "proxy {id} (registration {registration}) expired: lease ran out"
-            )],
-            routes: vec![],
-            ..Default::default()
-        })
     }
 
     fn pending_mut(
@@ -414,6 +334,7 @@ impl ReplicatedState {
                 self.check_evidence_basis(route, generation, basis)?;
             }
         }
+        self.touched.route(route);
         let record = self.pending_mut(route, generation)?;
         if let Some(pending) = record.pending.take() {
             record.active = Some(pending.target);
@@ -441,6 +362,7 @@ impl ReplicatedState {
         if let Some(basis) = basis {
             fence::check_term(basis, at)?;
         }
+        self.touched.route(route);
         let record = self.pending_mut(route, generation)?;
         record.pending = None;
         record.last_failure = Some(format!("generation {generation} abandoned: {reason}"));

@@ -93,18 +93,18 @@ impl Indexes {
 /// whose pending transition may come or go, and each EndpointSlice key it
 /// may store or remove with the addresses stored under it before.
 #[derive(Debug, Default)]
-pub(super) struct Touched {
+pub(super) struct MayChange {
     routes: BTreeSet<ObjectName>,
     slices: BTreeMap<ResourceKey, usize>,
 }
 
-impl Touched {
+impl MayChange {
     /// Notes what `command` may change in `state`. Builds the indexes
     /// first if they are not (the first apply after a load: O(store) once),
     /// since the command's own checks read them. O(size of the command).
     pub(super) fn before(state: &ReplicatedState, command: &Command) -> Self {
         state.indexes();
-        let mut touched = Touched::default();
+        let mut touched = MayChange::default();
         touched.note(state, command);
         touched
     }

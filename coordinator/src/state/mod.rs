@@ -22,20 +22,21 @@ mod derived;
 pub mod faults;
 mod fence;
 pub mod limits;
+mod proxies;
+pub mod shared;
+pub mod touched;
 mod view;
 
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
-use switchyard_proto::model::pairs;
-use switchyard_proto::model::{
-    EndpointGenerations, ObjectName, Resource, ResourceKey, RouteRecord,
-};
+use switchyard_proto::model::{ObjectName, Resource, ResourceKey, RouteRecord};
 
 pub use command::{
     Command, CommandError, CommandResponse, DecisionBasis, InvalidResource, Outcome,
 };
 pub use derived::DerivedIndexes;
+pub use imbl::OrdMap;
 pub use limits::{StoreLimit, StoreLimits};
+pub use shared::Generations;
 
 /// Where an entry sits in the Raft log: its index and the term of the
 /// leader that appended it.
@@ -70,6 +71,12 @@ pub struct ProxyRecord {
 }
 
 /// Everything the Raft log builds.
+///
+/// Its maps are persistent ([`OrdMap`]): a clone shares every object with
+/// the original and a change copies only the path to it, so publishing the
+/// state after each apply batch, and handing a copy to the snapshot
+/// builder, cost O(1) whatever the store holds. Serialised exactly as
+/// before (the snapshot and the old data-directory layout are this JSON).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub struct ReplicatedState {
     /// Index of the last log entry applied (0 before any). Raft's own
@@ -81,21 +88,25 @@ pub struct ReplicatedState {
     #[serde(default)]
     pub last_term: u64,
     /// Stored resources other than HTTPRoutes, by key.
-    #[serde(with = "pairs")]
-    pub resources: BTreeMap<ResourceKey, Resource>,
+    #[serde(with = "shared::pairs")]
+    pub resources: OrdMap<ResourceKey, Resource>,
     /// HTTPRoutes, as route records.
-    #[serde(with = "pairs")]
-    pub routes: BTreeMap<ObjectName, RouteRecord>,
+    #[serde(with = "shared::pairs")]
+    pub routes: OrdMap<ObjectName, RouteRecord>,
     /// Registered proxies, by id.
-    pub proxies: BTreeMap<String, ProxyRecord>,
+    pub proxies: OrdMap<String, ProxyRecord>,
     /// Per-Service endpoint generations; they only grow.
     #[serde(default)]
-    pub endpoint_generations: EndpointGenerations,
+    pub endpoint_generations: Generations,
     /// Indexes derived from the above (pending routes, endpoint count):
     /// never serialised, no part of equality, built on first use and kept
     /// up to date by `apply` (see `derived`).
     #[serde(skip)]
     pub derived: DerivedIndexes,
+    /// Keys changed since the store last drained them (not state: never
+    /// serialised, ignored by equality).
+    #[serde(skip)]
+    pub touched: touched::Touched,
 }
 
 #[cfg(test)]

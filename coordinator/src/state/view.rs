@@ -90,7 +90,7 @@ impl ReplicatedState {
         let mut snapshot = ConfigSnapshot {
             version: self.last_index,
             routes: self.routes.values().cloned().collect(),
-            endpoint_generations: self.endpoint_generations.clone(),
+            endpoint_generations: self.endpoint_generations.to_snapshot(),
             ..Default::default()
         };
         for resource in self.resources.values() {

@@ -51,8 +51,14 @@ impl PerRouteIsolation {
                 > 1
             {
                 let mut alone = state.clone();
-                for (name, record) in alone.routes.iter_mut() {
-                    if name != route {
+                let others: Vec<_> = alone
+                    .routes
+                    .keys()
+                    .filter(|n| *n != route)
+                    .cloned()
+                    .collect();
+                for name in others {
+                    if let Some(record) = alone.routes.get_mut(&name) {
                         record.pending = None;
                     }
                 }
