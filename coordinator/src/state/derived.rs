@@ -222,6 +222,7 @@ impl ReplicatedState {
     }
 
     /// Debug check: the maintained indexes equal a fresh build.
+    #[cfg(debug_assertions)]
     pub(super) fn check_indexes(&self) -> Result<(), String> {
         match self.derived.0.get() {
             Some(kept) if *kept != Indexes::build(self) => Err(format!(
