@@ -1,7 +1,7 @@
 //! One upstream endpoint (`ip:port`, probed at one health path): its
 //! keep-alive connection pool, outstanding-request count, health and
 //! ejection state — shared by every backend (Service port) whose endpoint
-//! set lists it (see [`super::shared`]), so N Services on the same pods
+//! set lists it (see `upstream::shared`), so N Services on the same pods
 //! cost one health check and one pool, not N. It keeps the list of the
 //! backends using it, for their healthy-endpoint gauges and for retiring
 //! it when the last one lets go.
