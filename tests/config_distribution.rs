@@ -198,13 +198,23 @@ async fn a_reconnect_with_a_known_version_gets_only_the_changes_since() -> anyho
     // Before: every (re)connect downloaded the whole configuration.
     let coordinator = Coordinator::start().await?;
     let many: String = (0..200).map(|i| service(&format!("s-{i}"), "1")).collect();
-    coordinator
+    let stored = coordinator
         .apply(&format!("{}{many}", manifests::base()))
         .await?;
-    let mut first = watch(&coordinator, "p1", 0, true).await?;
-    let full = next_whole(&mut first).await?;
-    assert_eq!(full.kind, Carries::Snapshot);
-    drop(first);
+    // The journal follows the state machine a moment behind the apply's
+    // answer: watch until the first snapshot shows the 200 Services.
+    let mut full = None;
+    for _ in 0..1_000 {
+        let mut first = watch(&coordinator, "p1", 0, true).await?;
+        let whole = next_whole(&mut first).await?;
+        assert_eq!(whole.kind, Carries::Snapshot);
+        if whole.version >= stored {
+            full = Some(whole);
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    let full = full.ok_or_else(|| anyhow::anyhow!("no snapshot at version {stored}"))?;
     let index = coordinator.apply(&service("s-7", "2")).await?;
     let mut again = watch(&coordinator, "p1", full.version, true).await?;
     let updates = until(&mut again, index).await?;
