@@ -285,11 +285,6 @@ impl RouteTable {
         self.backends.clone()
     }
 
-    /// [`RouteTable::backends`], borrowed.
-    pub fn backend_set(&self) -> &BTreeSet<BackendKey> {
-        &self.backends
-    }
-
     /// Problems found while compiling.
     pub fn notes(&self) -> &[CompileNote] {
         &self.notes
