@@ -114,10 +114,9 @@ fn client(addresses: &[&str], timeout: Duration) -> AdminClient {
 
 async fn status(client: &mut AdminClient) -> Result<Vec<u8>, ClientError> {
     let reply = client
-        .call(
-            true,
-            |mut c| async move { c.status(pb::StatusRequest {}).await },
-        )
+        .call(true, |mut c| async move {
+            c.status(pb::StatusRequest::default()).await
+        })
         .await?;
     Ok(reply.status_json)
 }

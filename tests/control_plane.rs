@@ -88,7 +88,7 @@ async fn watch_and_status_streams_end_when_their_clients_go() -> anyhow::Result<
     for _ in 0..2 {
         let mut stream = coordinator
             .admin_client()
-            .watch_status(pb::StatusRequest {})
+            .watch_status(pb::StatusRequest::default())
             .await?
             .into_inner();
         stream.message().await?.context("a first status")?;

@@ -1,8 +1,132 @@
 //! Conversions between the wire messages of `switchyard.v1` and the model,
 //! one per pair, so no service builds or reads a message field by field.
 
+use crate::incremental::SetUpdate;
 use crate::model::{BackendEvidence, BackendKey, ListenerBinding, ObjectName};
 use crate::pb;
+
+/// The applied generations a heartbeat carries.
+pub type AppliedUpdate = SetUpdate<ObjectName, u64>;
+
+/// The evidence a readiness report carries.
+pub type EvidenceUpdate = SetUpdate<BackendKey, BackendEvidence>;
+
+impl pb::HeartbeatRequest {
+    /// Sets the applied generations from `update`.
+    pub fn set_applied(&mut self, update: AppliedUpdate) {
+        match update {
+            SetUpdate::Whole { seq, entries } => {
+                self.applied = entries.into_iter().map(Into::into).collect();
+                self.applied_delta = false;
+                self.applied_seq = seq;
+                self.applied_base = 0;
+                self.applied_removed = Vec::new();
+            }
+            SetUpdate::Changes {
+                base,
+                seq,
+                upserted,
+                removed,
+            } => {
+                self.applied = upserted.into_iter().map(Into::into).collect();
+                self.applied_delta = true;
+                self.applied_seq = seq;
+                self.applied_base = base;
+                self.applied_removed = removed
+                    .into_iter()
+                    .map(|r| pb::RouteName {
+                        namespace: r.namespace,
+                        name: r.name,
+                    })
+                    .collect();
+            }
+        }
+    }
+
+    /// The applied generations this heartbeat carries: a whole set from
+    /// proxies older than `applied_delta`.
+    pub fn applied_update(&self) -> AppliedUpdate {
+        let entries = self.applied.iter().map(Into::into).collect();
+        if !self.applied_delta {
+            return SetUpdate::Whole {
+                seq: self.applied_seq,
+                entries,
+            };
+        }
+        SetUpdate::Changes {
+            base: self.applied_base,
+            seq: self.applied_seq,
+            upserted: entries,
+            removed: self
+                .applied_removed
+                .iter()
+                .map(|r| ObjectName::new(r.namespace.clone(), r.name.clone()))
+                .collect(),
+        }
+    }
+}
+
+impl pb::ReadinessReport {
+    /// Sets the evidence from `update`.
+    pub fn set_evidence(&mut self, update: EvidenceUpdate) {
+        let entries = |list: Vec<(BackendKey, BackendEvidence)>| {
+            list.iter()
+                .map(|(k, e)| pb::BackendReadiness::from((k, *e)))
+                .collect()
+        };
+        match update {
+            SetUpdate::Whole { seq, entries: all } => {
+                self.backends = entries(all);
+                self.delta = false;
+                self.seq = seq;
+                self.base_seq = 0;
+                self.removed = Vec::new();
+            }
+            SetUpdate::Changes {
+                base,
+                seq,
+                upserted,
+                removed,
+            } => {
+                self.backends = entries(upserted);
+                self.delta = true;
+                self.seq = seq;
+                self.base_seq = base;
+                self.removed = removed.iter().map(ToString::to_string).collect();
+            }
+        }
+    }
+
+    /// The evidence this report carries, or why a backend key does not
+    /// parse: a whole set from proxies older than `delta`.
+    pub fn evidence_update(&self) -> Result<EvidenceUpdate, String> {
+        let entries = self
+            .backends
+            .iter()
+            .map(TryFrom::try_from)
+            .collect::<Result<Vec<_>, String>>()?;
+        if !self.delta {
+            return Ok(SetUpdate::Whole {
+                seq: self.seq,
+                entries,
+            });
+        }
+        let removed = self
+            .removed
+            .iter()
+            .map(|b| {
+                BackendKey::parse(b)
+                    .ok_or_else(|| format!("removed backend {b:?} is not namespace/name:port"))
+            })
+            .collect::<Result<Vec<_>, String>>()?;
+        Ok(SetUpdate::Changes {
+            base: self.base_seq,
+            seq: self.seq,
+            upserted: entries,
+            removed,
+        })
+    }
+}
 
 impl From<(ObjectName, u64)> for pb::AppliedGeneration {
     fn from((route, generation): (ObjectName, u64)) -> Self {

@@ -7,10 +7,15 @@
 //!   pending generations, readiness policies — with validation at the edge.
 //! - [`watch`]: the receiving rules of the configuration stream (chunks,
 //!   deltas), shared by every watcher.
+//! - [`incremental`]: sets a proxy tells the leader again and again
+//!   (applied generations, readiness evidence), sent whole once and then
+//!   as changes; both sides' rules.
 //!
 //! This crate imports neither the proxy nor the coordinator; it holds no IO.
 
 mod convert;
+pub use convert::{AppliedUpdate, EvidenceUpdate};
+pub mod incremental;
 pub mod model;
 pub mod watch;
 

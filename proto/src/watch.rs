@@ -13,9 +13,11 @@
 //! the load tool's simulated proxies. Does not own the stream, nor what to
 //! do after a refusal (resync), which are the watcher's.
 //!
-//! Cost per delta: decoding it (O(C)), and applying it on a copy of the
-//! held snapshot: a clone of the snapshot, O(R), plus O(R + C log C) for
-//! the lists it touches.
+//! Cost per delta: decoding it (O(C)), and — through [`receive`] —
+//! applying it on a copy of the held snapshot: a clone of the snapshot,
+//! O(R), plus O(R + C log C) for the lists it touches. A watcher that
+//! keeps its own structure takes [`decode`]'s checked delta and applies it
+//! itself, in O(C).
 
 use crate::model::{ConfigDelta, ConfigSnapshot};
 use crate::pb;
@@ -157,44 +159,55 @@ pub enum Refused {
     Decode(serde_json::Error),
 }
 
-/// What one whole update means to a watcher holding version `held` and
-/// configuration `current` (if any). `resync`: the watcher asked for a
-/// full snapshot after an error, and takes one at `held` itself too (its
-/// copy at `held` may be the wrong one). A delta is applied on a copy of
-/// `current`; nothing held is changed here.
-pub fn receive(
-    held: u64,
-    current: Option<&ConfigSnapshot>,
-    resync: bool,
-    update: Whole,
-) -> Result<Received, Refused> {
+/// What one whole update says, decoded and checked against the sequence
+/// held, before anything is applied.
+#[derive(Debug)]
+pub enum Decoded {
+    /// No newer than what is held: dropped.
+    Stale,
+    /// Only the version moved.
+    Version(u64),
+    /// A whole configuration at this version.
+    Snapshot(u64, ConfigSnapshot),
+    /// The changes from exactly the version held to this one, to apply
+    /// all or nothing on the configuration held.
+    Delta(u64, ConfigDelta),
+}
+
+/// What one whole update means to a watcher holding version `held`, and a
+/// configuration if `holding`, without applying anything: for watchers
+/// that keep their own structure and apply a delta to it themselves (all
+/// or nothing). `resync`: the watcher asked for a full snapshot after an
+/// error, and takes one at `held` itself too (its copy at `held` may be
+/// the wrong one).
+pub fn decode(held: u64, holding: bool, resync: bool, update: Whole) -> Result<Decoded, Refused> {
     let version = update.version;
     let out_of_sequence = Refused::OutOfSequence;
     let decode_error = Refused::Decode;
     let json = match update.payload {
         Some((Payload::Snapshot, json)) => {
             if version < held || (version == held && !resync) {
-                return Ok(Received::Stale);
+                return Ok(Decoded::Stale);
             }
             return serde_json::from_slice(&json)
-                .map(|snapshot| Received::Snapshot(version, snapshot))
+                .map(|snapshot| Decoded::Snapshot(version, snapshot))
                 .map_err(decode_error);
         }
-        _ if version <= held => return Ok(Received::Stale),
+        _ if version <= held => return Ok(Decoded::Stale),
         _ if resync => {
             return Err(out_of_sequence(
                 "a full snapshot was asked for and a change came".into(),
             ));
         }
         // A bare version from a coordinator older than `base_version`.
-        None if update.base == 0 => return Ok(Received::Version(version)),
+        None if update.base == 0 => return Ok(Decoded::Version(version)),
         _ if update.base != held => {
             return Err(out_of_sequence(format!(
                 "it is based on version {}, this proxy holds {held}",
                 update.base
             )));
         }
-        None => return Ok(Received::Version(version)),
+        None => return Ok(Decoded::Version(version)),
         Some((Payload::Delta, json)) => json,
     };
     let delta: ConfigDelta = serde_json::from_slice(&json).map_err(decode_error)?;
@@ -204,14 +217,39 @@ pub fn receive(
             delta.base_version, delta.version, update.base
         )));
     }
-    let Some(current) = current else {
+    if !holding {
         return Err(out_of_sequence("a delta came before any snapshot".into()));
-    };
-    let mut next = current.clone();
-    // Bare versions moved what is held past the snapshot's own version
-    // without changing it: it is the configuration at `held`.
-    next.version = held;
-    next.apply_delta(&delta)
-        .map_err(|e| out_of_sequence(e.to_string()))?;
-    Ok(Received::Snapshot(version, next))
+    }
+    Ok(Decoded::Delta(version, delta))
+}
+
+/// What one whole update means to a watcher holding version `held` and
+/// configuration `current` (if any). `resync`: as for [`decode`]. A delta
+/// is applied on a copy of `current`; nothing held is changed here.
+pub fn receive(
+    held: u64,
+    current: Option<&ConfigSnapshot>,
+    resync: bool,
+    update: Whole,
+) -> Result<Received, Refused> {
+    match decode(held, current.is_some(), resync, update)? {
+        Decoded::Stale => Ok(Received::Stale),
+        Decoded::Version(version) => Ok(Received::Version(version)),
+        Decoded::Snapshot(version, snapshot) => Ok(Received::Snapshot(version, snapshot)),
+        Decoded::Delta(version, delta) => {
+            let Some(current) = current else {
+                return Err(Refused::OutOfSequence(
+                    "a delta came before any snapshot".into(),
+                ));
+            };
+            let mut next = current.clone();
+            // Bare versions moved what is held past the snapshot's own
+            // version without changing it: it is the configuration at
+            // `held`.
+            next.version = delta.base_version;
+            next.apply_delta(&delta)
+                .map_err(|e| Refused::OutOfSequence(e.to_string()))?;
+            Ok(Received::Snapshot(version, next))
+        }
+    }
 }

@@ -3,7 +3,7 @@
 //! active and Ready, or why that will never happen.
 
 use super::{AdminClient, ClientError};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 use switchyard_proto::model::{ClusterStatus, ObjectName};
 use switchyard_proto::pb;
@@ -145,7 +145,17 @@ impl AdminClient {
     /// The status, from the leader when it can be reached (only the leader
     /// knows leases and evidence).
     pub async fn fetch_status(&mut self) -> Result<ClusterStatus, WaitError> {
-        let mut status = self.status_once().await?;
+        self.fetch_status_of(None).await
+    }
+
+    /// [`AdminClient::fetch_status`] with route rows for `only` (every
+    /// route for `None`): a status of a few routes costs the coordinator
+    /// what they cost, not the whole store.
+    pub async fn fetch_status_of(
+        &mut self,
+        only: Option<&BTreeSet<ObjectName>>,
+    ) -> Result<ClusterStatus, WaitError> {
+        let mut status = self.status_once(only).await?;
         if let Some(leader) = status.leader
             && leader != status.answered_by
             && let Some(address) = status.members.get(&leader).cloned()
@@ -153,7 +163,7 @@ impl AdminClient {
             // Ask the leader, and keep asking it first from now on (its
             // channel is cached like every other).
             self.preferred = Some(address);
-            if let Ok(from_leader) = self.status_once().await {
+            if let Ok(from_leader) = self.status_once(only).await {
                 status = from_leader;
             }
         }
@@ -163,15 +173,19 @@ impl AdminClient {
     /// The status as the first reachable coordinator sees it, without
     /// going on to the leader (to compare coordinators with each other).
     pub async fn fetch_status_here(&mut self) -> Result<ClusterStatus, WaitError> {
-        self.status_once().await
+        self.status_once(None).await
     }
 
-    async fn status_once(&mut self) -> Result<ClusterStatus, WaitError> {
+    async fn status_once(
+        &mut self,
+        only: Option<&BTreeSet<ObjectName>>,
+    ) -> Result<ClusterStatus, WaitError> {
+        let request = status_request(only);
         let reply = self
-            .call(
-                true,
-                |mut c| async move { c.status(pb::StatusRequest {}).await },
-            )
+            .call(true, |mut c| {
+                let request = request.clone();
+                async move { c.status(request).await }
+            })
             .await?;
         serde_json::from_slice(&reply.status_json).map_err(|e| WaitError::BadStatus(e.to_string()))
     }
@@ -191,8 +205,9 @@ impl AdminClient {
     ) -> Result<(), WaitError> {
         let deadline = Instant::now() + timeout;
         let mut last_line = String::new();
+        let only: BTreeSet<ObjectName> = targets.keys().cloned().collect();
         loop {
-            let status = self.fetch_status().await?;
+            let status = self.fetch_status_of(Some(&only)).await?;
             let mut waiting = Vec::new();
             let behind = status.applied_index < after_index;
             if behind {
@@ -296,5 +311,16 @@ mod tests {
             route_progress(&r, 7, &forced),
             Err(WaitError::Forced { .. })
         ));
+    }
+}
+
+/// The status request for route rows of `only` (every route for `None`).
+pub fn status_request(only: Option<&BTreeSet<ObjectName>>) -> pb::StatusRequest {
+    match only {
+        None => pb::StatusRequest::default(),
+        Some(names) => pb::StatusRequest {
+            routes: names.iter().map(ToString::to_string).collect(),
+            only_routes: true,
+        },
     }
 }

@@ -45,10 +45,26 @@ fn streaming_client(address: &str, security: &Security) -> anyhow::Result<Client
         .max_encoding_message_size(MAX_MESSAGE))
 }
 
-/// The status `client` answers with.
-pub async fn status(client: &mut Client) -> anyhow::Result<ClusterStatus> {
+/// A status request with route rows for `only` (routes of
+/// [`crate::routes::NAMESPACE`] by name; every route for `None`): a status
+/// of a few routes costs the coordinator what they cost, not the store.
+pub fn request(only: Option<&[String]>) -> pb::StatusRequest {
+    match only {
+        None => pb::StatusRequest::default(),
+        Some(names) => pb::StatusRequest {
+            routes: names
+                .iter()
+                .map(|n| format!("{}/{n}", crate::routes::NAMESPACE))
+                .collect(),
+            only_routes: true,
+        },
+    }
+}
+
+/// The status `client` answers with, with route rows for `only`.
+pub async fn status(client: &mut Client, only: Option<&[String]>) -> anyhow::Result<ClusterStatus> {
     let reply = client
-        .status(pb::StatusRequest {})
+        .status(request(only))
         .await
         .map_err(|s| anyhow::anyhow!("status: {}", s.message()))?;
     Ok(serde_json::from_slice(&reply.get_ref().status_json)?)
@@ -68,7 +84,7 @@ pub async fn leader(
     loop {
         for address in addresses.iter().filter(|a| Some(a.as_str()) != except) {
             let mut c = client(address, security)?;
-            match tokio::time::timeout(Duration::from_secs(5), status(&mut c)).await {
+            match tokio::time::timeout(Duration::from_secs(5), status(&mut c, Some(&[]))).await {
                 Ok(Ok(s)) => {
                     if let Some(id) = s.leader
                         && let Some(a) = s.members.get(&id)
@@ -124,18 +140,20 @@ pub fn committed_at(route: &RouteStatus, generation: u64) -> bool {
     route.active_generation.is_some_and(|g| g >= generation)
 }
 
-/// Follows the leader's `WatchStatus` until `done` holds for the status
-/// (checked on every status the stream shows), within `within`. Returns
-/// how many statuses were read.
+/// Follows the leader's `WatchStatus` (route rows for `only`, see
+/// [`request`]) until `done` holds for the status (checked on every
+/// status the stream shows), within `within`. Returns how many statuses
+/// were read.
 pub async fn watch_until(
     address: &str,
     security: &Security,
     within: Duration,
+    only: Option<&[String]>,
     mut done: impl FnMut(&ClusterStatus) -> bool,
 ) -> anyhow::Result<u64> {
     let mut c = streaming_client(address, security)?;
     let deadline = tokio::time::Instant::now() + within;
-    let mut stream = tokio::time::timeout_at(deadline, c.watch_status(pb::StatusRequest {}))
+    let mut stream = tokio::time::timeout_at(deadline, c.watch_status(request(only)))
         .await
         .with_context(|| format!("WatchStatus on {address} did not answer within {within:?}"))?
         .map_err(|s| anyhow::anyhow!("WatchStatus on {address}: {}", s.message()))?

@@ -10,6 +10,7 @@
 
 use super::{BackendEvidence, CutoverEngine, Decision, Verdict, evaluate};
 use crate::state::{DecisionBasis, ReplicatedState};
+use imbl::OrdMap;
 use std::collections::{BTreeMap, BTreeSet};
 use switchyard_proto::model::{BackendKey, HttpRoute, ObjectName, OnTimeout, RouteRecord};
 
@@ -31,7 +32,7 @@ struct FleetView<'a> {
     /// Live proxies, id to zone.
     live: BTreeMap<&'a str, &'a str>,
     /// Live proxies whose evidence is current, with it.
-    current: Vec<(&'a str, &'a BTreeMap<BackendKey, BackendEvidence>)>,
+    current: Vec<(&'a str, &'a OrdMap<BackendKey, BackendEvidence>)>,
     /// Per backend asked about so far: each current proxy's evidence of it.
     by_backend: BTreeMap<BackendKey, BTreeMap<&'a str, &'a BackendEvidence>>,
 }
@@ -47,7 +48,7 @@ impl<'a> FleetView<'a> {
             .filter_map(|proxy| {
                 let (id, report) = engine.evidence.get_key_value(*proxy)?;
                 (now_ms.saturating_sub(report.received_ms) < ttl)
-                    .then_some((id.as_str(), &report.backends))
+                    .then_some((id.as_str(), report.backends.map()))
             })
             .collect();
         FleetView {

@@ -60,7 +60,9 @@ pub use verdict::{Verdict, evaluate};
 use crate::state::ReplicatedState;
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use switchyard_proto::incremental::{HeldSet, NotHeld, SetUpdate};
 use switchyard_proto::model::{BackendKey, ObjectName};
+use switchyard_proto::{AppliedUpdate, EvidenceUpdate};
 
 /// Timing knobs of the engine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -83,8 +85,32 @@ impl Default for EngineSettings {
 struct Report {
     /// When it arrived (engine clock).
     received_ms: u64,
-    /// Everything the proxy keeps warm, as it said.
-    backends: BTreeMap<BackendKey, BackendEvidence>,
+    /// Everything the proxy keeps warm, as it said (whole, or as changes
+    /// on what it said before).
+    backends: HeldSet<BackendKey, BackendEvidence>,
+}
+
+/// What the engine made of a heartbeat or a readiness report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Heard {
+    /// Whether it came from the proxy's current registration (false: the
+    /// proxy must register again; nothing it said was kept).
+    pub known: bool,
+    /// The sequence of the proxy's set (applied generations, evidence)
+    /// held after it: the answer's `applied_seq` or `seq`.
+    pub held_seq: u64,
+    /// Whether a pass or a status could see anything new: the proxy live
+    /// again or first heard by this leader, or its set changed. A renewal
+    /// that changes nothing is no news.
+    pub news: bool,
+}
+
+impl Heard {
+    const UNKNOWN: Heard = Heard {
+        known: false,
+        held_seq: 0,
+        news: false,
+    };
 }
 
 /// The leader's view of the fleet.
@@ -102,12 +128,12 @@ pub struct CutoverEngine {
     /// The registration (log index) each known proxy's soft state belongs
     /// to. When a proxy registers again, what it said before is dropped.
     registrations: BTreeMap<String, u64>,
-    /// Each proxy's latest report. A report replaces the previous one whole
-    /// (proxies send everything they keep warm each time), and one older
-    /// than a lease TTL does not count.
+    /// Each proxy's latest report. A report replaces the previous one
+    /// (whole, or by the changes it lists), and one older than a lease TTL
+    /// does not count.
     evidence: BTreeMap<String, Arc<Report>>,
-    /// Each proxy's applied generations, from its latest heartbeat.
-    applied: BTreeMap<String, Arc<BTreeMap<ObjectName, u64>>>,
+    /// Each proxy's applied generations, from its heartbeats.
+    applied: BTreeMap<String, Arc<HeldSet<ObjectName, u64>>>,
     /// Each proxy's listener sockets, from its latest readiness report.
     sockets: FleetSockets,
     /// Per pending route: the generation and when this engine first saw it
@@ -260,14 +286,16 @@ impl CutoverEngine {
     }
 
     /// Checks that `registration` is the proxy's current registration in
-    /// `state` and, if so, adopts it and renews the lease.
+    /// `state` and, if so, adopts it and renews the lease: `None` if it is
+    /// not, else whether that is news (the proxy live again, or heard for
+    /// the first time by this leader).
     fn heard(
         &mut self,
         state: &ReplicatedState,
         proxy: &str,
         registration: u64,
         now_ms: u64,
-    ) -> bool {
+    ) -> Option<bool> {
         #[cfg(feature = "fault-injection")]
         let registration = match state.proxies.get(proxy) {
             Some(p) if self.faults.evidence_across_registrations => p.registered_index,
@@ -278,7 +306,7 @@ impl CutoverEngine {
             .get(proxy)
             .filter(|p| p.registered_index == registration)
         else {
-            return false;
+            return None;
         };
         // A proxy live again, or heard for the first time by this leader
         // (which may end its grace), changes what a pass sees; a renewal of
@@ -291,12 +319,13 @@ impl CutoverEngine {
         if news {
             self.changes += 1;
         }
-        true
+        Some(news)
     }
 
-    /// A heartbeat from `proxy`'s `registration`. Returns false when that
-    /// is not its current registration in `state` (it must register again;
-    /// a message from an earlier run under the same id is ignored).
+    /// A heartbeat from `proxy`'s `registration` with every route
+    /// generation it serves (a whole set, unnumbered). Returns false when
+    /// that is not its current registration in `state` (it must register
+    /// again; a message from an earlier run under the same id is ignored).
     pub fn heartbeat(
         &mut self,
         state: &ReplicatedState,
@@ -305,17 +334,46 @@ impl CutoverEngine {
         applied: BTreeMap<ObjectName, u64>,
         now_ms: u64,
     ) -> bool {
-        if !self.heard(state, proxy, registration, now_ms) {
-            return false;
+        let whole = SetUpdate::Whole {
+            seq: 0,
+            entries: applied.into_iter().collect(),
+        };
+        self.heartbeat_update(state, proxy, registration, whole, now_ms)
+            .known
+    }
+
+    /// A heartbeat from `proxy`'s `registration`, with its applied
+    /// generations whole or as changes on the set held. Changes on another
+    /// set than the one held renew the lease and change nothing else: the
+    /// answer's `held_seq` tells the proxy to send its set whole.
+    pub fn heartbeat_update(
+        &mut self,
+        state: &ReplicatedState,
+        proxy: &str,
+        registration: u64,
+        applied: AppliedUpdate,
+        now_ms: u64,
+    ) -> Heard {
+        let Some(news) = self.heard(state, proxy, registration, now_ms) else {
+            return Heard::UNKNOWN;
+        };
+        let held = Arc::make_mut(self.applied.entry(proxy.to_string()).or_default());
+        let changed = match held.take(applied) {
+            Ok(changed) => changed,
+            Err(NotHeld { .. }) => false,
+        };
+        Heard {
+            known: true,
+            held_seq: held.seq(),
+            news: news || changed,
         }
-        self.applied.insert(proxy.to_string(), Arc::new(applied));
-        true
     }
 
     /// Readiness evidence from `proxy`'s `registration`: everything it keeps
-    /// warm now. It replaces the proxy's previous report, so a backend the
-    /// proxy stopped warming stops counting at once. Returns false (and
-    /// keeps nothing) when that is not the proxy's current registration.
+    /// warm now (a whole set, unnumbered). It replaces the proxy's previous
+    /// report, so a backend the proxy stopped warming stops counting at
+    /// once. Returns false (and keeps nothing) when that is not the proxy's
+    /// current registration.
     pub fn report(
         &mut self,
         state: &ReplicatedState,
@@ -324,28 +382,63 @@ impl CutoverEngine {
         backends: Vec<(BackendKey, BackendEvidence)>,
         now_ms: u64,
     ) -> bool {
-        if !self.heard(state, proxy, registration, now_ms) {
-            return false;
-        }
-        let backends: BTreeMap<BackendKey, BackendEvidence> = backends.into_iter().collect();
+        let whole = SetUpdate::Whole {
+            seq: 0,
+            entries: backends,
+        };
+        self.report_update(state, proxy, registration, whole, now_ms)
+            .known
+    }
+
+    /// Readiness evidence from `proxy`'s `registration`, whole or as
+    /// changes on the report held. Taken, it is current from `now_ms` (an
+    /// empty change renews it). Changes on another report than the one
+    /// held keep nothing (what was held stays, and ages): the answer's
+    /// `held_seq` tells the proxy to report whole.
+    pub fn report_update(
+        &mut self,
+        state: &ReplicatedState,
+        proxy: &str,
+        registration: u64,
+        backends: EvidenceUpdate,
+        now_ms: u64,
+    ) -> Heard {
+        let Some(news) = self.heard(state, proxy, registration, now_ms) else {
+            return Heard::UNKNOWN;
+        };
         let ttl = self.settings.lease_ttl_ms;
+        let previous = self.evidence.get(proxy);
+        let stale = previous.is_none_or(|r| now_ms.saturating_sub(r.received_ms) >= ttl);
+        // O(1): the held set is a persistent map.
+        let mut held = previous.map(|r| r.backends.clone()).unwrap_or_default();
+        let changed = match held.take(backends) {
+            Ok(changed) => changed,
+            Err(NotHeld { held, .. }) => {
+                return Heard {
+                    known: true,
+                    held_seq: held,
+                    news,
+                };
+            }
+        };
         // The same evidence again only keeps it current; anything else (or
         // evidence that had gone stale) is news to the next pass.
-        let same = self
-            .evidence
-            .get(proxy)
-            .is_some_and(|r| now_ms.saturating_sub(r.received_ms) < ttl && r.backends == backends);
-        if !same {
+        if changed || stale {
             self.changes += 1;
         }
+        let held_seq = held.seq();
         self.evidence.insert(
             proxy.to_string(),
             Arc::new(Report {
                 received_ms: now_ms,
-                backends,
+                backends: held,
             }),
         );
-        true
+        Heard {
+            known: true,
+            held_seq,
+            news: news || changed || stale,
+        }
     }
 
     /// Forgets a proxy (it deregistered, was expired, or registered again).

@@ -167,7 +167,7 @@ impl CutoverEngine {
             .filter(|p| {
                 self.applied
                     .get(*p)
-                    .and_then(|a| a.get(route))
+                    .and_then(|a| a.map().get(route))
                     .is_some_and(|g| *g >= generation)
             })
             .count();

@@ -16,10 +16,9 @@ impl CutoverEngine {
     /// The listener sockets `proxy` reported with its readiness report
     /// (see [`FleetSockets::record`]); kept only for its current
     /// registration (call it after [`CutoverEngine::report`] said yes).
-    pub fn record_sockets(&mut self, proxy: &str, sockets: Option<Vec<ListenerBinding>>) {
-        if self.registrations.contains_key(proxy) {
-            self.sockets.record(proxy, sockets);
-        }
+    /// Whether they differ from what was held.
+    pub fn record_sockets(&mut self, proxy: &str, sockets: Option<Vec<ListenerBinding>>) -> bool {
+        self.registrations.contains_key(proxy) && self.sockets.record(proxy, sockets)
     }
 
     /// `proxy`'s listener sockets as last reported; `None` when unknown.
@@ -37,16 +36,16 @@ pub struct FleetSockets {
 impl FleetSockets {
     /// Records `proxy`'s report. `None` (a proxy older than the report, or
     /// one not serving yet) makes its sockets unknown again rather than
-    /// keeping an older answer.
-    pub fn record(&mut self, proxy: &str, sockets: Option<Vec<ListenerBinding>>) {
-        match sockets {
-            Some(sockets) => {
-                self.by_proxy.insert(proxy.to_string(), sockets);
-            }
-            None => {
-                self.by_proxy.remove(proxy);
-            }
+    /// keeping an older answer. Whether that changed what is held.
+    pub fn record(&mut self, proxy: &str, sockets: Option<Vec<ListenerBinding>>) -> bool {
+        if self.by_proxy.get(proxy) == sockets.as_ref() {
+            return false;
         }
+        match sockets {
+            Some(sockets) => self.by_proxy.insert(proxy.to_string(), sockets),
+            None => self.by_proxy.remove(proxy),
+        };
+        true
     }
 
     /// `proxy`'s sockets as last reported, `None` when unknown.

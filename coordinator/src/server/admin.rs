@@ -95,17 +95,22 @@ impl AdminService for Admin {
 
     async fn status(
         &self,
-        _request: Request<pb::StatusRequest>,
+        request: Request<pb::StatusRequest>,
     ) -> Result<Response<pb::StatusReply>, Status> {
-        Ok(Response::new(super::status::reply(&self.coordinator)?))
+        let only = super::status::filter(request.get_ref())?;
+        Ok(Response::new(super::status::reply(
+            &self.coordinator,
+            only.as_ref(),
+        )?))
     }
 
     type WatchStatusStream = StatusStream;
 
     async fn watch_status(
         &self,
-        _request: Request<pb::StatusRequest>,
+        request: Request<pb::StatusRequest>,
     ) -> Result<Response<Self::WatchStatusStream>, Status> {
+        let only = super::status::filter(request.get_ref())?;
         let coordinator = self.coordinator.clone();
         let mut changes = coordinator.status_changes.subscribe();
         let open = coordinator.metrics.stream_opened("status");
@@ -113,7 +118,7 @@ impl AdminService for Admin {
             let _open = open;
             let mut last = None;
             loop {
-                let reply = super::status::reply(&coordinator);
+                let reply = super::status::reply(&coordinator, only.as_ref());
                 let text = reply.as_ref().ok().map(|r| r.status_json.clone());
                 if text != last {
                     last = text;

@@ -225,8 +225,11 @@ fn refresh_gauges(coordinator: &Coordinator, state: &ReplicatedState) {
     m.is_leader.set(i64::from(coordinator.node.is_leader()));
     m.last_log_index
         .set(raft.last_log_index.unwrap_or(0) as i64);
-    m.applied_index
-        .set(raft.last_applied.map_or(0, |l| l.index) as i64);
+    // Both from the published state, never the applied index from Raft's
+    // metrics: those move on their own schedule, and a pair read from two
+    // sources can show a commit's "nothing pending" beside the index of
+    // the apply before it — and stay so while the leader idles.
+    m.applied_index.set(state.last_index as i64);
     m.pending_transitions.set(state.pending_count() as i64);
 }
 

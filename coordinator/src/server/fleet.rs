@@ -12,10 +12,8 @@ use super::journal::{Full, Journal, Position};
 use super::{Coordinator, admin::async_stream, errors, now_ms};
 use crate::state::Command;
 use bytes::Bytes;
-use std::collections::BTreeMap;
 use std::pin::Pin;
 use std::sync::Arc;
-use switchyard_proto::model::ObjectName;
 use switchyard_proto::pb::{self, fleet_service_server::FleetService};
 use switchyard_tls::authz::{Needed, authorize};
 use tokio_stream::Stream;
@@ -94,14 +92,22 @@ impl FleetService for Fleet {
             "Heartbeat",
         )?;
         let r = request.into_inner();
-        let applied: BTreeMap<ObjectName, u64> = r.applied.iter().map(Into::into).collect();
+        let applied = r.applied_update();
         let state = self.coordinator.node.state().borrow().clone();
-        let known = self
-            .on_leader(|e| e.heartbeat(&state, &r.proxy_id, r.registration, applied, now_ms()))?;
-        self.coordinator.changed();
+        let heard = self.on_leader(|e| {
+            e.heartbeat_update(&state, &r.proxy_id, r.registration, applied, now_ms())
+        })?;
+        // Only news wakes the leader loop and the status watchers: a
+        // heartbeat that renews a live lease and changes nothing is the
+        // common case, and waking them for it costs O(proxies) per second
+        // per status watcher for nothing.
+        if heard.news {
+            self.coordinator.changed();
+        }
         Ok(Response::new(pb::HeartbeatReply {
-            known,
+            known: heard.known,
             config_version: state.last_index,
+            applied_seq: heard.held_seq,
         }))
     }
 
@@ -178,12 +184,7 @@ impl FleetService for Fleet {
             "ReportReadiness",
         )?;
         let r = request.into_inner();
-        let backends = r
-            .backends
-            .iter()
-            .map(TryFrom::try_from)
-            .collect::<Result<Vec<_>, String>>()
-            .map_err(Status::invalid_argument)?;
+        let backends = r.evidence_update().map_err(Status::invalid_argument)?;
         let sockets = r
             .listeners
             .as_ref()
@@ -191,16 +192,20 @@ impl FleetService for Fleet {
             .transpose()
             .map_err(|e: String| Status::invalid_argument(format!("proxy {}: {e}", r.proxy_id)))?;
         let state = self.coordinator.node.state().borrow().clone();
-        let known = self.on_leader(|e| {
-            let known = e.report(&state, &r.proxy_id, r.registration, backends, now_ms());
-            if known {
-                e.record_sockets(&r.proxy_id, sockets);
-            }
-            known
+        let heard = self.on_leader(|e| {
+            let heard = e.report_update(&state, &r.proxy_id, r.registration, backends, now_ms());
+            let sockets_news = heard.known && e.record_sockets(&r.proxy_id, sockets);
+            (heard, sockets_news)
         })?;
+        let (heard, sockets_news) = heard;
         self.coordinator.metrics.evidence_reports.inc();
-        self.coordinator.changed();
-        Ok(Response::new(pb::ReadinessReply { known }))
+        if heard.news || sockets_news {
+            self.coordinator.changed();
+        }
+        Ok(Response::new(pb::ReadinessReply {
+            known: heard.known,
+            seq: heard.held_seq,
+        }))
     }
 }
 

@@ -3,16 +3,23 @@
 //! and the proxies' listener sockets from the cutover engine.
 
 use super::{Coordinator, now_ms};
+use std::collections::BTreeSet;
 use switchyard_proto::model::{ClusterStatus, ObjectName};
 use switchyard_proto::pb;
 use tonic::Status;
 
-/// The status as this coordinator sees it.
-pub(crate) fn cluster_status(c: &Coordinator) -> ClusterStatus {
+/// The status as this coordinator sees it, with a row for each route in
+/// `only` (every route for `None`): the work per route (its verdict, its
+/// applied generation on every live proxy) is O(proxies), so a filtered
+/// status costs what its routes cost.
+pub(crate) fn cluster_status(
+    c: &Coordinator,
+    only: Option<&BTreeSet<ObjectName>>,
+) -> ClusterStatus {
     let state = c.node.state().borrow().clone();
     let metrics = c.node.metrics().borrow().clone();
     let now = now_ms();
-    let mut routes = state.route_statuses();
+    let mut routes = state.route_statuses_of(only);
     let mut proxies = state.proxy_statuses();
     // A copy (O(proxies)): the per-route work below runs without the
     // engine lock, which heartbeats take too.
@@ -71,9 +78,33 @@ pub(crate) fn cluster_status(c: &Coordinator) -> ClusterStatus {
     }
 }
 
+/// The route filter of a status request: `None` for every route, or the
+/// names asked for (`namespace/name`), or why one does not parse.
+pub(crate) fn filter(request: &pb::StatusRequest) -> Result<Option<BTreeSet<ObjectName>>, Status> {
+    if !request.only_routes {
+        return Ok(None);
+    }
+    request
+        .routes
+        .iter()
+        .map(|r| {
+            r.split_once('/')
+                .filter(|(ns, name)| !ns.is_empty() && !name.is_empty() && !name.contains('/'))
+                .map(|(ns, name)| ObjectName::new(ns, name))
+                .ok_or_else(|| {
+                    Status::invalid_argument(format!("route {r:?} is not namespace/name"))
+                })
+        })
+        .collect::<Result<_, _>>()
+        .map(Some)
+}
+
 /// The status as a gRPC reply.
-pub(crate) fn reply(c: &Coordinator) -> Result<pb::StatusReply, Status> {
-    let status_json = serde_json::to_vec(&cluster_status(c))
+pub(crate) fn reply(
+    c: &Coordinator,
+    only: Option<&BTreeSet<ObjectName>>,
+) -> Result<pb::StatusReply, Status> {
+    let status_json = serde_json::to_vec(&cluster_status(c, only))
         .map_err(|e| Status::internal(format!("status does not serialize: {e}")))?;
     Ok(pb::StatusReply { status_json })
 }

@@ -4,11 +4,11 @@
 //! state and are filled in by the cutover engine, not here.
 
 use super::ReplicatedState;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use switchyard_proto::model::gateway_api::Topology;
 use switchyard_proto::model::{
-    BackendKey, CONTROLLER_NAME, ConfigSnapshot, HttpRoute, Kind, ProxyStatus, Resource,
-    ResourceKey, RouteRecord, RouteStatus,
+    BackendKey, CONTROLLER_NAME, ConfigSnapshot, HttpRoute, Kind, ObjectName, ProxyStatus,
+    Resource, ResourceKey, RouteRecord, RouteStatus,
 };
 
 impl ReplicatedState {
@@ -103,21 +103,32 @@ impl ReplicatedState {
 
     /// One status row per route, from replicated state alone.
     pub fn route_statuses(&self) -> Vec<RouteStatus> {
+        self.route_statuses_of(None)
+    }
+
+    /// One status row per route named in `only` (every route for `None`),
+    /// from replicated state alone. A name not stored has no row.
+    pub fn route_statuses_of(&self, only: Option<&BTreeSet<ObjectName>>) -> Vec<RouteStatus> {
         let topology = Topology::of_resources(self.resources.values(), CONTROLLER_NAME);
-        self.routes
-            .values()
-            .map(|r| RouteStatus {
-                namespace: r.name.namespace.clone(),
-                name: r.name.name.clone(),
-                active_generation: r.active.as_ref().map(|a| a.generation),
-                pending_generation: r.pending.as_ref().map(|p| p.target.generation),
-                policy: r.pending.as_ref().map(|p| p.settings.policy.to_string()),
-                last_failure: r.last_failure.clone(),
-                forced: r.forced,
-                not_served: not_served(&topology, r),
-                ..Default::default()
-            })
-            .collect()
+        let row = |r: &RouteRecord| RouteStatus {
+            namespace: r.name.namespace.clone(),
+            name: r.name.name.clone(),
+            active_generation: r.active.as_ref().map(|a| a.generation),
+            pending_generation: r.pending.as_ref().map(|p| p.target.generation),
+            policy: r.pending.as_ref().map(|p| p.settings.policy.to_string()),
+            last_failure: r.last_failure.clone(),
+            forced: r.forced,
+            not_served: not_served(&topology, r),
+            ..Default::default()
+        };
+        match only {
+            None => self.routes.values().map(row).collect(),
+            Some(names) => names
+                .iter()
+                .filter_map(|n| self.routes.get(n))
+                .map(row)
+                .collect(),
+        }
     }
 
     /// Whether `route`'s newest spec attaches anywhere (see

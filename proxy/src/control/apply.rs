@@ -16,8 +16,7 @@ use crate::upstream::discovery::BackendGenerations;
 use std::collections::BTreeSet;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
-use switchyard_proto::model::{BackendKey, ConfigSnapshot};
-use switchyard_proto::pb;
+use switchyard_proto::model::{BackendKey, ConfigSnapshot, ObjectName};
 use tokio::sync::watch;
 
 /// How often waiting generations are re-checked against the local limit
@@ -119,12 +118,8 @@ fn step(
 }
 
 /// The served generations, as heartbeats carry them.
-fn applied(guard: &ApplyGuard) -> Vec<pb::AppliedGeneration> {
-    guard
-        .generations()
-        .into_iter()
-        .map(pb::AppliedGeneration::from)
-        .collect()
+fn applied(guard: &ApplyGuard) -> imbl::OrdMap<ObjectName, u64> {
+    guard.generations().into_iter().collect()
 }
 
 /// The backends evidence is reported for: those warming and those the

@@ -3,6 +3,12 @@
 //! again when the leader no longer knows this registration, deregister on
 //! shutdown.
 //!
+//! Evidence and applied generations go whole once, then as the changes
+//! since what the leader acknowledged ([`switchyard_proto::incremental`]):
+//! a round in which nothing changed sends two small messages, whatever
+//! the number of routes. When an answer shows the leader holds something
+//! else (a new leader, a lost answer), the set goes whole at once.
+//!
 //! Owns: the unary `FleetService` calls (each to the leader as far as this
 //! proxy knows, following "not the leader" hints), the registration id
 //! they carry, the back-off between failed registrations, and feeding the
@@ -18,6 +24,8 @@ use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
+use switchyard_proto::incremental::{SetSender, SetUpdate};
+use switchyard_proto::model::{BackendEvidence, BackendKey, ObjectName};
 use switchyard_proto::pb;
 use switchyard_proto::pb::fleet_service_client::FleetServiceClient;
 use tokio::time::Instant;
@@ -32,9 +40,17 @@ const REGISTRATION_PATIENCE: Duration = Duration::from_secs(5);
 /// says.
 const MIN_HEARTBEAT_INTERVAL: Duration = Duration::from_millis(50);
 
+/// What the leader acknowledged holding of this proxy's sets.
+#[derive(Default)]
+struct Senders {
+    applied: SetSender<ObjectName, u64>,
+    evidence: SetSender<BackendKey, BackendEvidence>,
+}
+
 /// Registers, then reports and heartbeats every round until aborted;
 /// registers again whenever the leader no longer knows this registration.
 pub(super) async fn run(shared: Arc<Shared>) {
+    let mut senders = Senders::default();
     if shared.coordinators.order().is_empty() {
         // No coordinator configured: nobody to be a member with.
         return;
@@ -73,8 +89,11 @@ pub(super) async fn run(shared: Arc<Shared>) {
             }
         };
         let mut lag = LagDetector::default();
+        // A new registration holds nothing on the leader.
+        senders.applied.reset();
+        senders.evidence.reset();
         loop {
-            if let Err(e) = round(&shared, &mut lag).await {
+            if let Err(e) = round(&shared, &mut lag, &mut senders).await {
                 if e.is_unknown_registration() {
                     log_error!(
                         e.level(),
@@ -114,13 +133,17 @@ fn round_level(e: &ControlError) -> Level {
 /// hears from this proxy — then the heartbeat renews the lease. A failed
 /// report does not skip the heartbeat, unless it says the registration is
 /// unknown.
-async fn round(shared: &Shared, lag: &mut LagDetector) -> Result<(), ControlError> {
-    match report(shared).await {
+async fn round(
+    shared: &Shared,
+    lag: &mut LagDetector,
+    senders: &mut Senders,
+) -> Result<(), ControlError> {
+    match report(shared, &mut senders.evidence).await {
         Err(e) if e.is_unknown_registration() => return Err(e),
         Err(e) => log_error!(round_level(&e), &e, "readiness report failed"),
         Ok(()) => {}
     }
-    heartbeat(shared, lag).await
+    heartbeat(shared, lag, &mut senders.applied).await
 }
 
 /// One unary call to the leader as far as this proxy knows. A failure is
@@ -171,71 +194,93 @@ async fn register(shared: &Shared) -> Result<pb::RegisterReply, ControlError> {
 }
 
 /// Renews the lease and feeds the lag check. An unknown registration is a
-/// [`Refusal::UnknownRegistration`].
-async fn heartbeat(shared: &Shared, lag: &mut LagDetector) -> Result<(), ControlError> {
+/// [`Refusal::UnknownRegistration`]. Changes the leader could not take (it
+/// holds another set) are followed at once by the whole set.
+async fn heartbeat(
+    shared: &Shared,
+    lag: &mut LagDetector,
+    sender: &mut SetSender<ObjectName, u64>,
+) -> Result<(), ControlError> {
+    // O(1): a persistent map.
     let applied = shared
         .applied
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .clone();
-    let held = shared.held_version.load(Ordering::Relaxed);
-    let registration = shared.registration.load(Ordering::Relaxed);
-    let request = pb::HeartbeatRequest {
-        proxy_id: shared.config.proxy_id.clone(),
-        applied,
-        config_version: held,
-        registration,
-    };
-    let (address, reply) = call(shared, Call::Heartbeat, |mut c| async move {
-        c.heartbeat(request).await
-    })
-    .await?;
-    if let Some(behind) = lag.observe(held, reply.config_version) {
-        // The watcher logs it, naming the coordinator it watches.
-        shared.lag.send_replace(behind);
+    loop {
+        let update = sender.prepare(&applied);
+        let changes = matches!(update, SetUpdate::Changes { .. });
+        let held = shared.held_version.load(Ordering::Relaxed);
+        let registration = shared.registration.load(Ordering::Relaxed);
+        let mut request = pb::HeartbeatRequest {
+            proxy_id: shared.config.proxy_id.clone(),
+            config_version: held,
+            registration,
+            ..Default::default()
+        };
+        request.set_applied(update);
+        let (address, reply) = call(shared, Call::Heartbeat, |mut c| async move {
+            c.heartbeat(request).await
+        })
+        .await?;
+        if let Some(behind) = lag.observe(held, reply.config_version) {
+            // The watcher logs it, naming the coordinator it watches.
+            shared.lag.send_replace(behind);
+        }
+        known(reply.known, address, Call::Heartbeat, registration)?;
+        sender.answered(reply.applied_seq);
+        if !(changes && sender.sends_whole()) {
+            return Ok(());
+        }
     }
-    known(reply.known, address, Call::Heartbeat, registration)
 }
 
 /// Sends evidence for every reported backend, and the listener sockets.
-/// An unknown registration is a
-/// [`Refusal::UnknownRegistration`].
-async fn report(shared: &Shared) -> Result<(), ControlError> {
-    let backends: Vec<pb::BackendReadiness> = shared
+/// An unknown registration is a [`Refusal::UnknownRegistration`]. Changes
+/// the leader could not take are followed at once by a whole report.
+async fn report(
+    shared: &Shared,
+    sender: &mut SetSender<BackendKey, BackendEvidence>,
+) -> Result<(), ControlError> {
+    let backends: imbl::OrdMap<BackendKey, BackendEvidence> = shared
         .reported
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .iter()
-        .filter_map(|b| {
-            shared
-                .dataplane
-                .readiness(b)
-                .map(|r| pb::BackendReadiness::from((b, r)))
-        })
+        .filter_map(|b| Some((b.clone(), shared.dataplane.readiness(b)?)))
         .collect();
-    // Sent even when empty: each report replaces the previous one on the
-    // leader, so an empty one withdraws evidence for backends this proxy
-    // no longer keeps warm.
-    let registration = shared.registration.load(Ordering::Relaxed);
-    // The sockets ride along: whether this proxy bound each listener port
-    // is what the Gateways' listener status rests on.
-    let listeners = shared
-        .dataplane
-        .listener_sockets()
-        .map(|sockets| pb::ListenerSockets {
-            sockets: sockets.iter().map(pb::ListenerSocket::from).collect(),
-        });
-    let request = pb::ReadinessReport {
-        proxy_id: shared.config.proxy_id.clone(),
-        backends,
-        registration,
-        listeners,
-    };
-    let (address, reply) = call(shared, Call::ReportReadiness, |mut c| async move {
-        c.report_readiness(request).await
-    })
-    .await?;
-    known(reply.known, address, Call::ReportReadiness, registration)
+    loop {
+        let update = sender.prepare(&backends);
+        let changes = matches!(update, SetUpdate::Changes { .. });
+        // Sent even when nothing changed: it keeps the evidence current on
+        // the leader, and a whole empty one withdraws evidence for
+        // backends this proxy no longer keeps warm.
+        let registration = shared.registration.load(Ordering::Relaxed);
+        // The sockets ride along: whether this proxy bound each listener
+        // port is what the Gateways' listener status rests on.
+        let listeners = shared
+            .dataplane
+            .listener_sockets()
+            .map(|sockets| pb::ListenerSockets {
+                sockets: sockets.iter().map(pb::ListenerSocket::from).collect(),
+            });
+        let mut request = pb::ReadinessReport {
+            proxy_id: shared.config.proxy_id.clone(),
+            registration,
+            listeners,
+            ..Default::default()
+        };
+        request.set_evidence(update);
+        let (address, reply) = call(shared, Call::ReportReadiness, |mut c| async move {
+            c.report_readiness(request).await
+        })
+        .await?;
+        known(reply.known, address, Call::ReportReadiness, registration)?;
+        sender.answered(reply.seq);
+        if !(changes && sender.sends_whole()) {
+            return Ok(());
+        }
+    }
 }
 
 fn known(

@@ -51,8 +51,7 @@ use std::future::Future;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use switchyard_proto::model::BackendKey;
-use switchyard_proto::pb;
+use switchyard_proto::model::{BackendKey, ObjectName};
 use tokio::sync::{Notify, watch as channel};
 use tracing::Instrument;
 
@@ -133,8 +132,9 @@ struct Shared {
     coordinators: Coordinators,
     dataplane: Arc<DataPlane>,
     metrics: ControlMetrics,
-    /// Route generations currently served (apply writes, heartbeats read).
-    applied: Mutex<Vec<pb::AppliedGeneration>>,
+    /// Route generations currently served (apply writes, heartbeats read;
+    /// a persistent map, so a heartbeat's copy is O(1)).
+    applied: Mutex<imbl::OrdMap<ObjectName, u64>>,
     /// Backends evidence is reported for, served and warming (apply
     /// writes, reports read).
     reported: Mutex<BTreeSet<BackendKey>>,
@@ -163,7 +163,7 @@ impl Shared {
             coordinators,
             dataplane,
             metrics,
-            applied: Mutex::new(Vec::new()),
+            applied: Mutex::new(imbl::OrdMap::new()),
             reported: Mutex::new(BTreeSet::new()),
             report_now: Notify::new(),
             held_version: AtomicU64::new(0),

@@ -42,7 +42,7 @@ mod reuse;
 mod rule;
 mod table;
 #[cfg(test)]
-mod testkit;
+pub(crate) mod testkit;
 #[cfg(test)]
 mod tests;
 

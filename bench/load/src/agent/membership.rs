@@ -2,7 +2,10 @@
 //! round report evidence and heartbeat the generations it serves (at the
 //! interval the coordinator gave, and at once when its view or the
 //! evidence hold changes), register again when the leader forgot it,
-//! deregister when stopped.
+//! deregister when stopped. Like a proxy, it sends its sets whole once
+//! and then as changes on what the leader acknowledged
+//! ([`switchyard_proto::incremental`]), whole again at once when the
+//! leader holds something else.
 //!
 //! Owns: the unary `FleetService` calls and where they go (the coordinator
 //! last known to lead: a "not the leader" answer names it, any other
@@ -10,12 +13,13 @@
 
 use super::view::{self, Evidence, View};
 use super::{Agent, FleetShared};
-use std::collections::BTreeMap;
+use imbl::OrdMap;
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
-use switchyard_proto::model::BackendKey;
+use switchyard_proto::incremental::{SetSender, SetUpdate};
+use switchyard_proto::model::{BackendKey, ObjectName};
 use switchyard_proto::pb::{self, fleet_service_client::FleetServiceClient};
 use tokio::sync::watch;
 use tonic::transport::Channel;
@@ -70,7 +74,8 @@ pub(super) async fn run(
 ) {
     let mut hold = fleet.hold.subscribe();
     let mut registration = 0u64;
-    let mut reported: BTreeMap<BackendKey, Evidence> = BTreeMap::new();
+    let mut reported: OrdMap<BackendKey, Evidence> = OrdMap::new();
+    let mut senders = Senders::default();
     'register: while !*stop.borrow() {
         let request = pb::RegisterRequest {
             proxy: Some(pb::ProxyIdentity {
@@ -97,45 +102,33 @@ pub(super) async fn run(
                 continue 'register;
             }
         };
+        // A new registration holds nothing on the leader.
+        senders.applied.reset();
+        senders.evidence.reset();
         loop {
             let current = views.borrow_and_update().clone();
             let holding = *hold.borrow_and_update();
             reported = view::reportable(&current, &reported, holding);
-            let report = pb::ReadinessReport {
-                proxy_id: agent.id.clone(),
-                backends: view::backends(&reported),
-                registration,
-                listeners: None,
-            };
-            let heartbeat = pb::HeartbeatRequest {
-                proxy_id: agent.id.clone(),
-                applied: current.applied.clone(),
-                config_version: current.version,
-                registration,
-            };
             // Evidence first, as a proxy does: a new leader learns
             // readiness as soon as it hears from the proxy.
-            let known = match router
-                .call(|mut c| async move { c.report_readiness(report).await })
-                .await
-            {
-                Ok(reply) => reply.known,
-                Err(_) => {
-                    fleet.rpc_errors.fetch_add(1, Ordering::Relaxed);
-                    true
-                }
-            };
-            let known = known
-                && match router
-                    .call(|mut c| async move { c.heartbeat(heartbeat).await })
-                    .await
-                {
-                    Ok(reply) => reply.known,
-                    Err(_) => {
-                        fleet.rpc_errors.fetch_add(1, Ordering::Relaxed);
-                        true
-                    }
-                };
+            let known = report(
+                &agent,
+                &fleet,
+                &mut router,
+                registration,
+                &reported,
+                &mut senders,
+            )
+            .await
+                && heartbeat(
+                    &agent,
+                    &fleet,
+                    &mut router,
+                    registration,
+                    &current,
+                    &mut senders,
+                )
+                .await;
             if !known {
                 continue 'register;
             }
@@ -160,5 +153,85 @@ pub(super) async fn run(
         .is_err()
     {
         fleet.rpc_errors.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// What the leader acknowledged holding of this agent's sets.
+#[derive(Default)]
+struct Senders {
+    applied: SetSender<ObjectName, u64>,
+    evidence: SetSender<BackendKey, Evidence>,
+}
+
+/// Reports `reported`; false when the leader no longer knows this
+/// registration. A failed call counts and passes (the next round retries).
+async fn report(
+    agent: &Agent,
+    fleet: &FleetShared,
+    router: &mut Router,
+    registration: u64,
+    reported: &OrdMap<BackendKey, Evidence>,
+    senders: &mut Senders,
+) -> bool {
+    loop {
+        let update = senders.evidence.prepare(reported);
+        let changes = matches!(update, SetUpdate::Changes { .. });
+        let mut request = pb::ReadinessReport {
+            proxy_id: agent.id.clone(),
+            registration,
+            ..Default::default()
+        };
+        request.set_evidence(update);
+        match router
+            .call(|mut c| async move { c.report_readiness(request).await })
+            .await
+        {
+            Ok(reply) if !reply.known => return false,
+            Ok(reply) => senders.evidence.answered(reply.seq),
+            Err(_) => {
+                fleet.rpc_errors.fetch_add(1, Ordering::Relaxed);
+                return true;
+            }
+        }
+        if !(changes && senders.evidence.sends_whole()) {
+            return true;
+        }
+    }
+}
+
+/// Heartbeats the generations `view` serves; false when the leader no
+/// longer knows this registration.
+async fn heartbeat(
+    agent: &Agent,
+    fleet: &FleetShared,
+    router: &mut Router,
+    registration: u64,
+    view: &View,
+    senders: &mut Senders,
+) -> bool {
+    loop {
+        let update = senders.applied.prepare(&view.applied);
+        let changes = matches!(update, SetUpdate::Changes { .. });
+        let mut request = pb::HeartbeatRequest {
+            proxy_id: agent.id.clone(),
+            config_version: view.version,
+            registration,
+            ..Default::default()
+        };
+        request.set_applied(update);
+        match router
+            .call(|mut c| async move { c.heartbeat(request).await })
+            .await
+        {
+            Ok(reply) if !reply.known => return false,
+            Ok(reply) => senders.applied.answered(reply.applied_seq),
+            Err(_) => {
+                fleet.rpc_errors.fetch_add(1, Ordering::Relaxed);
+                return true;
+            }
+        }
+        if !(changes && senders.applied.sends_whole()) {
+            return true;
+        }
     }
 }

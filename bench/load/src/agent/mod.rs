@@ -238,8 +238,8 @@ async fn run_watch(
                     views.send_replace(Arc::new(v));
                 }
                 Ok(watch::Outcome::Changed) => {
-                    if let Some(snapshot) = &held.snapshot {
-                        views.send_replace(Arc::new(View::of(held.version, snapshot)));
+                    if let Some(config) = &held.config {
+                        views.send_replace(Arc::new(config.view(held.version)));
                     }
                 }
                 Err(_) => {

@@ -2,21 +2,24 @@
 //! `ConfigUpdate` changes it: the only place that decodes the Watch
 //! stream, so a new encoding (deltas, chunks) changes this module alone.
 //!
-//! Owns: the version and snapshot held, dropping stale updates, decoding.
-//! Does not own: the stream itself (`agent::run_watch`) or what the
-//! snapshot means to the agent (`view`).
+//! Owns: the version held, dropping stale updates, decoding, and applying
+//! a delta to the agent's view (all or nothing, in O(change): the agent
+//! keeps no snapshot, only the [`Builder`]'s indexes). Does not own: the
+//! stream itself (`agent::run_watch`) or what a configuration means to
+//! the agent (`view`).
 
-use switchyard_proto::model::ConfigSnapshot;
+use super::view::Builder;
 use switchyard_proto::pb;
-use switchyard_proto::watch::{self as rules, Assembler, Received};
+use switchyard_proto::watch::{self as rules, Assembler, Decoded};
 
 /// The configuration one agent holds.
 #[derive(Debug, Default)]
 pub struct Held {
     /// Newest version shown, on any stream.
     pub version: u64,
-    /// The configuration at `version` (`None` before the first one).
-    pub snapshot: Option<ConfigSnapshot>,
+    /// The configuration at `version`, as the agent's view and its
+    /// indexes (`None` before the first one).
+    pub config: Option<Builder>,
     /// Set after a refused update: the next stream asks for a full
     /// snapshot (as a real proxy does).
     pub resync: bool,
@@ -82,17 +85,31 @@ impl Held {
             Ok(None) => return Ok(Outcome::Stale),
             Err(reason) => return Err(refused(self, reason)),
         };
-        match rules::receive(self.version, self.snapshot.as_ref(), self.resync, whole) {
-            Ok(Received::Stale) => Ok(Outcome::Stale),
-            Ok(Received::Version(v)) => {
+        let holding = self.config.is_some();
+        match rules::decode(self.version, holding, self.resync, whole) {
+            Ok(Decoded::Stale) => Ok(Outcome::Stale),
+            Ok(Decoded::Version(v)) => {
                 self.version = v;
                 Ok(Outcome::Version)
             }
-            Ok(Received::Snapshot(v, snapshot)) => {
+            Ok(Decoded::Snapshot(v, snapshot)) => {
                 self.version = v;
-                self.snapshot = Some(snapshot);
+                self.config = Some(Builder::of(&snapshot));
                 self.resync = false;
                 Ok(Outcome::Changed)
+            }
+            Ok(Decoded::Delta(v, delta)) => {
+                let applied = match self.config.as_mut() {
+                    Some(config) => config.apply(&delta).map_err(|e| e.to_string()),
+                    None => Err("a delta came before any snapshot".into()),
+                };
+                match applied {
+                    Ok(()) => {
+                        self.version = v;
+                        Ok(Outcome::Changed)
+                    }
+                    Err(reason) => Err(refused(self, reason)),
+                }
             }
             Err(rules::Refused::OutOfSequence(reason)) => Err(refused(self, reason)),
             Err(rules::Refused::Decode(e)) => Err(refused(self, e.to_string())),
@@ -101,7 +118,7 @@ impl Held {
 
     /// Whether a complete configuration at `version` or newer is held.
     pub fn complete_at(&self, version: u64) -> bool {
-        self.snapshot.is_some() && self.version >= version
+        self.config.is_some() && self.version >= version
     }
 }
 
@@ -113,6 +130,8 @@ pub fn update_bytes(update: &pb::ConfigUpdate) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use switchyard_proto::model::ConfigSnapshot;
 
     fn update(version: u64, snapshot: Option<&ConfigSnapshot>) -> pb::ConfigUpdate {
         pb::ConfigUpdate {

@@ -39,11 +39,18 @@ pub async fn latencies(ctx: &mut Context, count: usize) -> anyhow::Result<Vec<Du
             );
         };
         ctx.updates += 1;
-        admin::watch_until(&ctx.leader, &ctx.security, ctx.wait, |s: &ClusterStatus| {
-            s.routes
-                .iter()
-                .any(|r| r.name == name && admin::ready_at(r, generation))
-        })
+        let only = std::slice::from_ref(&name);
+        admin::watch_until(
+            &ctx.leader,
+            &ctx.security,
+            ctx.wait,
+            Some(only),
+            |s: &ClusterStatus| {
+                s.routes
+                    .iter()
+                    .any(|r| r.name == name && admin::ready_at(r, generation))
+            },
+        )
         .await
         .map_err(|e| anyhow::anyhow!("{name} not Ready at generation {generation}: {e}"))?;
         out.push(t0.elapsed());

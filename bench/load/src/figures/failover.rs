@@ -56,7 +56,8 @@ pub async fn run(
         targets.insert(name, g);
     }
     // Every one is pending (held back) before the kill.
-    admin::watch_until(&ctx.leader, &ctx.security, ctx.wait, |s| {
+    let only: Vec<String> = targets.keys().cloned().collect();
+    admin::watch_until(&ctx.leader, &ctx.security, ctx.wait, Some(&only), |s| {
         targets.iter().all(|(name, g)| {
             s.routes
                 .iter()
@@ -108,7 +109,7 @@ pub async fn run(
         if m.get("switchyard_coordinator_pending_transitions") == Some(&0.0)
             && m.get("switchyard_coordinator_raft_is_leader") == Some(&1.0)
         {
-            let status = admin::status(&mut new_client).await?;
+            let status = admin::status(&mut new_client, Some(&only)).await?;
             let all = targets.iter().all(|(name, g)| {
                 status
                     .routes

@@ -24,6 +24,7 @@ use crate::agent::Fleet;
 use crate::cluster::{Cluster, disk_usage};
 use crate::report::{Bulk, Cpu, Disk, Latencies, Memory, Report, Resync};
 use crate::{Options, admin, routes};
+use anyhow::bail;
 use std::time::{Duration, Instant};
 use switchyard_proto::model::Resource;
 use switchyard_tls::{Identity, Security};
@@ -102,26 +103,47 @@ async fn bulk(ctx: &Context, resources: &[Resource], batch: usize) -> anyhow::Re
 }
 
 /// Waits until the leader counts `agents` live proxies (those of `prefix`)
-/// and every route is Ready.
+/// and every route is Ready. Polls a full status once a second rather
+/// than following `WatchStatus`: a status of every route on every proxy
+/// costs the leader O(routes × proxies), and at the goal size a stream of
+/// them would be the leader's largest cost while the agents warm.
 async fn warm(ctx: &Context, prefix: &str, agents: usize) -> anyhow::Result<()> {
     let prefix = format!("{prefix}-");
-    admin::watch_until(&ctx.leader, &ctx.security, ctx.wait, |s| {
-        let live = s
-            .proxies
-            .iter()
-            .filter(|p| p.live && p.id.starts_with(&prefix))
-            .count();
-        live == agents && s.routes.iter().all(|r| r.ready)
-    })
-    .await
-    .map(|_| ())
-    .map_err(|e| anyhow::anyhow!("agents {prefix}* never all live with every route Ready: {e}"))
+    let deadline = Instant::now() + ctx.wait;
+    let mut client = admin::client(&ctx.leader, &ctx.security)?;
+    loop {
+        let last = match admin::status(&mut client, None).await {
+            Ok(s) => {
+                let live = s
+                    .proxies
+                    .iter()
+                    .filter(|p| p.live && p.id.starts_with(&prefix))
+                    .count();
+                let ready = s.routes.iter().filter(|r| r.ready).count();
+                if live == agents && ready == s.routes.len() {
+                    return Ok(());
+                }
+                format!(
+                    "{live} of {agents} live, {ready} of {} routes Ready",
+                    s.routes.len()
+                )
+            }
+            Err(e) => format!("{e:#}"),
+        };
+        if Instant::now() >= deadline {
+            bail!(
+                "agents {prefix}* never all live with every route Ready within {:?}: {last}",
+                ctx.wait
+            );
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
 }
 
 /// The current applied index on the leader.
 async fn applied_index(ctx: &Context) -> anyhow::Result<u64> {
     let mut c = admin::client(&ctx.leader, &ctx.security)?;
-    Ok(admin::status(&mut c).await?.applied_index)
+    Ok(admin::status(&mut c, Some(&[])).await?.applied_index)
 }
 
 /// Waits until every agent resynced (bounded), then reads the figure.

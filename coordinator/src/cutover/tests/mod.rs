@@ -8,6 +8,7 @@ use crate::state::{Command, DecisionBasis, LogPosition, ReplicatedState};
 use std::collections::BTreeMap;
 use switchyard_proto::model::*;
 
+mod incremental;
 mod passes;
 mod safety;
 mod sockets;

@@ -14,7 +14,8 @@ use std::collections::VecDeque;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use switchyard_proto::LEADER_HEADER;
-use switchyard_proto::model::ConfigSnapshot;
+use switchyard_proto::incremental::HeldSet;
+use switchyard_proto::model::{BackendEvidence, BackendKey, ConfigSnapshot, ObjectName};
 use switchyard_proto::pb::fleet_service_server::{FleetService, FleetServiceServer};
 use switchyard_proto::pb::{self};
 use tokio::sync::{mpsc, oneshot};
@@ -35,6 +36,17 @@ struct Script {
     forget_heartbeats: u32,
     /// The version heartbeats say the leader has.
     leader_version: u64,
+    /// Whether heartbeats and reports are numbered and may carry changes
+    /// (a leader of this version): the sets held are below. Off, every
+    /// answer says sequence 0, as an older leader's would, and the proxy
+    /// keeps sending whole sets.
+    takes_changes: bool,
+    /// The applied generations held, as a leader holds them.
+    applied: HeldSet<ObjectName, u64>,
+    /// The evidence held, as a leader holds it.
+    evidence: HeldSet<BackendKey, BackendEvidence>,
+    /// Heartbeat changes that did not apply on the set held.
+    refused_applied: u32,
 }
 
 /// What the proxy did, one channel per call.
@@ -177,6 +189,26 @@ impl Fake {
         self.script().forget_heartbeats += 1;
     }
 
+    /// From now on, takes sets whole or as changes and answers with the
+    /// sequence held, as a leader of this version does.
+    pub fn take_changes(&self) {
+        self.script().takes_changes = true;
+    }
+
+    /// Forgets the sets held, as a new leader holds none.
+    pub fn forget_sets(&self) {
+        let mut script = self.script();
+        script.applied = HeldSet::default();
+        script.evidence = HeldSet::default();
+    }
+
+    /// The applied generations held and how many heartbeat changes were
+    /// refused.
+    pub fn applied_held(&self) -> (HeldSet<ObjectName, u64>, u32) {
+        let script = self.script();
+        (script.applied.clone(), script.refused_applied)
+    }
+
     /// Heartbeats say from now on that the leader has `version`.
     pub fn leader_version(&self, version: u64) {
         self.script().leader_version = version;
@@ -273,13 +305,23 @@ impl FleetService for Service {
         &self,
         request: Request<pb::HeartbeatRequest>,
     ) -> Result<Response<pb::HeartbeatReply>, Status> {
-        let _ = self.calls.heartbeats.send(request.into_inner());
+        let request = request.into_inner();
+        let update = request.applied_update();
+        let _ = self.calls.heartbeats.send(request);
         let mut script = self.script.lock().unwrap();
         let known = script.forget_heartbeats == 0;
         script.forget_heartbeats = script.forget_heartbeats.saturating_sub(1);
+        let mut applied_seq = 0;
+        if script.takes_changes {
+            if script.applied.take(update).is_err() {
+                script.refused_applied += 1;
+            }
+            applied_seq = script.applied.seq();
+        }
         Ok(Response::new(pb::HeartbeatReply {
             known,
             config_version: script.leader_version,
+            applied_seq,
         }))
     }
 
@@ -309,7 +351,18 @@ impl FleetService for Service {
         &self,
         request: Request<pb::ReadinessReport>,
     ) -> Result<Response<pb::ReadinessReply>, Status> {
-        let _ = self.calls.reports.send(request.into_inner());
-        Ok(Response::new(pb::ReadinessReply { known: true }))
+        let request = request.into_inner();
+        let update = request
+            .evidence_update()
+            .map_err(Status::invalid_argument)?;
+        let _ = self.calls.reports.send(request);
+        let mut script = self.script.lock().unwrap();
+        let mut seq = 0;
+        if script.takes_changes {
+            // Refused changes leave the set held as it was.
+            let _ = script.evidence.take(update);
+            seq = script.evidence.seq();
+        }
+        Ok(Response::new(pb::ReadinessReply { known: true, seq }))
     }
 }

@@ -3,6 +3,8 @@
 
 use super::fake::Fake;
 use super::{Logs, Proxy};
+use crate::router::testkit::{INFRA, World, prefix, route, rule};
+use switchyard_proto::model::{ConfigSnapshot, RouteGeneration, RouteRecord};
 
 #[tokio::test]
 async fn a_followers_refusal_naming_the_leader_is_followed_to_the_leader() {
@@ -74,4 +76,94 @@ async fn a_heartbeat_the_leader_does_not_know_registers_again_and_the_new_regist
     assert_eq!(proxy.coordinator_errors(), 0.0);
     proxy.stop().await;
     assert_eq!(coordinator.next_deregister().await.registration, 8);
+}
+
+/// A configuration of `routes` served routes with no backends (nothing to
+/// warm: each is applied at once), every one at `generation`.
+fn served(version: u64, routes: &[&str], generation: u64) -> ConfigSnapshot {
+    let mut world = World::new();
+    for name in routes {
+        world.route(route(INFRA, name, vec![rule(prefix("/"), vec![])]));
+    }
+    let mut snapshot = world.snapshot.clone();
+    snapshot.version = version;
+    snapshot.routes = world
+        .routes
+        .iter()
+        .map(|r| RouteRecord {
+            name: r.meta.object_name(),
+            active: Some(RouteGeneration {
+                generation,
+                spec: r.clone(),
+            }),
+            pending: None,
+            last_failure: None,
+            forced: false,
+        })
+        .collect();
+    snapshot
+}
+
+#[tokio::test]
+async fn applied_generations_go_whole_once_then_as_changes_and_whole_again_to_a_leader_holding_none()
+ {
+    let logs = Logs::capture();
+    let mut leader = Fake::start().await;
+    leader.take_changes();
+    let proxy = Proxy::against(&leader);
+    let stream = leader.next_watch().await;
+    // Before any configuration: the (empty) set, whole and numbered.
+    let first = leader.next_heartbeat().await;
+    assert!(!first.applied_delta && first.applied_seq > 0, "{first:?}");
+    stream
+        .send_snapshot(5, &served(5, &["a", "b", "c"], 5))
+        .await;
+
+    // Then only what changed: the three routes now served.
+    let whole = leader
+        .heartbeat_where(|b| b.applied_delta && b.applied.len() == 3)
+        .await;
+    assert_eq!(whole.applied_base, first.applied_seq);
+    // Nothing changes: what follows are empty changes on that set.
+    let renewal = leader
+        .heartbeat_where(|b| b.applied_delta && b.applied_base == whole.applied_seq)
+        .await;
+    assert!(renewal.applied.is_empty() && renewal.applied_removed.is_empty());
+    assert_eq!(renewal.applied_seq, whole.applied_seq);
+
+    // One route moves on, one goes: only those two travel.
+    let mut next = served(6, &["a", "b"], 5);
+    next.routes[0].active.as_mut().unwrap().generation = 6;
+    stream.send_snapshot(6, &next).await;
+    let change = leader
+        .heartbeat_where(|b| b.applied_delta && b.applied_seq != whole.applied_seq)
+        .await;
+    assert_eq!(change.applied_base, whole.applied_seq);
+    assert_eq!(change.applied.len(), 1, "{change:?}");
+    assert_eq!(
+        (
+            change.applied[0].name.as_str(),
+            change.applied[0].generation
+        ),
+        ("a", 6)
+    );
+    assert_eq!(change.applied_removed.len(), 1);
+    assert_eq!(change.applied_removed[0].name, "c");
+
+    // A new leader holds nothing: the next changes are refused, and the
+    // whole set follows at once, not a heartbeat interval later.
+    leader.forget_sets();
+    let again = leader.heartbeat_where(|b| !b.applied_delta).await;
+    assert_eq!(again.applied.len(), 2);
+    let (held, refused) = leader.applied_held();
+    assert_eq!(refused, 1, "one change refused, then the whole set");
+    assert_eq!(
+        held.map()
+            .iter()
+            .map(|(r, g)| (r.name.as_str(), *g))
+            .collect::<Vec<_>>(),
+        vec![("a", 6), ("b", 5)]
+    );
+    proxy.stop().await;
+    assert_eq!(logs.warnings(), Vec::<String>::new());
 }

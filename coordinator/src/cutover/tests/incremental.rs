@@ -1,0 +1,231 @@
+//! Heartbeats and readiness reports whole or as changes: what the engine
+//! takes, what it refuses (and keeps unchanged), what counts as news, and
+//! that evidence built from changes decides exactly as a whole report.
+
+use super::*;
+use switchyard_proto::incremental::SetUpdate;
+
+fn changes<K, V>(base: u64, seq: u64, upserted: Vec<(K, V)>, removed: Vec<K>) -> SetUpdate<K, V> {
+    SetUpdate::Changes {
+        base,
+        seq,
+        upserted,
+        removed,
+    }
+}
+
+fn ready(s: &ReplicatedState) -> BackendEvidence {
+    green_ready(s)[0].1
+}
+
+#[test]
+fn evidence_sent_as_changes_commits_like_a_whole_report() {
+    let s = world(&["a"], "all", "keep-old");
+    let reg = registration(&s, "p0");
+    let mut e = CutoverEngine::new(settings(), &s, 0, TERM);
+    assert!(heartbeat(&mut e, &s, "p0", Default::default(), 10));
+    // Whole and empty first, then green as a change on it.
+    let whole = e.report_update(
+        &s,
+        "p0",
+        reg,
+        SetUpdate::Whole {
+            seq: 1,
+            entries: vec![],
+        },
+        10,
+    );
+    assert_eq!(
+        whole,
+        Heard {
+            known: true,
+            held_seq: 1,
+            news: true
+        }
+    );
+    assert!(e.decide(&s, 20).is_empty(), "no evidence yet");
+    let added = e.report_update(
+        &s,
+        "p0",
+        reg,
+        changes(1, 2, vec![(green(), ready(&s))], vec![]),
+        20,
+    );
+    assert_eq!(
+        added,
+        Heard {
+            known: true,
+            held_seq: 2,
+            news: true
+        }
+    );
+    let decisions = e.decide(&s, 30);
+    assert!(
+        matches!(decisions.as_slice(), [Decision::Commit { route, forced: false, .. }] if *route == r()),
+        "{decisions:?}"
+    );
+}
+
+#[test]
+fn changes_on_another_set_are_refused_and_keep_what_was_held() {
+    let s = world(&["a"], "all", "keep-old");
+    let reg = registration(&s, "p0");
+    let mut e = CutoverEngine::new(settings(), &s, 0, TERM);
+    assert!(heartbeat(&mut e, &s, "p0", Default::default(), 10));
+    let refused = e.report_update(
+        &s,
+        "p0",
+        reg,
+        changes(7, 8, vec![(green(), ready(&s))], vec![]),
+        20,
+    );
+    assert_eq!(
+        refused.held_seq, 0,
+        "nothing held: the proxy must send it whole"
+    );
+    assert!(refused.known);
+    assert!(
+        e.decide(&s, 30).is_empty(),
+        "refused changes are no evidence"
+    );
+
+    // Taken whole; then a removal on the wrong base leaves green counted.
+    e.report_update(
+        &s,
+        "p0",
+        reg,
+        SetUpdate::Whole {
+            seq: 3,
+            entries: green_ready(&s),
+        },
+        40,
+    );
+    let wrong = e.report_update(&s, "p0", reg, changes(2, 4, vec![], vec![green()]), 50);
+    assert_eq!(wrong.held_seq, 3);
+    assert!(!e.decide(&s, 60).is_empty(), "green still counts");
+}
+
+#[test]
+fn an_empty_change_keeps_evidence_current_and_is_no_news() {
+    let s = world(&["a"], "all", "keep-old");
+    let reg = registration(&s, "p0");
+    let mut e = CutoverEngine::new(settings(), &s, 0, TERM);
+    assert!(heartbeat(&mut e, &s, "p0", Default::default(), 10));
+    // Green ready, reported whole at t=10 and then only renewed.
+    e.report_update(
+        &s,
+        "p0",
+        reg,
+        SetUpdate::Whole {
+            seq: 1,
+            entries: green_ready(&s),
+        },
+        10,
+    );
+    for t in [500, 1_000, 1_500, 2_000] {
+        assert!(heartbeat(&mut e, &s, "p0", Default::default(), t));
+        let renewal = e.report_update(&s, "p0", reg, changes(1, 1, vec![], vec![]), t);
+        assert_eq!(
+            renewal,
+            Heard {
+                known: true,
+                held_seq: 1,
+                news: false
+            }
+        );
+    }
+    // Evidence renewed at t=2000 is current at t=2500, beyond one TTL
+    // after the whole report.
+    assert!(!e.decide(&s, 2_500).is_empty());
+}
+
+#[test]
+fn removing_a_backend_by_a_change_withdraws_its_evidence() {
+    let s = world(&["a"], "all", "keep-old");
+    let reg = registration(&s, "p0");
+    let mut e = CutoverEngine::new(settings(), &s, 0, TERM);
+    assert!(heartbeat(&mut e, &s, "p0", Default::default(), 10));
+    e.report_update(
+        &s,
+        "p0",
+        reg,
+        SetUpdate::Whole {
+            seq: 1,
+            entries: green_ready(&s),
+        },
+        10,
+    );
+    let gone = e.report_update(&s, "p0", reg, changes(1, 2, vec![], vec![green()]), 20);
+    assert_eq!(
+        gone,
+        Heard {
+            known: true,
+            held_seq: 2,
+            news: true
+        }
+    );
+    assert!(e.decide(&s, 30).is_empty());
+}
+
+#[test]
+fn applied_generations_as_changes_show_in_the_ready_summary() {
+    let mut s = world(&["a", "b"], "all", "keep-old");
+    let mut e = engine_with_ready(&s, &[0, 1]);
+    let decisions = e.decide(&s, 20);
+    let command = Decision::batch(&decisions).unwrap();
+    next(&mut s, command);
+    let generation = s.routes[&r()].active.as_ref().unwrap().generation;
+    for (i, id) in ["p0", "p1"].iter().enumerate() {
+        let reg = registration(&s, id);
+        let whole = e.heartbeat_update(
+            &s,
+            id,
+            reg,
+            SetUpdate::Whole {
+                seq: 1,
+                entries: vec![],
+            },
+            30,
+        );
+        assert_eq!(whole.held_seq, 1);
+        let served = e.heartbeat_update(
+            &s,
+            id,
+            reg,
+            changes(1, 2, vec![(r(), generation)], vec![]),
+            40,
+        );
+        assert_eq!(
+            served,
+            Heard {
+                known: true,
+                held_seq: 2,
+                news: true
+            }
+        );
+        let (summary, ready) = e.applied_summary(&s, &r(), 50).unwrap();
+        assert_eq!(ready, i == 1, "{summary}");
+        let again = e.heartbeat_update(&s, id, reg, changes(2, 2, vec![], vec![]), 60);
+        assert!(!again.news, "the same set again is no news");
+    }
+    // A heartbeat from an earlier registration is unknown and keeps nothing.
+    let stale = e.heartbeat_update(
+        &s,
+        "p0",
+        999,
+        SetUpdate::Whole {
+            seq: 5,
+            entries: vec![],
+        },
+        70,
+    );
+    assert_eq!(
+        stale,
+        Heard {
+            known: false,
+            held_seq: 0,
+            news: false
+        }
+    );
+    assert!(e.applied_summary(&s, &r(), 80).unwrap().1);
+}

@@ -1,0 +1,217 @@
+//! Sets a proxy tells the leader again and again — the route generations
+//! it serves (heartbeats) and the backends it keeps warm (readiness
+//! reports) — sent whole once, then as the changes since the set the
+//! leader acknowledged.
+//!
+//! Owns both sides' rules. The sender ([`SetSender`]) numbers every
+//! distinct set it sends (`seq`, never 0, moving whenever the set
+//! changes), sends it whole while the receiver acknowledged nothing and as
+//! changes on the acknowledged set after that, and falls back to whole
+//! when an answer shows the receiver holds something else (a new leader,
+//! a lost answer, a new registration). The receiver ([`HeldSet`]) takes a
+//! whole set always and changes only on exactly the set they were made
+//! from; otherwise it keeps what it held, unchanged, and says which
+//! sequence it holds. So both ends agree on the set, or the next call
+//! sends it whole. Does not own the calls, nor what the sets mean.
+//!
+//! Cost: sets are persistent maps ([`imbl::OrdMap`]): keeping the
+//! acknowledged copy is O(1), and the changes between it and the current
+//! set are found by a walk that skips shared subtrees — O(C log R) for C
+//! changes when the current set was derived from the acknowledged one by
+//! C updates, O(R) at worst. The receiver's cost is O(C log R) per call.
+
+use imbl::OrdMap;
+use imbl::ordmap::DiffItem;
+
+/// A set as sent: whole, or the changes on a set the receiver holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SetUpdate<K, V> {
+    /// Every entry; it replaces whatever the receiver held.
+    Whole {
+        /// The sender's number for this set (0 from senders that do not
+        /// number their sets).
+        seq: u64,
+        /// Every entry.
+        entries: Vec<(K, V)>,
+    },
+    /// The changes from the set numbered `base` to the one numbered `seq`.
+    Changes {
+        /// The set these changes apply on; never 0.
+        base: u64,
+        /// The set they make.
+        seq: u64,
+        /// Entries added or changed.
+        upserted: Vec<(K, V)>,
+        /// Keys removed.
+        removed: Vec<K>,
+    },
+}
+
+impl<K, V> SetUpdate<K, V> {
+    /// The sequence of the set this update makes.
+    pub fn seq(&self) -> u64 {
+        match self {
+            SetUpdate::Whole { seq, .. } | SetUpdate::Changes { seq, .. } => *seq,
+        }
+    }
+}
+
+/// Changes that were not taken: the receiver holds another set than the
+/// one they were made from. What it held is unchanged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("changes on set {base} do not apply: set {held} is held")]
+pub struct NotHeld {
+    /// The sequence held.
+    pub held: u64,
+    /// The sequence the changes were made from.
+    pub base: u64,
+}
+
+/// The receiving side: one sender's set, with its sequence.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeldSet<K: Ord + Clone, V: Clone> {
+    seq: u64,
+    map: OrdMap<K, V>,
+}
+
+impl<K: Ord + Clone, V: Clone> Default for HeldSet<K, V> {
+    fn default() -> Self {
+        HeldSet {
+            seq: 0,
+            map: OrdMap::new(),
+        }
+    }
+}
+
+impl<K: Ord + Clone, V: Clone + PartialEq> HeldSet<K, V> {
+    /// The sequence held (0: nothing numbered).
+    pub fn seq(&self) -> u64 {
+        self.seq
+    }
+
+    /// The set.
+    pub fn map(&self) -> &OrdMap<K, V> {
+        &self.map
+    }
+
+    /// Takes `update`: whether the set changed, or [`NotHeld`] (and
+    /// nothing changed) for changes made from another set than the one
+    /// held.
+    pub fn take(&mut self, update: SetUpdate<K, V>) -> Result<bool, NotHeld> {
+        match update {
+            SetUpdate::Whole { seq, entries } => {
+                let map: OrdMap<K, V> = entries.into_iter().collect();
+                let changed = map != self.map;
+                self.map = map;
+                self.seq = seq;
+                Ok(changed)
+            }
+            SetUpdate::Changes {
+                base,
+                seq,
+                upserted,
+                removed,
+            } => {
+                if base == 0 || base != self.seq {
+                    return Err(NotHeld {
+                        held: self.seq,
+                        base,
+                    });
+                }
+                let mut changed = false;
+                for key in removed {
+                    changed |= self.map.remove(&key).is_some();
+                }
+                for (key, value) in upserted {
+                    changed |= self.map.insert(key, value.clone()).as_ref() != Some(&value);
+                }
+                self.seq = seq;
+                Ok(changed)
+            }
+        }
+    }
+}
+
+/// The sending side: what the receiver acknowledged, and the numbering.
+#[derive(Debug, Clone)]
+pub struct SetSender<K: Ord + Clone, V: Clone> {
+    /// The set the receiver is known to hold, with its number.
+    acked: Option<(u64, OrdMap<K, V>)>,
+    /// The newest set prepared, with its number.
+    last: Option<(u64, OrdMap<K, V>)>,
+}
+
+impl<K: Ord + Clone, V: Clone> Default for SetSender<K, V> {
+    fn default() -> Self {
+        SetSender {
+            acked: None,
+            last: None,
+        }
+    }
+}
+
+impl<K: Ord + Clone, V: Clone + PartialEq> SetSender<K, V> {
+    /// What to send for `current`: whole while nothing is acknowledged,
+    /// else the changes on the acknowledged set (possibly none: that still
+    /// renews what the receiver holds).
+    pub fn prepare(&mut self, current: &OrdMap<K, V>) -> SetUpdate<K, V> {
+        let seq = match &self.last {
+            Some((seq, last)) if last.ptr_eq(current) || last == current => *seq,
+            Some((seq, _)) => seq + 1,
+            None => 1,
+        };
+        self.last = Some((seq, current.clone()));
+        let Some((base, acked)) = &self.acked else {
+            return SetUpdate::Whole {
+                seq,
+                entries: current
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect(),
+            };
+        };
+        let mut upserted = Vec::new();
+        let mut removed = Vec::new();
+        for item in acked.diff(current) {
+            match item {
+                DiffItem::Add(k, v) | DiffItem::Update { new: (k, v), .. } => {
+                    upserted.push((k.clone(), v.clone()));
+                }
+                DiffItem::Remove(k, _) => removed.push(k.clone()),
+            }
+        }
+        SetUpdate::Changes {
+            base: *base,
+            seq,
+            upserted,
+            removed,
+        }
+    }
+
+    /// The receiver's answer to the last prepared update: the sequence it
+    /// now holds. Anything but that update's sequence (or the one already
+    /// acknowledged) means it holds another set: the next update is whole.
+    pub fn answered(&mut self, held: u64) {
+        match (&self.last, &self.acked) {
+            (Some((seq, set)), _) if *seq == held && held != 0 => {
+                self.acked = Some((held, set.clone()));
+            }
+            (_, Some((acked, _))) if *acked == held => {}
+            _ => self.acked = None,
+        }
+    }
+
+    /// Forgets what the receiver holds (a new registration): the next
+    /// update is whole.
+    pub fn reset(&mut self) {
+        self.acked = None;
+    }
+
+    /// Whether the next update will be whole.
+    pub fn sends_whole(&self) -> bool {
+        self.acked.is_none()
+    }
+}
+
+#[cfg(test)]
+mod tests;
