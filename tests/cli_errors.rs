@@ -383,3 +383,25 @@ fn the_demo_manifests_have_no_unknown_fields() -> anyhow::Result<()> {
     assert_eq!(resources.len(), 8);
     Ok(())
 }
+
+#[test]
+fn a_status_route_that_is_not_namespace_slash_name_is_refused_before_any_call() -> anyhow::Result<()>
+{
+    let (out, took) = timed(&[
+        "status",
+        "--route",
+        "just-a-name",
+        "--coordinators",
+        "127.0.0.1:1",
+        "--insecure",
+    ])?;
+    assert_eq!(out.code, 2, "a usage error: {}", out.stderr);
+    assert!(took < FAST);
+    assert!(
+        out.stderr.contains("\"just-a-name\" is not NAMESPACE/NAME")
+            && out.stderr.contains("--route"),
+        "{}",
+        out.stderr
+    );
+    Ok(())
+}

@@ -245,3 +245,148 @@ async fn a_forced_cutover_is_not_a_successful_wait() -> anyhow::Result<()> {
     );
     Ok(())
 }
+
+/// A route file with the demo route and a second one, `demo/other`.
+fn two_routes() -> String {
+    let route = manifests::route("blue", "v1", "30s");
+    let other = route.replace("name: app", "name: other");
+    format!("{route}{other}")
+}
+
+fn status_of(reply: &pb::StatusReply) -> anyhow::Result<switchyard_proto::model::ClusterStatus> {
+    Ok(serde_json::from_slice(&reply.status_json)?)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_status_of_some_routes_has_their_rows_alone() -> anyhow::Result<()> {
+    let coordinator = Coordinator::start().await?;
+    coordinator.apply(&manifests::base()).await?;
+    coordinator.apply(&two_routes()).await?;
+    let mut admin = coordinator.admin_client();
+    let names = |s: &switchyard_proto::model::ClusterStatus| {
+        s.routes.iter().map(|r| r.name.clone()).collect::<Vec<_>>()
+    };
+
+    let all = status_of(admin.status(pb::StatusRequest::default()).await?.get_ref())?;
+    assert_eq!(names(&all), ["app", "other"]);
+    let only = pb::StatusRequest {
+        routes: vec!["demo/other".into(), "demo/not-stored".into()],
+        only_routes: true,
+    };
+    let some = status_of(admin.status(only.clone()).await?.get_ref())?;
+    assert_eq!(names(&some), ["other"], "a name not stored has no row");
+    assert_eq!(some.applied_index, all.applied_index);
+    let none = pb::StatusRequest {
+        routes: vec![],
+        only_routes: true,
+    };
+    let bare = status_of(admin.status(none).await?.get_ref())?;
+    assert!(bare.routes.is_empty() && bare.leader.is_some());
+
+    let bad = pb::StatusRequest {
+        routes: vec!["no-namespace".into()],
+        only_routes: true,
+    };
+    let refused = admin.status(bad).await.expect_err("a bad route name");
+    assert_eq!(refused.code(), tonic::Code::InvalidArgument);
+    assert!(
+        refused
+            .message()
+            .contains("\"no-namespace\" is not namespace/name"),
+        "{}",
+        refused.message()
+    );
+
+    let mut watch = admin.watch_status(only).await?.into_inner();
+    let first = watch.message().await?.context("a first status")?;
+    assert_eq!(names(&status_of(&first)?), ["other"]);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn heartbeat_changes_on_a_set_the_leader_does_not_hold_are_refused_and_it_asks_for_the_whole()
+-> anyhow::Result<()> {
+    let coordinator = Coordinator::start().await?;
+    coordinator.apply(&manifests::base()).await?;
+    coordinator.apply(&two_routes()).await?;
+    let mut fleet = coordinator.fleet_client();
+    let registration = fleet
+        .register(pb::RegisterRequest {
+            proxy: Some(pb::ProxyIdentity {
+                id: "agent".into(),
+                zone: "a".into(),
+                admin_address: String::new(),
+            }),
+        })
+        .await?
+        .into_inner()
+        .registration;
+    let status = || coordinator.bound.coordinator.status();
+    let generation = |name: &str| {
+        let s = status();
+        let r = s.routes.iter().find(|r| r.name == name).expect("stored");
+        r.pending_generation
+            .or(r.active_generation)
+            .expect("a generation")
+    };
+    let applied = |name: &str| {
+        status()
+            .routes
+            .iter()
+            .find(|r| r.name == name)
+            .and_then(|r| r.applied.clone())
+    };
+    let served = |name: &str| pb::AppliedGeneration {
+        namespace: "demo".into(),
+        name: name.into(),
+        generation: generation(name),
+    };
+    let beat = |seq, base, delta, applied, removed| pb::HeartbeatRequest {
+        proxy_id: "agent".into(),
+        registration,
+        applied,
+        applied_delta: delta,
+        applied_seq: seq,
+        applied_base: base,
+        applied_removed: removed,
+        config_version: 0,
+    };
+
+    let whole = fleet
+        .heartbeat(beat(1, 0, false, vec![served("app")], vec![]))
+        .await?
+        .into_inner();
+    assert!(whole.known);
+    assert_eq!(whole.applied_seq, 1);
+    let at = |name: &str| format!("1 of 1 proxies at generation {}", generation(name));
+    assert_eq!(applied("app"), Some(at("app")));
+
+    // Changes on a set the leader never held: refused, nothing changes.
+    let gone = pb::RouteName {
+        namespace: "demo".into(),
+        name: "app".into(),
+    };
+    let refused = fleet
+        .heartbeat(beat(6, 5, true, vec![], vec![gone.clone()]))
+        .await?
+        .into_inner();
+    assert!(refused.known, "the lease is renewed all the same");
+    assert_eq!(refused.applied_seq, 1, "send the whole set");
+    assert_eq!(applied("app"), Some(at("app")));
+
+    // Changes on the set held: taken.
+    let taken = fleet
+        .heartbeat(beat(2, 1, true, vec![served("other")], vec![gone]))
+        .await?
+        .into_inner();
+    assert_eq!(taken.applied_seq, 2);
+    assert_eq!(
+        applied("app"),
+        Some(format!(
+            "0 of 1 proxies at generation {}",
+            generation("app")
+        ))
+    );
+    assert_eq!(applied("other"), Some(at("other")));
+    Ok(())
+}

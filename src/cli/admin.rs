@@ -100,8 +100,22 @@ pub struct StatusArgs {
     /// Keep printing the status every time it changes (Ctrl-C to stop).
     #[arg(long)]
     pub watch: bool,
+    /// Only this route (NAMESPACE/NAME; repeatable). The coordinator then
+    /// builds the rows of these routes alone, which matters with thousands
+    /// of routes and proxies.
+    #[arg(long = "route", value_name = "NAMESPACE/NAME", value_parser = parse_route_name)]
+    pub routes: Vec<ObjectName>,
     #[command(flatten)]
     pub connection: Connection,
+}
+
+fn parse_route_name(text: &str) -> Result<ObjectName, String> {
+    match text.split_once('/') {
+        Some((ns, name)) if !ns.is_empty() && !name.is_empty() && !name.contains('/') => {
+            Ok(ObjectName::new(ns, name))
+        }
+        _ => Err(format!("{text:?} is not NAMESPACE/NAME")),
+    }
 }
 
 fn read_files(files: &[PathBuf]) -> anyhow::Result<Vec<Resource>> {
@@ -187,9 +201,11 @@ pub async fn delete(args: DeleteArgs) -> anyhow::Result<ExitCode> {
 /// `switchyard status`.
 pub async fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
     let mut client = args.connection.client("status")?;
+    let only: Option<std::collections::BTreeSet<ObjectName>> =
+        (!args.routes.is_empty()).then(|| args.routes.iter().cloned().collect());
     let mut last = None;
     loop {
-        let status = client.fetch_status().await?;
+        let status = client.fetch_status_of(only.as_ref()).await?;
         if last.as_ref() != Some(&status) {
             match args.output {
                 Output::Json => println!("{}", serde_json::to_string(&status)?),

@@ -4,9 +4,10 @@
 //! stream serves the same bytes and none keeps a copy of the state.
 //!
 //! Owns: computing the delta from the previously journaled state to the
-//! new one (a merge-walk over the state's sorted maps — resources, route
-//! records, endpoint generations — O(R) comparisons per change, done once
-//! for all watchers), encoding and chunking it, the ring and its bounds,
+//! new one (a walk of the state's persistent maps — resources, route
+//! records, endpoint generations — that skips what the two states share:
+//! O(C log R) per change of C objects, done once for all watchers),
+//! encoding and chunking it, the ring and its bounds,
 //! the full snapshot (encoded at most once per version, lazily, when some
 //! watcher needs it), and the encoding counters. Does not own: the stream
 //! protocol (what each watcher is sent, in `fleet`), nor the state machine
@@ -23,9 +24,10 @@
 use super::metrics::CoordinatorMetrics;
 use crate::state::ReplicatedState;
 use bytes::Bytes;
+use imbl::ordmap::DiffItem;
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
-use switchyard_proto::model::{ConfigDelta, Kind, ResourceKey, diff_sorted};
+use switchyard_proto::model::{ConfigDelta, Kind, ResourceKey};
 use tokio::sync::watch;
 
 /// Largest chunk of an encoded payload: well under 1 MiB, so no message
@@ -294,39 +296,53 @@ fn chunked(bytes: Bytes, size: usize) -> Vec<Bytes> {
     chunks
 }
 
-/// What proxies see change from `old` to `new`: a merge-walk over the
-/// state's three sorted maps.
+/// What proxies see change from `old` to `new`: a walk of the state's
+/// three persistent maps that skips every subtree the two states share
+/// (`imbl`'s diff), so it costs O(C log R) for C changed objects among R —
+/// the new state is the old one with C updates — not a walk of the store.
 pub(crate) fn delta_between(old: &ReplicatedState, new: &ReplicatedState) -> ConfigDelta {
     let mut delta = ConfigDelta {
         base_version: old.last_index,
         version: new.last_index,
         ..Default::default()
     };
-    diff_sorted(
-        &old.resources,
-        &new.resources,
-        |_, resource| delta.upserted.push(resource.clone()),
-        |key| delta.removed.push(key.clone()),
-    );
-    diff_sorted(
-        &old.routes,
-        &new.routes,
-        |_, record| delta.routes.push(record.clone()),
-        |name| {
-            delta.removed.push(ResourceKey {
+    for item in old.resources.diff(&new.resources) {
+        match item {
+            DiffItem::Add(_, resource)
+            | DiffItem::Update {
+                new: (_, resource), ..
+            } => {
+                delta.upserted.push(resource.clone());
+            }
+            DiffItem::Remove(key, _) => delta.removed.push(key.clone()),
+        }
+    }
+    for item in old.routes.diff(&new.routes) {
+        match item {
+            DiffItem::Add(_, record)
+            | DiffItem::Update {
+                new: (_, record), ..
+            } => {
+                delta.routes.push(record.clone());
+            }
+            DiffItem::Remove(name, _) => delta.removed.push(ResourceKey {
                 kind: Kind::HTTPRoute,
                 name: name.clone(),
-            })
-        },
-    );
-    diff_sorted(
-        &old.endpoint_generations.0,
-        &new.endpoint_generations.0,
-        |name, generation| {
-            delta.endpoint_generations.insert(name.clone(), *generation);
-        },
-        |name| delta.endpoint_generations_removed.push(name.clone()),
-    );
+            }),
+        }
+    }
+    for item in old.endpoint_generations.0.diff(&new.endpoint_generations.0) {
+        match item {
+            DiffItem::Add(name, generation)
+            | DiffItem::Update {
+                new: (name, generation),
+                ..
+            } => {
+                delta.endpoint_generations.insert(name.clone(), *generation);
+            }
+            DiffItem::Remove(name, _) => delta.endpoint_generations_removed.push(name.clone()),
+        }
+    }
     delta
 }
 

@@ -5,8 +5,9 @@
 //!
 //! Owns: the delta's shape (resources and route records upserted, keys
 //! removed, endpoint generations changed or removed, the `base_version` it
-//! applies on), the sorted merge-walk that computes it ([`diff_sorted`],
-//! also used by the coordinator over its state machine's maps) and its
+//! applies on), the sorted merge-walk that computes it between two
+//! snapshots ([`diff_sorted`]; the coordinator diffs its state machine's
+//! persistent maps instead, skipping what they share) and its
 //! all-or-nothing application. Does not own: encoding, chunking or the
 //! journal of recent deltas (the coordinator's), nor assembling chunks
 //! (the proxy's).
@@ -160,8 +161,7 @@ impl ConfigDelta {
 
     /// The delta from `old` to `new` (`old.version` → `new.version`). The
     /// lists need not be sorted; each is sorted here, O(R log R) — the
-    /// coordinator walks its already sorted maps with [`diff_sorted`]
-    /// instead.
+    /// coordinator diffs its state machine's persistent maps instead.
     pub fn between(old: &ConfigSnapshot, new: &ConfigSnapshot) -> ConfigDelta {
         let mut delta = ConfigDelta {
             base_version: old.version,
