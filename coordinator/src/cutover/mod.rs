@@ -301,13 +301,10 @@ impl CutoverEngine {
             Some(p) if self.faults.evidence_across_registrations => p.registered_index,
             _ => registration,
         };
-        let Some(record) = state
+        let record = state
             .proxies
             .get(proxy)
-            .filter(|p| p.registered_index == registration)
-        else {
-            return None;
-        };
+            .filter(|p| p.registered_index == registration)?;
         // A proxy live again, or heard for the first time by this leader
         // (which may end its grace), changes what a pass sees; a renewal of
         // a live lease does not.
@@ -358,10 +355,9 @@ impl CutoverEngine {
             return Heard::UNKNOWN;
         };
         let held = Arc::make_mut(self.applied.entry(proxy.to_string()).or_default());
-        let changed = match held.take(applied) {
-            Ok(changed) => changed,
-            Err(NotHeld { .. }) => false,
-        };
+        // Changes on another set change nothing (`NotHeld`): the answer's
+        // sequence asks for the whole set.
+        let changed = held.take(applied).unwrap_or_default();
         Heard {
             known: true,
             held_seq: held.seq(),

@@ -1,27 +1,59 @@
 //! The proxy's use of the Watch receiving rules
 //! ([`switchyard_proto::watch`]): a refused update becomes a
 //! [`ControlError`] naming the coordinator, so the stream logic can log it
-//! and ask for a full snapshot.
+//! and ask for a full snapshot. Deltas are applied in place on the
+//! configuration the stream task owns ([`apply_delta`]: all or nothing).
 
 use super::error::ControlError;
-use switchyard_proto::model::ConfigSnapshot;
+use switchyard_proto::model::{ConfigDelta, ConfigSnapshot};
 #[cfg(test)]
 pub(super) use switchyard_proto::watch::Payload;
+#[cfg(test)]
+pub(super) use switchyard_proto::watch::Received;
 use switchyard_proto::watch::Refused;
-pub(super) use switchyard_proto::watch::{Assembler, Received, Whole};
+pub(super) use switchyard_proto::watch::{Assembler, Decoded, Whole};
 
-/// Reads one whole update from `coordinator`; see
-/// [`switchyard_proto::watch::receive`].
-pub(super) fn receive(
+/// Reads one whole update from `coordinator` without applying it; see
+/// [`switchyard_proto::watch::decode`].
+pub(super) fn decode(
     coordinator: &str,
     held: u64,
-    current: Option<&ConfigSnapshot>,
+    holding: bool,
     resync: bool,
     update: Whole,
-) -> Result<Received, ControlError> {
+) -> Result<Decoded, ControlError> {
     let version = update.version;
-    switchyard_proto::watch::receive(held, current, resync, update).map_err(|refused| match refused
-    {
+    switchyard_proto::watch::decode(held, holding, resync, update)
+        .map_err(|refused| refusal(coordinator, version, refused))
+}
+
+/// Applies `delta` (checked by [`decode`]) on `working`, all or nothing:
+/// refused, `working` is unchanged and the stream must resync.
+pub(super) fn apply_delta(
+    coordinator: &str,
+    working: &mut Option<ConfigSnapshot>,
+    delta: &ConfigDelta,
+) -> Result<(), ControlError> {
+    let refused = |reason: String| ControlError::OutOfSequence {
+        coordinator: coordinator.to_string(),
+        version: delta.version,
+        reason,
+    };
+    let Some(config) = working.as_mut() else {
+        return Err(refused("a delta came before any snapshot".into()));
+    };
+    // Bare versions moved what is held past the snapshot's own version
+    // without changing it: it is the configuration at the delta's base.
+    let own = config.version;
+    config.version = delta.base_version;
+    config.apply_delta(delta).map_err(|e| {
+        config.version = own;
+        refused(e.to_string())
+    })
+}
+
+fn refusal(coordinator: &str, version: u64, refused: Refused) -> ControlError {
+    match refused {
         Refused::OutOfSequence(reason) => ControlError::OutOfSequence {
             coordinator: coordinator.to_string(),
             version,
@@ -32,5 +64,20 @@ pub(super) fn receive(
             version,
             source,
         },
-    })
+    }
+}
+
+/// Reads one whole update from `coordinator`; see
+/// [`switchyard_proto::watch::receive`].
+#[cfg(test)]
+pub(super) fn receive(
+    coordinator: &str,
+    held: u64,
+    current: Option<&ConfigSnapshot>,
+    resync: bool,
+    update: Whole,
+) -> Result<Received, ControlError> {
+    let version = update.version;
+    switchyard_proto::watch::receive(held, current, resync, update)
+        .map_err(|refused| refusal(coordinator, version, refused))
 }

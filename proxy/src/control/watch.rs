@@ -16,9 +16,10 @@
 //! leader, which only the heartbeats' answers show.
 
 use super::Shared;
-use super::assembly::{Assembler, Received, receive};
+use super::assembly::{Assembler, Decoded, apply_delta, decode};
 use super::backoff::Backoff;
 use super::error::{Call, ControlError, log_error};
+use futures::FutureExt;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use switchyard_proto::model::ConfigSnapshot;
@@ -104,6 +105,9 @@ pub(super) async fn run(shared: Arc<Shared>, tx: watch::Sender<Option<Arc<Config
     // Set after an update that did not fit what is held: the next stream
     // asks for a full snapshot instead of the changes since `held`.
     let mut resync = false;
+    // The configuration at `held`, owned here: deltas are applied on it in
+    // place, and the apply loop gets a copy when a burst of them is done.
+    let mut working: Option<ConfigSnapshot> = None;
     let mut backoff = Backoff::new(shared.config.backoff_policy());
     let mut lag = shared.lag.subscribe();
     let mut previous: Option<(String, Ended)> = None;
@@ -120,7 +124,7 @@ pub(super) async fn run(shared: Arc<Shared>, tx: watch::Sender<Option<Arc<Config
         let outcome = stream_from(
             &shared,
             &address,
-            (&mut held, &mut resync),
+            (&mut held, &mut resync, &mut working),
             &tx,
             &mut lag,
             &mut backoff,
@@ -162,47 +166,102 @@ pub(super) async fn run(shared: Arc<Shared>, tx: watch::Sender<Option<Arc<Config
 }
 
 /// Streams from `address` until the stream ends (`Ok`) or fails. `held` is
-/// the newest version shown so far, on any stream; `resync` says a full
-/// snapshot is needed (cleared once one arrived). The back-off starts
-/// over once the coordinator has delivered an update this proxy can read.
+/// the newest version shown so far, on any stream, and `working` the
+/// configuration at it; `resync` says a full snapshot is needed (cleared
+/// once one arrived). The back-off starts over once the coordinator has
+/// delivered an update this proxy can read.
+///
+/// Updates that arrive together are applied on `working` one after the
+/// other (all or nothing each) and published once, when the stream has
+/// nothing more ready: a burst of changes costs one copy of the
+/// configuration for the apply loop, not one per change. Whatever was
+/// applied is published before this returns, so what the apply loop has
+/// is always the configuration at `held`.
 async fn stream_from(
     shared: &Shared,
     address: &str,
-    (held, resync): (&mut u64, &mut bool),
+    (held, resync, working): (&mut u64, &mut bool, &mut Option<ConfigSnapshot>),
     tx: &watch::Sender<Option<Arc<ConfigSnapshot>>>,
     lag: &mut watch::Receiver<Lag>,
     backoff: &mut Backoff,
 ) -> Result<(), ControlError> {
-    let failed = |status: tonic::Status| ControlError::from_status(address, Call::Watch, &status);
     let mut client = shared.coordinators.client(address, true)?;
     let request = pb::WatchRequest {
         proxy_id: shared.config.proxy_id.clone(),
         known_version: if *resync { 0 } else { *held },
         accepts_deltas: true,
     };
+    let failed = |status: tonic::Status| ControlError::from_status(address, Call::Watch, &status);
     let mut stream = client.watch(request).await.map_err(failed)?.into_inner();
     tracing::info!(coordinator = %address, held = *held, resync = *resync, "watching configuration");
+    let mut unpublished = false;
+    let outcome = take_updates(
+        shared,
+        address,
+        &mut stream,
+        (held, resync, working),
+        (tx, &mut unpublished),
+        lag,
+        backoff,
+    )
+    .await;
+    if unpublished {
+        publish(tx, working);
+    }
+    outcome
+}
+
+/// Sends the apply loop a copy of `working`.
+fn publish(tx: &watch::Sender<Option<Arc<ConfigSnapshot>>>, working: &Option<ConfigSnapshot>) {
+    if let Some(config) = working {
+        tx.send_replace(Some(Arc::new(config.clone())));
+    }
+}
+
+/// The loop of [`stream_from`]: takes every update of `stream`, setting
+/// `unpublished` while `working` holds changes the apply loop has not
+/// been sent.
+async fn take_updates(
+    shared: &Shared,
+    address: &str,
+    stream: &mut tonic::Streaming<pb::ConfigUpdate>,
+    (held, resync, working): (&mut u64, &mut bool, &mut Option<ConfigSnapshot>),
+    (tx, unpublished): (&watch::Sender<Option<Arc<ConfigSnapshot>>>, &mut bool),
+    lag: &mut watch::Receiver<Lag>,
+    backoff: &mut Backoff,
+) -> Result<(), ControlError> {
+    let failed = |status: tonic::Status| ControlError::from_status(address, Call::Watch, &status);
     // Chunks of one payload come on one stream: a new stream starts with
     // nothing half-received.
     let mut assembler = Assembler::default();
     // A lag seen on a previous stream says nothing about this one.
     lag.mark_unchanged();
+    // An update already read while looking for more of a burst.
+    let mut ready: Option<pb::ConfigUpdate> = None;
     loop {
-        let update = tokio::select! {
-            message = stream.message() => match message.map_err(failed)? {
-                Some(update) => update,
-                None => return Ok(()),
-            },
-            Ok(()) = lag.changed() => {
-                let Lag { leader, .. } = *lag.borrow_and_update();
-                if leader > *held {
-                    return Err(ControlError::Lagging {
-                        coordinator: address.to_string(),
-                        held: *held,
-                        leader,
-                    });
+        let update = match ready.take() {
+            Some(update) => update,
+            None => {
+                if std::mem::take(unpublished) {
+                    publish(tx, working);
                 }
-                continue;
+                tokio::select! {
+                    message = stream.message() => match message.map_err(failed)? {
+                        Some(update) => update,
+                        None => return Ok(()),
+                    },
+                    Ok(()) = lag.changed() => {
+                        let Lag { leader, .. } = *lag.borrow_and_update();
+                        if leader > *held {
+                            return Err(ControlError::Lagging {
+                                coordinator: address.to_string(),
+                                held: *held,
+                                leader,
+                            });
+                        }
+                        continue;
+                    }
+                }
             }
         };
         let coordinator_id = update.coordinator_id;
@@ -215,34 +274,60 @@ async fn stream_from(
                 reason,
             })?;
         // A chunk: nothing is used before the last one of its payload.
-        let Some(whole) = whole else { continue };
-        let current = tx.borrow().clone();
-        let received = receive(address, *held, current.as_deref(), *resync, whole)?;
-        // This coordinator serves: the next failure starts the back-off
-        // over. (Not before decoding: one that keeps sending what this
-        // proxy cannot read is retried ever more slowly.)
-        backoff.reset();
-        match received {
-            Received::Stale => {
-                tracing::debug!(held = *held, "ignoring a configuration no newer than ours");
+        if let Some(whole) = whole {
+            let received = decode(address, *held, working.is_some(), *resync, whole)?;
+            // This coordinator serves: the next failure starts the
+            // back-off over. (Not before decoding: one that keeps sending
+            // what this proxy cannot read is retried ever more slowly.)
+            backoff.reset();
+            match received {
+                Decoded::Stale => {
+                    tracing::debug!(held = *held, "ignoring a configuration no newer than ours");
+                }
+                Decoded::Version(version) => {
+                    // Noting it keeps the lag check honest.
+                    note_version(shared, held, version);
+                }
+                Decoded::Snapshot(version, snapshot) => {
+                    *working = Some(snapshot);
+                    taken(shared, address, coordinator_id, held, version, unpublished);
+                    *resync = false;
+                }
+                Decoded::Delta(version, delta) => {
+                    apply_delta(address, working, &delta)?;
+                    taken(shared, address, coordinator_id, held, version, unpublished);
+                }
             }
-            Received::Version(version) => {
-                // Noting it keeps the lag check honest.
-                note_version(shared, held, version);
-            }
-            Received::Snapshot(version, snapshot) => {
-                note_version(shared, held, version);
-                *resync = false;
-                tracing::info!(
-                    coordinator = %address,
-                    coordinator_id,
-                    version,
-                    "configuration received"
-                );
-                tx.send_replace(Some(Arc::new(snapshot)));
+        }
+        // More of a burst already here? Take it before publishing.
+        if *unpublished {
+            match stream.message().now_or_never() {
+                None => {}
+                Some(Ok(Some(update))) => ready = Some(update),
+                Some(Ok(None)) => return Ok(()),
+                Some(Err(status)) => return Err(failed(status)),
             }
         }
     }
+}
+
+/// A configuration taken at `version`.
+fn taken(
+    shared: &Shared,
+    address: &str,
+    coordinator_id: u64,
+    held: &mut u64,
+    version: u64,
+    unpublished: &mut bool,
+) {
+    note_version(shared, held, version);
+    *unpublished = true;
+    tracing::info!(
+        coordinator = %address,
+        coordinator_id,
+        version,
+        "configuration received"
+    );
 }
 
 fn note_version(shared: &Shared, held: &mut u64, version: u64) {

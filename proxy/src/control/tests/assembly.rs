@@ -2,7 +2,7 @@
 //! against a fake coordinator that streams chunks and deltas.
 
 use super::fake::Fake;
-use super::{Logs, Proxy};
+use super::{Logs, Proxy, served};
 use crate::control::assembly::{Assembler, Payload, Received, Whole, receive};
 use crate::control::error::ControlError;
 use switchyard_proto::model::{ConfigDelta, ConfigSnapshot, ObjectMeta, Resource, Service};
@@ -289,4 +289,39 @@ async fn a_reconnect_names_the_version_held() {
     let again = coordinator.next_watch().await;
     assert_eq!(again.request.known_version, 4);
     assert!(again.request.accepts_deltas);
+}
+
+#[tokio::test]
+async fn a_burst_of_deltas_is_taken_one_after_the_other_and_ends_at_the_last() {
+    let logs = Logs::capture();
+    let mut coordinator = Fake::start().await;
+    let _proxy = Proxy::against(&coordinator);
+    let stream = coordinator.next_watch().await;
+    let names: Vec<String> = (0..12).map(|i| format!("r{i:02}")).collect();
+    let at = |n: usize| {
+        let routes: Vec<&str> = names[..n].iter().map(String::as_str).collect();
+        served(3 + n as u64, &routes, 2)
+    };
+    stream.send_snapshot(3, &at(0)).await;
+    // Twelve deltas sent without waiting: the proxy finds several ready
+    // at once and publishes when the burst is over.
+    for n in 1..=names.len() {
+        let delta = ConfigDelta::between(&at(n - 1), &at(n));
+        let update = pb::ConfigUpdate {
+            version: 3 + n as u64,
+            base_version: 3 + n as u64 - 1,
+            delta_json: serde_json::to_vec(&delta).unwrap().into(),
+            coordinator_id: 1,
+            ..Default::default()
+        };
+        stream.send_update(update).await;
+    }
+    let last = 3 + names.len() as u64;
+    let beat = coordinator
+        .heartbeat_where(|h| h.config_version == last && h.applied.len() == names.len())
+        .await;
+    let served: Vec<&str> = beat.applied.iter().map(|a| a.name.as_str()).collect();
+    assert_eq!(served, names);
+    assert!(!stream.is_closed(), "every delta was in sequence");
+    assert_eq!(logs.warnings(), Vec::<String>::new());
 }

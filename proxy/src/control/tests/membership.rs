@@ -2,9 +2,7 @@
 //! fake coordinators.
 
 use super::fake::Fake;
-use super::{Logs, Proxy};
-use crate::router::testkit::{INFRA, World, prefix, route, rule};
-use switchyard_proto::model::{ConfigSnapshot, RouteGeneration, RouteRecord};
+use super::{Logs, Proxy, served};
 
 #[tokio::test]
 async fn a_followers_refusal_naming_the_leader_is_followed_to_the_leader() {
@@ -76,32 +74,6 @@ async fn a_heartbeat_the_leader_does_not_know_registers_again_and_the_new_regist
     assert_eq!(proxy.coordinator_errors(), 0.0);
     proxy.stop().await;
     assert_eq!(coordinator.next_deregister().await.registration, 8);
-}
-
-/// A configuration of `routes` served routes with no backends (nothing to
-/// warm: each is applied at once), every one at `generation`.
-fn served(version: u64, routes: &[&str], generation: u64) -> ConfigSnapshot {
-    let mut world = World::new();
-    for name in routes {
-        world.route(route(INFRA, name, vec![rule(prefix("/"), vec![])]));
-    }
-    let mut snapshot = world.snapshot.clone();
-    snapshot.version = version;
-    snapshot.routes = world
-        .routes
-        .iter()
-        .map(|r| RouteRecord {
-            name: r.meta.object_name(),
-            active: Some(RouteGeneration {
-                generation,
-                spec: r.clone(),
-            }),
-            pending: None,
-            last_failure: None,
-            forced: false,
-        })
-        .collect();
-    snapshot
 }
 
 #[tokio::test]

@@ -20,6 +20,7 @@ mod watch;
 
 use super::coordinators::CoordinatorAddress;
 use super::{ControlConfig, ControlMetrics};
+use crate::router::testkit::{INFRA, World, prefix, route, rule};
 use crate::{DataPlane, DataPlaneSettings};
 use fake::Fake;
 use prometheus_client::registry::Registry;
@@ -27,6 +28,7 @@ use std::future::Future;
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use switchyard_proto::model::{ConfigSnapshot, RouteGeneration, RouteRecord};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
@@ -173,6 +175,32 @@ impl Proxy {
     fn coordinator_errors(&self) -> f64 {
         self.metric("switchyard_proxy_coordinator_errors_total")
     }
+}
+
+/// A configuration of `routes` served routes with no backends (nothing to
+/// warm: each is applied at once), every one at `generation`.
+pub(super) fn served(version: u64, routes: &[&str], generation: u64) -> ConfigSnapshot {
+    let mut world = World::new();
+    for name in routes {
+        world.route(route(INFRA, name, vec![rule(prefix("/"), vec![])]));
+    }
+    let mut snapshot = world.snapshot.clone();
+    snapshot.version = version;
+    snapshot.routes = world
+        .routes
+        .iter()
+        .map(|r| RouteRecord {
+            name: r.meta.object_name(),
+            active: Some(RouteGeneration {
+                generation,
+                spec: r.clone(),
+            }),
+            pending: None,
+            last_failure: None,
+            forced: false,
+        })
+        .collect();
+    snapshot
 }
 
 /// An address on 127.0.0.1 where nothing listens.
