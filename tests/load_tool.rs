@@ -3,15 +3,18 @@
 //! (every agent with its own certificate). Every figure must be produced
 //! and make sense — each agent resynced, every change Ready, updates
 //! committed, transitions pending at the leader kill committed by the new
-//! leader — and the table must show each one. No figure is compared with
-//! a time: that is what the tool reports, not what a test can promise.
+//! leader — and the table must show each one. In plaintext the run also
+//! takes the acceptance sequence through three real proxies, with the
+//! other routes stored and the agents connected: 0 failed requests. No
+//! figure is compared with a time: that is what the tool reports, not
+//! what a test can promise.
 
 use std::path::PathBuf;
 use std::time::Duration;
 use switchyard_load::cluster::ClusterSpec;
 use switchyard_load::{Options, report::Report};
 
-fn options(tls: bool) -> Options {
+fn options(tls: bool, acceptance: bool) -> Options {
     Options {
         routes: 30,
         agents: 4,
@@ -27,6 +30,7 @@ fn options(tls: bool) -> Options {
         seconds: 1.0,
         pending: 3,
         wait: Duration::from_secs(60),
+        acceptance,
         command: "load_tool test".into(),
     }
 }
@@ -93,12 +97,30 @@ fn check(report: &Report) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_figure_is_produced_against_real_coordinators() {
-    let report = switchyard_load::run(&options(false)).await.unwrap();
+    let report = switchyard_load::run(&options(false, true)).await.unwrap();
     check(&report);
+    // The acceptance sequence through three real proxies, with the other
+    // routes stored and the agents connected: not one request fails.
+    let table = report.table();
+    let acceptance = report
+        .acceptance
+        .as_ref()
+        .expect("asked for")
+        .as_ref()
+        .expect(&table);
+    assert_eq!(acceptance.failed, 0, "{table}");
+    assert_eq!(acceptance.cutovers, 20, "{table}");
+    assert!(acceptance.sent > 100, "{table}");
+    assert_eq!(acceptance.warnings, 0, "{table}");
+    assert!(
+        table.contains("| acceptance sequence at this size | 0 failed of"),
+        "{table}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_figure_is_produced_with_mutual_tls_and_a_certificate_per_agent() {
-    let report = switchyard_load::run(&options(true)).await.unwrap();
+    let report = switchyard_load::run(&options(true, false)).await.unwrap();
     check(&report);
+    assert!(report.acceptance.is_none());
 }

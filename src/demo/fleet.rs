@@ -43,6 +43,12 @@ pub struct FleetOptions {
     pub coordinator_env: Vec<Vec<(String, String)>>,
     /// Extra environment for every proxy.
     pub proxy_env: Vec<(String, String)>,
+    /// Coordinators already running (gRPC addresses, plaintext) to start
+    /// the proxies against, instead of starting three: for running the
+    /// acceptance sequence on a cluster someone else started (the load
+    /// tool's, with thousands of routes). Needs `tls: false`; the fleet
+    /// then cannot kill or restart coordinators.
+    pub external_coordinators: Option<Vec<String>>,
 }
 
 impl FleetOptions {
@@ -84,6 +90,7 @@ impl FleetOptions {
             tls: true,
             coordinator_env: Vec::new(),
             proxy_env: Vec::new(),
+            external_coordinators: None,
         }
     }
 }
@@ -158,6 +165,17 @@ impl Fleet {
             admin_security,
         };
         let options = fleet.options.clone();
+        if let Some(external) = &options.external_coordinators {
+            if options.tls {
+                bail!("a fleet on external coordinators runs without TLS (tls: false)");
+            }
+            fleet.coordinator_addresses = external.clone();
+            for (id, zone) in options.proxies.clone() {
+                let proxy = fleet.start_proxy(&id, &zone)?;
+                fleet.proxies.push(proxy);
+            }
+            return Ok(fleet);
+        }
         let ip = |i: usize| {
             if options.partitionable {
                 format!("127.0.0.{}", 11 + i)
@@ -344,7 +362,11 @@ impl Fleet {
 
     /// Index of the current leader, as the coordinators say.
     pub async fn leader(&self) -> Option<usize> {
-        let status = self.client().fetch_status().await.ok()?;
+        let status = self
+            .client()
+            .fetch_status_of(Some(&std::collections::BTreeSet::new()))
+            .await
+            .ok()?;
         status.leader.map(|l| (l - 1) as usize)
     }
 

@@ -95,6 +95,19 @@ pub async fn run(options: DemoOptions) -> anyhow::Result<DemoReport> {
     Ok(report)
 }
 
+/// The acceptance sequence of `options` on a fleet someone else started
+/// (for instance on external coordinators holding thousands of other
+/// routes: the load tool's acceptance at scale). The report's warnings
+/// are the fleet's WARN and ERROR lines.
+pub async fn run_on(fleet: &mut Fleet, options: &DemoOptions) -> anyhow::Result<DemoReport> {
+    if options.kill_leader_every.is_some() && fleet.coordinators.is_empty() {
+        bail!("leader kills need coordinators the fleet started");
+    }
+    let mut report = sequence(fleet, options).await?;
+    report.warnings = fleet.warnings();
+    Ok(report)
+}
+
 async fn sequence(fleet: &mut Fleet, options: &DemoOptions) -> anyhow::Result<DemoReport> {
     fleet.wait_leader(Duration::from_secs(20)).await?;
     let first = "v1".to_string();

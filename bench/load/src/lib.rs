@@ -2,8 +2,9 @@
 //! coordinator processes with a generated store of N routes and M
 //! simulated proxy agents, and measures the figures of the scale goals
 //! (bulk apply, resync, apply → Ready, update throughput, CPU per update,
-//! memory, data directory, leader kill), printed as one table under the
-//! command line that produced it.
+//! memory, data directory, leader kill, and optionally the zero-drop
+//! acceptance sequence through real proxies at that size), printed as one
+//! table under the command line that produced it.
 //!
 //! # Layout
 //!
@@ -51,6 +52,9 @@ pub struct Options {
     pub pending: usize,
     /// Bound of every wait.
     pub wait: Duration,
+    /// Also run the acceptance sequence through three real proxies at this
+    /// size (needs coordinators started here, without TLS).
+    pub acceptance: bool,
     /// The command line, printed above the table.
     pub command: String,
 }

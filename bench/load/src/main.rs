@@ -63,6 +63,12 @@ struct Args {
     /// Bound of every wait (a leader, Ready, a resync, an election...).
     #[arg(long, default_value = "120s", value_parser = parse_duration)]
     wait: Duration,
+    /// Also run the acceptance sequence (10 header changes, 10 fresh backends, a prober through
+    /// three real proxies, 0 failed requests allowed) with every route in the store and the agents
+    /// connected. The generated EndpointSlices then all list one real backend on 127.0.0.1.
+    /// Needs coordinators started here, without --tls.
+    #[arg(long)]
+    acceptance: bool,
     /// Only write the generated store as Kubernetes YAML into this directory (files of at
     /// most --batch objects, in apply order, for `switchyard apply -f`), and exit.
     #[arg(long, value_name = "DIR")]
@@ -104,6 +110,7 @@ async fn main() -> ExitCode {
         seconds: args.throughput_time.as_secs_f64(),
         pending: args.pending,
         wait: args.wait,
+        acceptance: args.acceptance,
         command: std::env::args().collect::<Vec<_>>().join(" "),
     };
     match switchyard_load::run(&options).await {

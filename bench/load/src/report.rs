@@ -20,6 +20,24 @@ pub fn quantile(sorted: &[Duration], p: f64) -> Duration {
     sorted[rank - 1]
 }
 
+/// The acceptance sequence through real proxies at this size.
+#[derive(Debug, Clone)]
+pub struct Acceptance {
+    /// Requests the prober sent.
+    pub sent: u64,
+    /// Requests that failed.
+    pub failed: u64,
+    /// Cutovers done (each Ready before the next).
+    pub cutovers: usize,
+    /// Apply → Ready of each cutover (every live proxy: the agents and the
+    /// three real proxies).
+    pub ready: Latencies,
+    /// WARN and ERROR lines of the real proxies and backends.
+    pub warnings: usize,
+    /// The first of them.
+    pub first_warning: Option<String>,
+}
+
 /// p50 / p99 / max of some durations.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Latencies {
@@ -151,6 +169,8 @@ pub struct Report {
     pub disk: Figure<Disk>,
     /// Leader kill.
     pub failover: Figure<Failover>,
+    /// The acceptance sequence at this size (`None`: not asked for).
+    pub acceptance: Option<Figure<Acceptance>>,
     /// Counters and remarks printed under the table.
     pub notes: Vec<String>,
 }
@@ -324,6 +344,30 @@ impl Report {
                 )
             },
         );
+        if let Some(acceptance) = &self.acceptance {
+            row(
+                &mut out,
+                "acceptance sequence at this size",
+                acceptance,
+                "0 failed requests",
+                |a| {
+                    (
+                        format!("{} failed of {}", a.failed, a.sent),
+                        format!(
+                            "{} cutovers through 3 real proxies with the agents connected; apply → Ready p50 {}, max {}; {} WARN/ERROR lines of proxies and backends{}",
+                            a.cutovers,
+                            ms(a.ready.p50),
+                            ms(a.ready.max),
+                            a.warnings,
+                            a.first_warning
+                                .as_ref()
+                                .map(|w| format!(" (first: {w})"))
+                                .unwrap_or_default()
+                        ),
+                    )
+                },
+            );
+        }
         for note in &self.notes {
             let _ = writeln!(out, "\n{note}");
         }

@@ -34,8 +34,21 @@ metadata: { name: gateway, namespace: load }
 spec:
   gatewayClassName: switchyard
   listeners:
-  - { name: http, port: 8080, protocol: HTTP }
+  - { name: http, port: 8080, protocol: HTTP, hostname: "*.load.example" }
 "#;
+
+/// Where generated EndpointSlices point.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Endpoints {
+    /// A distinct made-up address per Service (`10.x`, `11.x`): for the
+    /// simulated agents, which never connect to them.
+    #[default]
+    MadeUp,
+    /// Every slice lists this one address: a real backend on loopback,
+    /// for real proxies, which health-check what slices list (and share
+    /// one endpoint among every Service listing it).
+    Shared(std::net::SocketAddr),
+}
 
 /// The name of route `i` (zero-padded so names sort by number).
 pub fn route_name(i: usize) -> String {
@@ -73,28 +86,35 @@ pub fn route_yaml(i: usize, variant: Variant) -> String {
     )
 }
 
-/// A Service `name` with one EndpointSlice of one endpoint, address
-/// derived from `n` (distinct per `n` below 2^24).
-fn service_yaml(name: &str, n: usize, first_octet: u8) -> String {
-    let address = format!(
-        "{first_octet}.{}.{}.{}",
-        (n >> 16) & 255,
-        (n >> 8) & 255,
-        n & 255
-    );
+/// A Service `name` with one EndpointSlice of one endpoint: with
+/// [`Endpoints::MadeUp`], its address derived from `n` (distinct per `n`
+/// below 2^24).
+fn service_yaml(name: &str, n: usize, first_octet: u8, endpoints: Endpoints) -> String {
+    let (address, port) = match endpoints {
+        Endpoints::MadeUp => (
+            format!(
+                "{first_octet}.{}.{}.{}",
+                (n >> 16) & 255,
+                (n >> 8) & 255,
+                n & 255
+            ),
+            8080,
+        ),
+        Endpoints::Shared(a) => (a.ip().to_string(), a.port()),
+    };
     format!(
-        "apiVersion: v1\nkind: Service\nmetadata: {{ name: {name}, namespace: {NAMESPACE} }}\nspec:\n  ports:\n  - {{ name: http, port: 80, targetPort: 8080 }}\n---\napiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata:\n  name: {name}-1\n  namespace: {NAMESPACE}\n  labels: {{ kubernetes.io/service-name: {name} }}\naddressType: IPv4\nports:\n- {{ name: http, port: 8080 }}\nendpoints:\n- addresses: [\"{address}\"]\n  conditions: {{ ready: true }}\n"
+        "apiVersion: v1\nkind: Service\nmetadata: {{ name: {name}, namespace: {NAMESPACE} }}\nspec:\n  ports:\n  - {{ name: http, port: 80, targetPort: {port} }}\n---\napiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata:\n  name: {name}-1\n  namespace: {NAMESPACE}\n  labels: {{ kubernetes.io/service-name: {name} }}\naddressType: IPv4\nports:\n- {{ name: http, port: {port} }}\nendpoints:\n- addresses: [\"{address}\"]\n  conditions: {{ ready: true }}\n"
     )
 }
 
 /// Route `i`'s Service and EndpointSlice as YAML.
-pub fn backend_yaml(i: usize) -> String {
-    service_yaml(&format!("svc-{i:05}"), i, 10)
+pub fn backend_yaml(i: usize, endpoints: Endpoints) -> String {
+    service_yaml(&format!("svc-{i:05}"), i, 10, endpoints)
 }
 
 /// The fresh Service `fresh-<n>` and its slice (see [`Variant::Fresh`]).
-pub fn fresh_backend_yaml(n: u64) -> String {
-    service_yaml(&format!("fresh-{n:05}"), n as usize, 11)
+pub fn fresh_backend_yaml(n: u64, endpoints: Endpoints) -> String {
+    service_yaml(&format!("fresh-{n:05}"), n as usize, 11, endpoints)
 }
 
 /// Parses generated YAML into model resources.
@@ -118,18 +138,18 @@ fn stream<'a>(documents: impl IntoIterator<Item = &'a str>) -> String {
 /// Every object of an N-route store, in apply order: the base, then per
 /// route its Service, EndpointSlice and HTTPRoute (a route's backend is
 /// stored before or with it).
-pub fn all_yaml(routes: usize) -> Vec<String> {
+pub fn all_yaml(routes: usize, endpoints: Endpoints) -> Vec<String> {
     let mut docs = vec![BASE.to_string()];
     for i in 0..routes {
-        docs.push(backend_yaml(i));
+        docs.push(backend_yaml(i, endpoints));
         docs.push(route_yaml(i, Variant::Initial));
     }
     docs
 }
 
 /// The model resources of an N-route store (3 + 3 × N objects).
-pub fn resources(routes: usize) -> anyhow::Result<Vec<Resource>> {
-    let docs = all_yaml(routes);
+pub fn resources(routes: usize, endpoints: Endpoints) -> anyhow::Result<Vec<Resource>> {
+    let docs = all_yaml(routes, endpoints);
     // Parsed in slices so one parse error names a small stream.
     let mut out = Vec::with_capacity(3 + 3 * routes);
     for (k, chunk) in docs.chunks(500).enumerate() {
@@ -141,10 +161,10 @@ pub fn resources(routes: usize) -> anyhow::Result<Vec<Resource>> {
 
 /// The resources one update of route `i` applies: the route, plus the
 /// fresh Service and slice a [`Variant::Fresh`] needs.
-pub fn update(i: usize, variant: Variant) -> anyhow::Result<Vec<Resource>> {
+pub fn update(i: usize, variant: Variant, endpoints: Endpoints) -> anyhow::Result<Vec<Resource>> {
     let mut text = String::new();
     if let Variant::Fresh(n) = variant {
-        text.push_str(&fresh_backend_yaml(n));
+        text.push_str(&fresh_backend_yaml(n, endpoints));
         text.push_str("---\n");
     }
     text.push_str(&route_yaml(i, variant));
@@ -173,7 +193,7 @@ pub fn write_yaml(dir: &Path, routes: usize, batch: usize) -> anyhow::Result<Vec
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     // Documents per object: the base is 3 objects, each route 3.
     let per_file = (batch / 3).max(1);
-    let docs = all_yaml(routes);
+    let docs = all_yaml(routes, Endpoints::MadeUp);
     let mut written = Vec::new();
     let (base, rest) = docs.split_at(1);
     let mut files: Vec<String> = vec![stream(base.iter().map(String::as_str))];
@@ -197,19 +217,22 @@ mod tests {
 
     #[test]
     fn n_routes_make_three_objects_each_plus_the_base() {
-        let r = resources(7).unwrap();
+        let r = resources(7, Endpoints::MadeUp).unwrap();
         assert_eq!(r.len(), 3 + 3 * 7);
         let routes = r.iter().filter(|r| r.kind() == Kind::HTTPRoute).count();
         assert_eq!(routes, 7);
-        assert_eq!(resources(7).unwrap(), r, "deterministic");
+        assert_eq!(resources(7, Endpoints::MadeUp).unwrap(), r, "deterministic");
     }
 
     #[test]
     fn an_update_changes_the_route_and_a_fresh_one_brings_its_backend() {
-        let header = update(3, Variant::Header(1)).unwrap();
+        let header = update(3, Variant::Header(1), Endpoints::MadeUp).unwrap();
         assert_eq!(header.len(), 1);
-        assert_ne!(header, update(3, Variant::Header(2)).unwrap());
-        let fresh = update(3, Variant::Fresh(9)).unwrap();
+        assert_ne!(
+            header,
+            update(3, Variant::Header(2), Endpoints::MadeUp).unwrap()
+        );
+        let fresh = update(3, Variant::Fresh(9), Endpoints::MadeUp).unwrap();
         let kinds: Vec<Kind> = fresh.iter().map(Resource::kind).collect();
         assert_eq!(kinds, [Kind::Service, Kind::EndpointSlice, Kind::HTTPRoute]);
     }

@@ -42,10 +42,17 @@ pub(super) struct Lag {
     pub leader: u64,
 }
 
-/// Counts heartbeat rounds in which the leader is ahead of the stream.
+/// Counts heartbeat rounds in which the stream is behind a version the
+/// leader already had one round before. Behind the leader's *current*
+/// version is normal: a follower learns of a commit with the leader's next
+/// Raft heartbeat, and a leader that commits about once per proxy
+/// heartbeat is one version ahead at every round — a healthy stream that
+/// must not be dropped.
 #[derive(Debug, Default)]
 pub(super) struct LagDetector {
     rounds: u32,
+    /// The leader's version at the previous round.
+    previous_leader: Option<u64>,
 }
 
 impl LagDetector {
@@ -53,7 +60,9 @@ impl LagDetector {
     /// Returns the lag once it lasted [`LAG_ROUNDS`] in a row, then counts
     /// afresh.
     pub(super) fn observe(&mut self, held: u64, leader: u64) -> Option<Lag> {
-        if leader <= held {
+        let behind = self.previous_leader.is_some_and(|before| held < before);
+        self.previous_leader = Some(leader);
+        if !behind {
             self.rounds = 0;
             return None;
         }

@@ -293,7 +293,7 @@ mod tests {
 
     fn snapshot(routes: usize) -> ConfigSnapshot {
         let mut s = ConfigSnapshot::default();
-        for r in routes::resources(routes).unwrap() {
+        for r in routes::resources(routes, routes::Endpoints::MadeUp).unwrap() {
             if let Some(route) = s.add(r) {
                 s.routes.push(RouteRecord {
                     name: route.meta.object_name(),
@@ -329,7 +329,8 @@ mod tests {
     #[test]
     fn a_pending_backend_is_reported_unless_held_back() {
         let mut s = snapshot(2);
-        let fresh = routes::update(0, routes::Variant::Fresh(1)).unwrap();
+        let fresh =
+            routes::update(0, routes::Variant::Fresh(1), routes::Endpoints::MadeUp).unwrap();
         let mut target = None;
         for r in fresh {
             match r {
@@ -366,7 +367,9 @@ mod tests {
         // Route 0 moves to a fresh backend; route 1 gets a pending one.
         for (i, n) in [(0usize, 1u64), (1, 2)] {
             let mut route = None;
-            for r in routes::update(i, routes::Variant::Fresh(n)).unwrap() {
+            for r in
+                routes::update(i, routes::Variant::Fresh(n), routes::Endpoints::MadeUp).unwrap()
+            {
                 match r {
                     Resource::HttpRoute(r) => route = Some(r),
                     other => {

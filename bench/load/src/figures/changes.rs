@@ -29,7 +29,11 @@ pub async fn latencies(ctx: &mut Context, count: usize) -> anyhow::Result<Vec<Du
     let mut client = admin::client(&ctx.leader, &ctx.security)?;
     let mut out = Vec::with_capacity(count);
     for _ in 0..count {
-        let json = admin::encode(&routes::update(PROBE, Variant::Header(ctx.next_change()))?)?;
+        let json = admin::encode(&routes::update(
+            PROBE,
+            Variant::Header(ctx.next_change()),
+            ctx.endpoints,
+        )?)?;
         let t0 = Instant::now();
         let reply = admin::apply(&mut client, json).await?;
         let Some(generation) = admin::generation_of(&reply, &name) else {
@@ -117,6 +121,7 @@ pub async fn cpu_per_change(ctx: &mut Context, count: usize) -> anyhow::Result<f
         payloads.push(admin::encode(&routes::update(
             PROBE,
             Variant::Header(ctx.next_change()),
+            ctx.endpoints,
         )?)?);
     }
     let t0 = Instant::now();

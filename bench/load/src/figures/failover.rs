@@ -46,7 +46,7 @@ pub async fn run(
         let n = ctx.next_change();
         let reply = admin::apply(
             &mut client,
-            admin::encode(&routes::update(i, Variant::Fresh(n))?)?,
+            admin::encode(&routes::update(i, Variant::Fresh(n), ctx.endpoints)?)?,
         )
         .await?;
         ctx.updates += 1;

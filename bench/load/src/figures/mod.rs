@@ -11,11 +11,13 @@
 //! 5. Coordinator memory with N routes and M watchers.
 //! 6. Committed updates per second, many clients.
 //! 7. Data directory after every update so far ÷ live state.
-//! 8. Leader kill with transitions pending (last: it kills a coordinator).
+//! 8. Optionally, the acceptance sequence through three real proxies.
+//! 9. Leader kill with transitions pending (last: it kills a coordinator).
 //!
 //! Every wait is bounded by `wait`; every process started is killed when
 //! the cluster is dropped.
 
+mod acceptance;
 mod changes;
 mod failover;
 mod throughput;
@@ -43,6 +45,8 @@ pub struct Context {
     pub updates: u64,
     /// Counter that makes every change's spec new.
     change: u64,
+    /// Where generated EndpointSlices point.
+    pub endpoints: routes::Endpoints,
     /// Remarks for under the table.
     pub notes: Vec<String>,
 }
@@ -178,6 +182,28 @@ fn memory(ctx: &Context) -> Result<Memory, String> {
 /// Runs every phase and returns the report.
 pub async fn run(options: &Options) -> anyhow::Result<Report> {
     let cluster = Cluster::new(&options.cluster)?;
+    // The acceptance sequence's real proxies health-check every slice:
+    // they all list one real backend, on loopback.
+    let acceptance_binary = options
+        .acceptance
+        .then(|| acceptance::binary(&options.cluster))
+        .map(|b| {
+            b.ok_or_else(|| {
+                anyhow::anyhow!("--acceptance needs coordinators started here, without --tls")
+            })
+        })
+        .transpose()?;
+    let shared_backend = match &acceptance_binary {
+        Some(binary) => Some(tokio::task::block_in_place(|| {
+            acceptance::SharedBackend::start(binary)
+        })?),
+        None => None,
+    };
+    let endpoints = shared_backend
+        .as_ref()
+        .map_or(routes::Endpoints::MadeUp, |b| {
+            routes::Endpoints::Shared(b.address)
+        });
     let security = cluster.security(&Identity::Admin("load".into()))?;
     let leader =
         admin::leader(&cluster.addresses, &security, None, Duration::from_secs(30)).await?;
@@ -188,9 +214,10 @@ pub async fn run(options: &Options) -> anyhow::Result<Report> {
         wait: options.wait,
         updates: 0,
         change: 0,
+        endpoints,
         notes: Vec::new(),
     };
-    let all = routes::resources(options.routes)?;
+    let all = routes::resources(options.routes, endpoints)?;
     let live_bytes = routes::json_bytes(&all)?;
     let started = ctx.cluster.started();
     let (m, n, k) = (options.agents, options.routes, options.changes);
@@ -283,7 +310,17 @@ pub async fn run(options: &Options) -> anyhow::Result<Report> {
         Err("needs coordinators started by this tool (their data directories)".into())
     };
 
-    // 8. Leader kill, on routes after the throughput clients'.
+    // 8. The acceptance sequence at this size.
+    let acceptance_figure = match acceptance_binary {
+        Some(binary) => {
+            progress("acceptance sequence through real proxies");
+            refresh_leader(&mut ctx).await;
+            Some(acceptance::run(&ctx, binary).await.or_else(failed))
+        }
+        None => None,
+    };
+
+    // 9. Leader kill, on routes after the throughput clients'.
     progress("leader kill");
     refresh_leader(&mut ctx).await;
     let pending = options.pending.min(n.saturating_sub(1 + clients)).max(1);
@@ -328,6 +365,7 @@ pub async fn run(options: &Options) -> anyhow::Result<Report> {
         memory: memory_figure,
         disk,
         failover: failover_figure,
+        acceptance: acceptance_figure,
         notes: ctx.notes,
     })
 }

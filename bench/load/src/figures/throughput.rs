@@ -32,6 +32,7 @@ pub async fn run(
             ring.push(admin::encode(&routes::update(
                 i,
                 Variant::Header(ctx.next_change()),
+                ctx.endpoints,
             )?)?);
         }
         payloads.push((i, ring));

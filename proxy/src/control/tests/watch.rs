@@ -138,14 +138,17 @@ async fn a_stream_that_stays_behind_the_leader_moves_to_another_coordinator() {
 }
 
 #[test]
-fn lag_counts_only_three_heartbeats_in_a_row() {
+fn lag_counts_only_three_heartbeats_in_a_row_behind_what_the_leader_had_a_round_before() {
     let mut lag = LagDetector::default();
+    // The first round has nothing to compare with.
     assert_eq!(lag.observe(5, 9), None);
     assert_eq!(lag.observe(5, 9), None);
-    // Caught up for one round: counting starts over.
-    assert_eq!(lag.observe(9, 9), None);
+    assert_eq!(lag.observe(5, 9), None);
+    // Caught up with what the leader had a round ago: counting starts
+    // over.
     assert_eq!(lag.observe(9, 12), None);
     assert_eq!(lag.observe(10, 12), None);
+    assert_eq!(lag.observe(11, 12), None);
     assert_eq!(
         lag.observe(11, 12),
         Some(Lag {
@@ -155,6 +158,14 @@ fn lag_counts_only_three_heartbeats_in_a_row() {
     );
     // Reported once; three more rounds before the next report.
     assert_eq!(lag.observe(11, 12), None);
+}
+
+#[test]
+fn a_stream_one_commit_behind_a_leader_that_keeps_committing_is_not_lagging() {
+    let mut lag = LagDetector::default();
+    for held in 1..50 {
+        assert_eq!(lag.observe(held, held + 1), None, "at {held}");
+    }
 }
 
 #[test]

@@ -1,0 +1,105 @@
+//! The acceptance sequence at scale: the zero-drop sequence of the
+//! cutover issue (10 header changes, 10 fresh backends, a prober sending
+//! requests back to back through three real proxies, 0 failures allowed)
+//! run while the store holds every generated route and the agents are
+//! connected — `switchyard::demo::run_on` against this run's coordinators.
+//!
+//! The real proxies health-check what every EndpointSlice lists, so a run
+//! with this phase generates slices that all list one real backend on
+//! loopback ([`crate::routes::Endpoints::Shared`], started by
+//! [`SharedBackend::start`]): the proxies share one endpoint among the
+//! generated Services, and nothing is ever sent off this machine.
+
+use super::Context;
+use crate::cluster::ClusterSpec;
+use crate::report::Acceptance;
+use anyhow::{Context as _, bail};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+use switchyard::demo::fleet::{Fleet, FleetOptions};
+use switchyard::demo::{DemoOptions, run_on};
+use switchyard_harness::{Process, ProcessSpec};
+
+/// The backend every generated EndpointSlice lists.
+pub struct SharedBackend {
+    _process: Process,
+    /// Where it listens.
+    pub address: SocketAddr,
+}
+
+impl SharedBackend {
+    /// Starts `switchyard backend` on 127.0.0.1 from `binary`.
+    pub fn start(binary: &PathBuf) -> anyhow::Result<SharedBackend> {
+        let process = Process::start(ProcessSpec::new(
+            "backend-shared",
+            binary,
+            vec!["backend".into(), "--name".into(), "shared".into()],
+        ))?;
+        let address = process
+            .address("http")?
+            .parse()
+            .context("the shared backend's address")?;
+        Ok(SharedBackend {
+            _process: process,
+            address,
+        })
+    }
+}
+
+/// The binary the cluster runs, when this tool started it without TLS
+/// (the demo fleet's proxies join plaintext coordinators only).
+pub fn binary(spec: &ClusterSpec) -> Option<PathBuf> {
+    match spec {
+        ClusterSpec::Start {
+            binary, tls: false, ..
+        } => Some(binary.clone()),
+        _ => None,
+    }
+}
+
+/// Runs the sequence through three real proxies on this run's
+/// coordinators.
+pub async fn run(ctx: &Context, binary: PathBuf) -> anyhow::Result<Acceptance> {
+    let mut options = FleetOptions::three_zones(binary.clone());
+    options.tls = false;
+    options.external_coordinators = Some(ctx.cluster.addresses.clone());
+    let mut fleet = tokio::task::block_in_place(|| Fleet::start(options))?;
+    let demo = DemoOptions::acceptance(binary);
+    let outcome = run_on(&mut fleet, &demo).await;
+    // Gracefully, as pods are deleted: each proxy deregisters, so no lease
+    // is left to expire (and to hold up the next phase's cutovers).
+    tokio::task::block_in_place(|| {
+        for proxy in &mut fleet.proxies {
+            proxy.terminate(Duration::from_secs(10));
+        }
+    });
+    let report = match outcome {
+        Ok(report) => report,
+        Err(e) => {
+            // The proxies' logs say why (a route never Ready, a refusal).
+            let logs = fleet.logs();
+            let tail: Vec<&str> = logs.lines().rev().take(40).collect();
+            bail!(
+                "{e:#}\nlast proxy log lines:\n{}",
+                tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+            );
+        }
+    };
+    let ready: Vec<Duration> = report.cutovers.iter().map(|c| c.time_to_ready).collect();
+    // The one warning a plaintext fleet is meant to print, once per
+    // process, is not a fault of the run.
+    let warnings: Vec<String> = report
+        .warnings
+        .into_iter()
+        .filter(|w| !w.contains("--insecure: gRPC runs without TLS"))
+        .collect();
+    Ok(Acceptance {
+        sent: report.probe.sent,
+        failed: report.probe.failed,
+        cutovers: report.cutovers.len(),
+        ready: crate::report::Latencies::of(ready),
+        warnings: warnings.len(),
+        first_warning: warnings.first().cloned(),
+    })
+}
