@@ -170,7 +170,7 @@ async fn leader(coordinators: &[String]) -> anyhow::Result<String> {
                 continue;
             };
             match AdminServiceClient::new(channel)
-                .status(pb::StatusRequest {})
+                .status(pb::StatusRequest::default())
                 .await
             {
                 Ok(reply) => {

@@ -249,6 +249,17 @@ impl AdminClient {
     }
 }
 
+/// The status request for route rows of `only` (every route for `None`).
+pub fn status_request(only: Option<&BTreeSet<ObjectName>>) -> pb::StatusRequest {
+    match only {
+        None => pb::StatusRequest::default(),
+        Some(names) => pb::StatusRequest {
+            routes: names.iter().map(ToString::to_string).collect(),
+            only_routes: true,
+        },
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -311,16 +322,5 @@ mod tests {
             route_progress(&r, 7, &forced),
             Err(WaitError::Forced { .. })
         ));
-    }
-}
-
-/// The status request for route rows of `only` (every route for `None`).
-pub fn status_request(only: Option<&BTreeSet<ObjectName>>) -> pb::StatusRequest {
-    match only {
-        None => pb::StatusRequest::default(),
-        Some(names) => pb::StatusRequest {
-            routes: names.iter().map(ToString::to_string).collect(),
-            only_routes: true,
-        },
     }
 }
