@@ -22,6 +22,7 @@
 
 use imbl::OrdMap;
 use imbl::ordmap::DiffItem;
+use std::future::Future;
 
 /// A set as sent: whole, or the changes on a set the receiver holds.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -94,14 +95,22 @@ impl<K: Ord + Clone, V: Clone + PartialEq> HeldSet<K, V> {
         &self.map
     }
 
-    /// Takes `update`: whether the set changed, or [`NotHeld`] (and
-    /// nothing changed) for changes made from another set than the one
-    /// held.
-    pub fn take(&mut self, update: SetUpdate<K, V>) -> Result<bool, NotHeld> {
+    /// Takes `update`: the keys whose entry it added, changed or removed
+    /// (none: the set is as it was), or [`NotHeld`] (and nothing changed)
+    /// for changes made from another set than the one held. O(C log R)
+    /// for changes; a whole set is compared with the one held, O(R).
+    pub fn take(&mut self, update: SetUpdate<K, V>) -> Result<Vec<K>, NotHeld> {
         match update {
             SetUpdate::Whole { seq, entries } => {
                 let map: OrdMap<K, V> = entries.into_iter().collect();
-                let changed = map != self.map;
+                let changed = self
+                    .map
+                    .diff(&map)
+                    .map(|item| match item {
+                        DiffItem::Add(k, _) | DiffItem::Remove(k, _) => k.clone(),
+                        DiffItem::Update { new: (k, _), .. } => k.clone(),
+                    })
+                    .collect();
                 self.map = map;
                 self.seq = seq;
                 Ok(changed)
@@ -118,12 +127,17 @@ impl<K: Ord + Clone, V: Clone + PartialEq> HeldSet<K, V> {
                         base,
                     });
                 }
-                let mut changed = false;
+                let mut changed = Vec::new();
                 for key in removed {
-                    changed |= self.map.remove(&key).is_some();
+                    if self.map.remove(&key).is_some() {
+                        changed.push(key);
+                    }
                 }
                 for (key, value) in upserted {
-                    changed |= self.map.insert(key, value.clone()).as_ref() != Some(&value);
+                    if self.map.get(&key) != Some(&value) {
+                        self.map.insert(key.clone(), value);
+                        changed.push(key);
+                    }
                 }
                 self.seq = seq;
                 Ok(changed)
@@ -210,6 +224,30 @@ impl<K: Ord + Clone, V: Clone + PartialEq> SetSender<K, V> {
     /// Whether the next update will be whole.
     pub fn sends_whole(&self) -> bool {
         self.acked.is_none()
+    }
+
+    /// Sends `current` by `call` (whole or as changes) and notes the
+    /// sequence its answer says the receiver holds; when changes were not
+    /// taken, sends the whole set at once (a whole set is always taken, so
+    /// this is at most two calls). `call` answers with its own result and
+    /// the sequence held; its error ends the exchange with nothing noted.
+    pub async fn send<T, E, Fut>(
+        &mut self,
+        current: &OrdMap<K, V>,
+        mut call: impl FnMut(SetUpdate<K, V>) -> Fut,
+    ) -> Result<T, E>
+    where
+        Fut: Future<Output = Result<(T, u64), E>>,
+    {
+        loop {
+            let update = self.prepare(current);
+            let changes = matches!(update, SetUpdate::Changes { .. });
+            let (answer, held) = call(update).await?;
+            self.answered(held);
+            if !(changes && self.sends_whole()) {
+                return Ok(answer);
+            }
+        }
     }
 }
 

@@ -8,6 +8,7 @@
 //! grace, and each transition's wait. Does not own: when a pass runs
 //! (`super::pass`) or the soft state it reads (`super`).
 
+use super::pass::Scope;
 use super::{BackendEvidence, CutoverEngine, Decision, Verdict, evaluate};
 use crate::state::{DecisionBasis, ReplicatedState};
 use imbl::OrdMap;
@@ -184,6 +185,17 @@ impl CutoverEngine {
     /// [`CutoverEngine::decide`], with what the pass cost and when the next
     /// timeout falls due. O(P) plus, per pending route, its verdict.
     pub fn judge(&self, state: &ReplicatedState, now_ms: u64) -> Judgement {
+        self.judge_within(state, now_ms, &Scope::Full)
+    }
+
+    /// [`CutoverEngine::judge`] over the pending routes `scope` covers
+    /// (the proxies' expiry is judged whatever the scope).
+    pub(super) fn judge_within(
+        &self,
+        state: &ReplicatedState,
+        now_ms: u64,
+        scope: &Scope,
+    ) -> Judgement {
         let mut judgement = Judgement::default();
         if !self.may_judge(state) {
             return judgement;
@@ -214,6 +226,11 @@ impl CutoverEngine {
             let Some(pending) = &record.pending else {
                 continue;
             };
+            // The backends the verdict rests on, as the verdict finds them
+            // (a ServiceImport's are its clusters' Services).
+            if !scope.covers(self.required_backends(state, &pending.target.spec).keys()) {
+                continue;
+            }
             let Some((verdict, needed)) = self.verdict_in(&mut view, state, record) else {
                 continue;
             };

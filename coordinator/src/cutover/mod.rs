@@ -153,6 +153,10 @@ pub struct CutoverEngine {
     changes: u64,
     /// What the leader loop's passes have seen (see `pass`).
     passes: pass::Passes,
+    /// What the next pass must judge: every pending route, or — when only
+    /// evidence changed since the last pass — those that use one of these
+    /// backends (see `pass`).
+    scope: pass::Scope,
 }
 
 impl CutoverEngine {
@@ -190,6 +194,7 @@ impl CutoverEngine {
             paused_at_ms: None,
             changes: 0,
             passes: pass::Passes::default(),
+            scope: pass::Scope::default(),
         };
         engine.sync_registry(state, now_ms);
         engine
@@ -269,6 +274,7 @@ impl CutoverEngine {
                 self.forget(proxy);
             }
             self.changes += 1;
+            self.scope.widen();
             self.registrations.insert(proxy.to_string(), registration);
             self.leases.renew(proxy, zone, now_ms);
         }
@@ -315,6 +321,7 @@ impl CutoverEngine {
         self.leases.renew(proxy, &record.zone, now_ms);
         if news {
             self.changes += 1;
+            self.scope.widen();
         }
         Some(news)
     }
@@ -357,7 +364,7 @@ impl CutoverEngine {
         let held = Arc::make_mut(self.applied.entry(proxy.to_string()).or_default());
         // Changes on another set change nothing (`NotHeld`): the answer's
         // sequence asks for the whole set.
-        let changed = held.take(applied).unwrap_or_default();
+        let changed = held.take(applied).is_ok_and(|keys| !keys.is_empty());
         Heard {
             known: true,
             held_seq: held.seq(),
@@ -418,9 +425,23 @@ impl CutoverEngine {
             }
         };
         // The same evidence again only keeps it current; anything else (or
-        // evidence that had gone stale) is news to the next pass.
-        if changed || stale {
+        // evidence that had gone stale) is news to the next pass — which
+        // need judge only the routes that use a backend whose evidence
+        // changed (evidence back from stale: all of the proxy's).
+        let news_here = !changed.is_empty() || stale;
+        if news_here {
             self.changes += 1;
+            self.scope.narrow(changed);
+            if stale {
+                // Everything this proxy holds counts again, and whatever
+                // it held before counted no more.
+                let before = self.evidence.get(proxy).map(|r| r.backends.map().clone());
+                let keys = held
+                    .map()
+                    .keys()
+                    .chain(before.iter().flat_map(|m| m.keys()));
+                self.scope.narrow(keys.cloned());
+            }
         }
         let held_seq = held.seq();
         self.evidence.insert(
@@ -433,13 +454,14 @@ impl CutoverEngine {
         Heard {
             known: true,
             held_seq,
-            news: news || changed || stale,
+            news: news || news_here,
         }
     }
 
     /// Forgets a proxy (it deregistered, was expired, or registered again).
     pub fn forget(&mut self, proxy: &str) {
         self.changes += 1;
+        self.scope.widen();
         self.leases.remove(proxy);
         self.registrations.remove(proxy);
         self.evidence.remove(proxy);

@@ -10,14 +10,61 @@
 //! or a report running out, the new leader's grace ending, a pending
 //! transition timing out. Otherwise it does nothing.
 //!
+//! A pass judges every pending route, except when the only thing new
+//! since the last pass is evidence: then it judges the pending routes
+//! that use a backend whose evidence changed ([`Scope`]) — nothing else
+//! can have moved for the others (their evidence, the live set, the state
+//! and the clock are as the last pass saw them). So 200 proxies reporting
+//! one after the other while 10,000 routes are pending cost each route's
+//! verdict once per change to its own backends' evidence, not a judgement
+//! of every pending route per report.
+//!
 //! Owns: that bookkeeping, [`CutoverEngine::start_pass`] /
 //! [`CutoverEngine::finish_pass`] and the applied-generation summaries.
 //! Does not own: the judgement itself (`super::judge`).
 
 use super::{CutoverEngine, Judgement};
 use crate::state::ReplicatedState;
-use std::collections::BTreeMap;
-use switchyard_proto::model::ObjectName;
+use std::collections::{BTreeMap, BTreeSet};
+use switchyard_proto::model::{BackendKey, ObjectName};
+
+/// What a pass must judge.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Scope {
+    /// Every pending route.
+    Full,
+    /// Only the pending routes that use one of these backends: nothing but
+    /// their evidence changed since the last pass.
+    Backends(BTreeSet<BackendKey>),
+}
+
+impl Default for Scope {
+    fn default() -> Self {
+        Scope::Full
+    }
+}
+
+impl Scope {
+    /// Something besides evidence changed: judge everything.
+    pub(super) fn widen(&mut self) {
+        *self = Scope::Full;
+    }
+
+    /// The evidence of `backends` changed.
+    pub(super) fn narrow(&mut self, backends: impl IntoIterator<Item = BackendKey>) {
+        if let Scope::Backends(set) = self {
+            set.extend(backends);
+        }
+    }
+
+    /// Whether a route needing `backends` must be judged.
+    pub(super) fn covers<'a>(&self, mut backends: impl Iterator<Item = &'a BackendKey>) -> bool {
+        match self {
+            Scope::Full => true,
+            Scope::Backends(set) => backends.any(|b| set.contains(b)),
+        }
+    }
+}
 
 /// What the passes have seen.
 #[derive(Debug, Clone, Copy, Default)]
@@ -47,9 +94,15 @@ impl CutoverEngine {
     /// O(1) unless a due time is reached, then O(P).
     pub fn pass_due(&mut self, state: &ReplicatedState, now_ms: u64) -> bool {
         let Some(last) = self.passes.last else {
+            self.scope.widen();
             return true;
         };
-        if last.state_index != state.last_index || last.changes != self.changes {
+        if last.state_index != state.last_index {
+            self.scope.widen();
+            return true;
+        }
+        if last.changes != self.changes {
+            // Whatever changed narrowed or widened the scope itself.
             return true;
         }
         if self.passes.quiet_until_ms.is_some_and(|t| t > now_ms) {
@@ -57,7 +110,12 @@ impl CutoverEngine {
         }
         let next = self.next_event_ms(state, last.at_ms);
         self.passes.quiet_until_ms = next;
-        next.is_some_and(|t| t <= now_ms)
+        let due = next.is_some_and(|t| t <= now_ms);
+        if due {
+            // A lease, a report, the grace or a timeout ran out.
+            self.scope.widen();
+        }
+        due
     }
 
     /// When the leader loop should look again at the latest (engine
@@ -86,7 +144,11 @@ impl CutoverEngine {
             changes: self.changes,
             at_ms: now_ms,
         });
-        self.clone()
+        let copy = self.clone();
+        // The copy judges what the scope says; from here on, only what
+        // changes after this point needs judging again.
+        self.scope = Scope::Backends(BTreeSet::new());
+        copy
     }
 
     /// The pass's own half, on the copy [`CutoverEngine::start_pass`]
@@ -94,7 +156,7 @@ impl CutoverEngine {
     /// and judges. O(pending routes) plus their verdicts.
     pub fn run_pass(&mut self, state: &ReplicatedState, now_ms: u64) -> Judgement {
         self.sync_routes(state, now_ms);
-        self.judge(state, now_ms)
+        self.judge_within(state, now_ms, &self.scope)
     }
 
     /// Takes back what a pass on `copy` learnt (the pending routes' first
@@ -112,7 +174,15 @@ impl CutoverEngine {
         }
         self.first_seen = copy.first_seen;
         self.paused_at_ms = copy.paused_at_ms;
-        self.passes.next_timeout_ms = judgement.next_timeout_ms;
+        self.passes.next_timeout_ms = match copy.scope {
+            Scope::Full => judgement.next_timeout_ms,
+            // The routes not judged keep the timeouts the last pass saw
+            // (one of them committed meanwhile only wakes a pass early).
+            Scope::Backends(_) => match (self.passes.next_timeout_ms, judgement.next_timeout_ms) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            },
+        };
         if let Some(last) = self.passes.last {
             self.passes.quiet_until_ms = self.next_event_ms(state, last.at_ms);
         }

@@ -12,7 +12,7 @@ fn the_first_update_is_whole_then_only_changes_travel() {
     let mut current = set(&[(1, 10), (2, 20), (3, 30)]);
     let first = sender.prepare(&current);
     assert!(matches!(first, SetUpdate::Whole { seq: 1, ref entries } if entries.len() == 3));
-    assert_eq!(held.take(first), Ok(true));
+    assert_eq!(held.take(first), Ok(vec![1, 2, 3]));
     sender.answered(held.seq());
     assert!(!sender.sends_whole());
 
@@ -27,7 +27,7 @@ fn the_first_update_is_whole_then_only_changes_travel() {
             removed: vec![]
         }
     );
-    assert_eq!(held.take(same), Ok(false));
+    assert_eq!(held.take(same), Ok(vec![]));
     sender.answered(held.seq());
 
     current.insert(2, 21);
@@ -43,7 +43,7 @@ fn the_first_update_is_whole_then_only_changes_travel() {
             removed: vec![3]
         }
     );
-    assert_eq!(held.take(changes), Ok(true));
+    assert_eq!(held.take(changes), Ok(vec![3, 2, 4]));
     sender.answered(held.seq());
     assert_eq!(held.map(), &current);
     assert_eq!(held.seq(), 2);
@@ -68,7 +68,7 @@ fn changes_on_a_set_not_held_change_nothing_and_the_next_update_is_whole() {
     assert!(sender.sends_whole());
     let whole = sender.prepare(&next);
     assert!(matches!(whole, SetUpdate::Whole { .. }));
-    assert_eq!(new_leader.take(whole), Ok(true));
+    assert_eq!(new_leader.take(whole), Ok(vec![1, 2]));
     assert_eq!(new_leader.map(), &next);
 }
 

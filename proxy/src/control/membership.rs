@@ -24,7 +24,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
-use switchyard_proto::incremental::{SetSender, SetUpdate};
+use switchyard_proto::incremental::SetSender;
 use switchyard_proto::model::{BackendEvidence, BackendKey, ObjectName};
 use switchyard_proto::pb;
 use switchyard_proto::pb::fleet_service_client::FleetServiceClient;
@@ -207,32 +207,32 @@ async fn heartbeat(
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .clone();
-    loop {
-        let update = sender.prepare(&applied);
-        let changes = matches!(update, SetUpdate::Changes { .. });
-        let held = shared.held_version.load(Ordering::Relaxed);
-        let registration = shared.registration.load(Ordering::Relaxed);
-        let mut request = pb::HeartbeatRequest {
-            proxy_id: shared.config.proxy_id.clone(),
-            config_version: held,
-            registration,
-            ..Default::default()
-        };
-        request.set_applied(update);
-        let (address, reply) = call(shared, Call::Heartbeat, |mut c| async move {
-            c.heartbeat(request).await
+    let (held, leader) = sender
+        .send(&applied, |update| {
+            let held = shared.held_version.load(Ordering::Relaxed);
+            let registration = shared.registration.load(Ordering::Relaxed);
+            let mut request = pb::HeartbeatRequest {
+                proxy_id: shared.config.proxy_id.clone(),
+                config_version: held,
+                registration,
+                ..Default::default()
+            };
+            request.set_applied(update);
+            async move {
+                let (address, reply) = call(shared, Call::Heartbeat, |mut c| async move {
+                    c.heartbeat(request).await
+                })
+                .await?;
+                known(reply.known, address, Call::Heartbeat, registration)?;
+                Ok(((held, reply.config_version), reply.applied_seq))
+            }
         })
         .await?;
-        if let Some(behind) = lag.observe(held, reply.config_version) {
-            // The watcher logs it, naming the coordinator it watches.
-            shared.lag.send_replace(behind);
-        }
-        known(reply.known, address, Call::Heartbeat, registration)?;
-        sender.answered(reply.applied_seq);
-        if !(changes && sender.sends_whole()) {
-            return Ok(());
-        }
+    if let Some(behind) = lag.observe(held, leader) {
+        // The watcher logs it, naming the coordinator it watches.
+        shared.lag.send_replace(behind);
     }
+    Ok(())
 }
 
 /// Sends evidence for every reported backend, and the listener sockets.
@@ -249,38 +249,38 @@ async fn report(
         .iter()
         .filter_map(|b| Some((b.clone(), shared.dataplane.readiness(b)?)))
         .collect();
-    loop {
-        let update = sender.prepare(&backends);
-        let changes = matches!(update, SetUpdate::Changes { .. });
-        // Sent even when nothing changed: it keeps the evidence current on
-        // the leader, and a whole empty one withdraws evidence for
-        // backends this proxy no longer keeps warm.
-        let registration = shared.registration.load(Ordering::Relaxed);
-        // The sockets ride along: whether this proxy bound each listener
-        // port is what the Gateways' listener status rests on.
-        let listeners = shared
-            .dataplane
-            .listener_sockets()
-            .map(|sockets| pb::ListenerSockets {
-                sockets: sockets.iter().map(pb::ListenerSocket::from).collect(),
-            });
-        let mut request = pb::ReadinessReport {
-            proxy_id: shared.config.proxy_id.clone(),
-            registration,
-            listeners,
-            ..Default::default()
-        };
-        request.set_evidence(update);
-        let (address, reply) = call(shared, Call::ReportReadiness, |mut c| async move {
-            c.report_readiness(request).await
+    // Sent even when nothing changed: it keeps the evidence current on the
+    // leader, and a whole empty one withdraws evidence for backends this
+    // proxy no longer keeps warm.
+    sender
+        .send(&backends, |update| {
+            let registration = shared.registration.load(Ordering::Relaxed);
+            // The sockets ride along: whether this proxy bound each
+            // listener port is what the Gateways' listener status rests on.
+            let listeners =
+                shared
+                    .dataplane
+                    .listener_sockets()
+                    .map(|sockets| pb::ListenerSockets {
+                        sockets: sockets.iter().map(pb::ListenerSocket::from).collect(),
+                    });
+            let mut request = pb::ReadinessReport {
+                proxy_id: shared.config.proxy_id.clone(),
+                registration,
+                listeners,
+                ..Default::default()
+            };
+            request.set_evidence(update);
+            async move {
+                let (address, reply) = call(shared, Call::ReportReadiness, |mut c| async move {
+                    c.report_readiness(request).await
+                })
+                .await?;
+                known(reply.known, address, Call::ReportReadiness, registration)?;
+                Ok(((), reply.seq))
+            }
         })
-        .await?;
-        known(reply.known, address, Call::ReportReadiness, registration)?;
-        sender.answered(reply.seq);
-        if !(changes && sender.sends_whole()) {
-            return Ok(());
-        }
-    }
+        .await
 }
 
 fn known(

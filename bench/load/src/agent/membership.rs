@@ -16,9 +16,9 @@ use super::{Agent, FleetShared};
 use imbl::OrdMap;
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
-use switchyard_proto::incremental::{SetSender, SetUpdate};
+use switchyard_proto::incremental::SetSender;
 use switchyard_proto::model::{BackendKey, ObjectName};
 use switchyard_proto::pb::{self, fleet_service_client::FleetServiceClient};
 use tokio::sync::watch;
@@ -30,23 +30,26 @@ const MIN_INTERVAL: Duration = Duration::from_millis(50);
 /// Where one agent's unary calls go.
 pub(super) struct Router {
     clients: Vec<(String, FleetServiceClient<Channel>)>,
-    current: usize,
+    /// Index of the coordinator calls go to (atomic: calls take `&self`,
+    /// so one exchange can make several).
+    current: AtomicUsize,
 }
 
 impl Router {
     pub(super) fn new(clients: Vec<(String, FleetServiceClient<Channel>)>, first: usize) -> Self {
-        let current = first % clients.len().max(1);
+        let current = AtomicUsize::new(first % clients.len().max(1));
         Router { clients, current }
     }
 
     /// One call to the current coordinator; a failure moves on (to the
     /// leader a refusal names, else the next one).
-    async fn call<T, F, Fut>(&mut self, rpc: F) -> Result<T, tonic::Status>
+    async fn call<T, F, Fut>(&self, rpc: F) -> Result<T, tonic::Status>
     where
         F: FnOnce(FleetServiceClient<Channel>) -> Fut,
         Fut: Future<Output = Result<tonic::Response<T>, tonic::Status>>,
     {
-        let Some((_, client)) = self.clients.get(self.current) else {
+        let current = self.current.load(Ordering::Relaxed);
+        let Some((_, client)) = self.clients.get(current) else {
             return Err(tonic::Status::unavailable("no coordinator configured"));
         };
         match rpc(client.clone()).await {
@@ -57,7 +60,8 @@ impl Router {
                     .get(switchyard_proto::LEADER_HEADER)
                     .and_then(|v| v.to_str().ok())
                     .and_then(|l| self.clients.iter().position(|(a, _)| a == l));
-                self.current = hint.unwrap_or((self.current + 1) % self.clients.len());
+                let next = hint.unwrap_or((current + 1) % self.clients.len());
+                self.current.store(next, Ordering::Relaxed);
                 Err(status)
             }
         }
@@ -68,7 +72,7 @@ impl Router {
 pub(super) async fn run(
     agent: Arc<Agent>,
     fleet: Arc<FleetShared>,
-    mut router: Router,
+    router: Router,
     mut views: watch::Receiver<Arc<View>>,
     mut stop: watch::Receiver<bool>,
 ) {
@@ -114,7 +118,7 @@ pub(super) async fn run(
             let known = report(
                 &agent,
                 &fleet,
-                &mut router,
+                &router,
                 registration,
                 &reported,
                 &mut senders,
@@ -123,7 +127,7 @@ pub(super) async fn run(
                 && heartbeat(
                     &agent,
                     &fleet,
-                    &mut router,
+                    &router,
                     registration,
                     &current,
                     &mut senders,
@@ -168,35 +172,29 @@ struct Senders {
 async fn report(
     agent: &Agent,
     fleet: &FleetShared,
-    router: &mut Router,
+    router: &Router,
     registration: u64,
     reported: &OrdMap<BackendKey, Evidence>,
     senders: &mut Senders,
 ) -> bool {
-    loop {
-        let update = senders.evidence.prepare(reported);
-        let changes = matches!(update, SetUpdate::Changes { .. });
-        let mut request = pb::ReadinessReport {
-            proxy_id: agent.id.clone(),
-            registration,
-            ..Default::default()
-        };
-        request.set_evidence(update);
-        match router
-            .call(|mut c| async move { c.report_readiness(request).await })
-            .await
-        {
-            Ok(reply) if !reply.known => return false,
-            Ok(reply) => senders.evidence.answered(reply.seq),
-            Err(_) => {
-                fleet.rpc_errors.fetch_add(1, Ordering::Relaxed);
-                return true;
+    let sent = senders
+        .evidence
+        .send(reported, |update| {
+            let mut request = pb::ReadinessReport {
+                proxy_id: agent.id.clone(),
+                registration,
+                ..Default::default()
+            };
+            request.set_evidence(update);
+            async move {
+                let reply = router
+                    .call(|mut c| async move { c.report_readiness(request).await })
+                    .await?;
+                Ok::<_, tonic::Status>((reply.known, if reply.known { reply.seq } else { 0 }))
             }
-        }
-        if !(changes && senders.evidence.sends_whole()) {
-            return true;
-        }
-    }
+        })
+        .await;
+    known(fleet, sent)
 }
 
 /// Heartbeats the generations `view` serves; false when the leader no
@@ -204,34 +202,37 @@ async fn report(
 async fn heartbeat(
     agent: &Agent,
     fleet: &FleetShared,
-    router: &mut Router,
+    router: &Router,
     registration: u64,
     view: &View,
     senders: &mut Senders,
 ) -> bool {
-    loop {
-        let update = senders.applied.prepare(&view.applied);
-        let changes = matches!(update, SetUpdate::Changes { .. });
-        let mut request = pb::HeartbeatRequest {
-            proxy_id: agent.id.clone(),
-            config_version: view.version,
-            registration,
-            ..Default::default()
-        };
-        request.set_applied(update);
-        match router
-            .call(|mut c| async move { c.heartbeat(request).await })
-            .await
-        {
-            Ok(reply) if !reply.known => return false,
-            Ok(reply) => senders.applied.answered(reply.applied_seq),
-            Err(_) => {
-                fleet.rpc_errors.fetch_add(1, Ordering::Relaxed);
-                return true;
+    let sent = senders
+        .applied
+        .send(&view.applied, |update| {
+            let mut request = pb::HeartbeatRequest {
+                proxy_id: agent.id.clone(),
+                config_version: view.version,
+                registration,
+                ..Default::default()
+            };
+            request.set_applied(update);
+            async move {
+                let reply = router
+                    .call(|mut c| async move { c.heartbeat(request).await })
+                    .await?;
+                Ok::<_, tonic::Status>((reply.known, reply.applied_seq))
             }
-        }
-        if !(changes && senders.applied.sends_whole()) {
-            return true;
-        }
-    }
+        })
+        .await;
+    known(fleet, sent)
+}
+
+/// Whether the leader knows this registration: a failed call counts and
+/// passes (the next round retries).
+fn known(fleet: &FleetShared, sent: Result<bool, tonic::Status>) -> bool {
+    sent.unwrap_or_else(|_| {
+        fleet.rpc_errors.fetch_add(1, Ordering::Relaxed);
+        true
+    })
 }

@@ -107,36 +107,60 @@ async fn bulk(ctx: &Context, resources: &[Resource], batch: usize) -> anyhow::Re
 }
 
 /// Waits until the leader counts `agents` live proxies (those of `prefix`)
-/// and every route is Ready. Polls a full status once a second rather
-/// than following `WatchStatus`: a status of every route on every proxy
-/// costs the leader O(routes × proxies), and at the goal size a stream of
-/// them would be the leader's largest cost while the agents warm.
+/// and every route is committed (with coordinators started here: the
+/// leader's `pending_transitions` gauge is 0; agents apply a commit as
+/// soon as they see it) or, on a cluster it only connects to, Ready.
+/// Polls once a second, with a status of no route rows where it can: a
+/// status of every route on every proxy costs the leader O(routes ×
+/// proxies), and at the goal size a stream of them would be the leader's
+/// largest cost while the agents warm.
 async fn warm(ctx: &Context, prefix: &str, agents: usize) -> anyhow::Result<()> {
     let prefix = format!("{prefix}-");
     let deadline = Instant::now() + ctx.wait;
     let mut client = admin::client(&ctx.leader, &ctx.security)?;
+    let gauges = ctx.cluster.member(&ctx.leader).map(|m| m.admin.clone());
     loop {
-        let last = match admin::status(&mut client, None).await {
+        let rows = if gauges.is_some() {
+            Some(&[][..])
+        } else {
+            None
+        };
+        let last = match admin::status(&mut client, rows).await {
             Ok(s) => {
                 let live = s
                     .proxies
                     .iter()
                     .filter(|p| p.live && p.id.starts_with(&prefix))
                     .count();
-                let ready = s.routes.iter().filter(|r| r.ready).count();
-                if live == agents && ready == s.routes.len() {
+                let (settled, what) = match &gauges {
+                    Some(admin) => {
+                        let a = admin.clone();
+                        let pending =
+                            tokio::task::spawn_blocking(move || crate::cluster::metrics(&a))
+                                .await?
+                                .and_then(|m| {
+                                    m.get("switchyard_coordinator_pending_transitions").copied()
+                                });
+                        (pending == Some(0.0), format!("{pending:?} pending"))
+                    }
+                    None => {
+                        let ready = s.routes.iter().filter(|r| r.ready).count();
+                        (
+                            ready == s.routes.len(),
+                            format!("{ready} of {} routes Ready", s.routes.len()),
+                        )
+                    }
+                };
+                if live == agents && settled {
                     return Ok(());
                 }
-                format!(
-                    "{live} of {agents} live, {ready} of {} routes Ready",
-                    s.routes.len()
-                )
+                format!("{live} of {agents} live, {what}")
             }
             Err(e) => format!("{e:#}"),
         };
         if Instant::now() >= deadline {
             bail!(
-                "agents {prefix}* never all live with every route Ready within {:?}: {last}",
+                "agents {prefix}* never all live with every route settled within {:?}: {last}",
                 ctx.wait
             );
         }

@@ -204,3 +204,58 @@ fn a_timeout_starts_when_a_proxy_is_live_however_long_nobody_was() {
         Some(60_005)
     );
 }
+
+#[test]
+fn when_only_evidence_changed_a_pass_judges_only_the_routes_on_those_backends() {
+    // Three proxies, 30 pending routes each to its own Service.
+    let mut s = ReplicatedState::default();
+    for i in 0..3 {
+        next(&mut s, register(&format!("p{i}"), "a"));
+    }
+    let services: Vec<String> = (0..30).map(|i| format!("s{i}")).collect();
+    let mut resources: Vec<Resource> = services.iter().map(|n| service(n)).collect();
+    resources.extend(
+        services
+            .iter()
+            .enumerate()
+            .map(|(i, n)| route(&format!("r{i}"), n, "all", "keep-old")),
+    );
+    next(&mut s, apply(resources));
+    let mut e = CutoverEngine::new(settings(), &s, 0, TERM);
+    for id in ["p0", "p1", "p2"] {
+        assert!(heartbeat(&mut e, &s, id, BTreeMap::new(), 10));
+    }
+    let ready = |s: &ReplicatedState, name: &str| {
+        let b = BackendKey::new("default", name, 80);
+        evidence(b.clone(), s.endpoint_generation(&b).unwrap(), 1)
+    };
+    assert_eq!(loop_turn(&mut e, &s, 20).expect("first").evaluated, 30);
+
+    // p0 and p1 warm s7: only r7 is judged, and it waits for p2.
+    assert!(report(&mut e, &s, "p0", ready(&s, "s7"), 30));
+    assert!(report(&mut e, &s, "p1", ready(&s, "s7"), 30));
+    let judgement = loop_turn(&mut e, &s, 30).expect("evidence changed");
+    assert_eq!(judgement.evaluated, 1);
+    assert!(judgement.decisions.is_empty());
+    // p2 warms s7 and s8: r7 commits, r8 is judged and waits.
+    let mut both = ready(&s, "s7");
+    both.extend(ready(&s, "s8"));
+    assert!(report(&mut e, &s, "p2", both, 40));
+    let judgement = loop_turn(&mut e, &s, 40).expect("evidence changed");
+    assert_eq!(judgement.evaluated, 2);
+    assert!(
+        matches!(judgement.decisions.as_slice(), [Decision::Commit { route, .. }] if route.name == "r7"),
+        "{:?}",
+        judgement.decisions
+    );
+    // The commit is a new entry: everything pending is judged again.
+    next(&mut s, Decision::batch(&judgement.decisions).unwrap());
+    assert_eq!(loop_turn(&mut e, &s, 50).expect("new entry").evaluated, 29);
+    // A proxy live again (news beyond evidence) widens the pass too.
+    assert!(loop_turn(&mut e, &s, 60).is_none());
+    e.forget("p2");
+    assert_eq!(
+        loop_turn(&mut e, &s, 70).expect("fleet changed").evaluated,
+        29
+    );
+}
