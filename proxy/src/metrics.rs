@@ -92,7 +92,7 @@ impl Limit {
     }
 }
 
-/// Labels of an upgrade request a route sent to a backend.
+/// Labels of an upgrade request routed to a backend.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct UpgradeLabels {
     /// `namespace/name:port`.
@@ -188,7 +188,7 @@ pub struct Metrics {
     pub routes_compiled: Counter,
     /// Routes taken as compiled from the previous table by installs.
     pub routes_reused: Counter,
-    /// Upgrade requests sent to a backend, by backend and outcome; count
+    /// Upgrade requests routed to a backend, by backend and outcome; count
     /// through [`record_upgrade`](Self::record_upgrade).
     pub upgrades: Family<UpgradeLabels, Counter>,
     /// Tunnels open now (client and backend connections switched).
@@ -354,7 +354,7 @@ impl Metrics {
         );
         r.register(
             "upgrades",
-            "HTTP/1.1 upgrade requests (WebSocket and the like) sent to a backend, by outcome: \
+            "HTTP/1.1 upgrade requests (WebSocket and the like) routed to a backend, by outcome: \
              tunnelled, refused (the backend answered without switching; the client got that \
              answer), failed (backend error, unusable 101, proxy draining, a side broke off)",
             m.upgrades.clone(),

@@ -10,6 +10,10 @@
 //!   learns to reconnect between requests. A connection that stays idle for
 //!   the drain grace period is closed then; closing it at once would race a
 //!   request the client may already have on the wire.
+//! - A tunnel (the connection switched protocols after a 101, see
+//!   `tunnel`): run by this task once hyper lets go of the connection, so
+//!   it keeps its slot and the drain waits for it; it is closed when the
+//!   drain timeout passes, like every connection still open then.
 //!
 //! Limit hits counted here: a connection closed because no request head
 //! arrived within the header read timeout (the watchdog's, or hyper's own
