@@ -36,6 +36,19 @@ impl BadRequest {
     }
 }
 
+/// How a backend's `101 Switching Protocols` was unusable; the backend's
+/// fault.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum BadUpgrade {
+    /// The request asked for no upgrade (or for one the proxy does not
+    /// tunnel, whose headers it removed): the client cannot follow.
+    #[error("switched protocols on a request that asked for no upgrade")]
+    Unrequested,
+    /// The 101 named no protocol (RFC 9110 §15.2.2 requires `Upgrade`).
+    #[error("switched protocols without an Upgrade header")]
+    NoProtocol,
+}
+
 /// Who caused a failed request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Blame {
@@ -161,17 +174,39 @@ pub enum ProxyError {
         /// What hyper reported.
         cause: hyper::Error,
     },
+    /// The backend answered `101 Switching Protocols` in a way the proxy
+    /// cannot pass on.
+    #[error("upstream {endpoint} of {backend}: {why}")]
+    BadUpgrade {
+        /// The backend.
+        backend: BackendKey,
+        /// The endpoint.
+        endpoint: SocketAddr,
+        /// What was wrong with the 101.
+        why: BadUpgrade,
+    },
+    /// An upgrade asked for while the proxy drains: a tunnel opened now
+    /// would be cut at the drain deadline, so the client is sent elsewhere
+    /// at once.
+    #[error("upgrade to {backend} refused: the proxy is draining")]
+    Draining {
+        /// The backend the upgrade was for.
+        backend: BackendKey,
+    },
 }
 
 impl ProxyError {
     /// Who is to blame.
     pub fn blame(&self) -> Blame {
         match self {
-            ProxyError::NoConfig | ProxyError::BackendUnknown { .. } => Blame::Internal,
+            ProxyError::NoConfig
+            | ProxyError::BackendUnknown { .. }
+            | ProxyError::Draining { .. } => Blame::Internal,
             ProxyError::NoReadyEndpoint { .. }
             | ProxyError::Connect { .. }
             | ProxyError::Upstream { .. }
-            | ProxyError::Timeout { .. } => Blame::Upstream,
+            | ProxyError::Timeout { .. }
+            | ProxyError::BadUpgrade { .. } => Blame::Upstream,
             ProxyError::BadRequest(_)
             | ProxyError::ClientTimeout { .. }
             | ProxyError::DownstreamBody { .. } => Blame::Downstream,
@@ -188,6 +223,7 @@ impl ProxyError {
                 | ProxyError::NoReadyEndpoint { .. }
                 | ProxyError::Connect { .. }
                 | ProxyError::BadRequest(_)
+                | ProxyError::Draining { .. }
         )
     }
 
@@ -203,6 +239,8 @@ impl ProxyError {
             ProxyError::BadRequest(why) => why.kind(),
             ProxyError::ClientTimeout { .. } => "client_body_timeout",
             ProxyError::DownstreamBody { .. } => "downstream_body",
+            ProxyError::BadUpgrade { .. } => "bad_upgrade",
+            ProxyError::Draining { .. } => "draining",
         }
     }
 
@@ -212,8 +250,11 @@ impl ProxyError {
         match self {
             ProxyError::NoConfig
             | ProxyError::BackendUnknown { .. }
-            | ProxyError::NoReadyEndpoint { .. } => S::SERVICE_UNAVAILABLE,
-            ProxyError::Connect { .. } | ProxyError::Upstream { .. } => S::BAD_GATEWAY,
+            | ProxyError::NoReadyEndpoint { .. }
+            | ProxyError::Draining { .. } => S::SERVICE_UNAVAILABLE,
+            ProxyError::Connect { .. }
+            | ProxyError::Upstream { .. }
+            | ProxyError::BadUpgrade { .. } => S::BAD_GATEWAY,
             ProxyError::Timeout { .. } => S::GATEWAY_TIMEOUT,
             ProxyError::BadRequest(_) | ProxyError::DownstreamBody { .. } => S::BAD_REQUEST,
             ProxyError::ClientTimeout { .. } => S::REQUEST_TIMEOUT,
@@ -234,6 +275,8 @@ impl ProxyError {
             ProxyError::BadRequest(BadRequest::Host(e)) => e.public_reason(),
             ProxyError::ClientTimeout { .. } => "request body paused too long",
             ProxyError::DownstreamBody { .. } => "request body from client failed",
+            ProxyError::BadUpgrade { .. } => "backend switched protocols unusably",
+            ProxyError::Draining { .. } => "proxy is shutting down",
         }
     }
 
@@ -262,6 +305,8 @@ impl ProxyError {
                 format!("request body to backend {backend} paused longer than {idle:?}")
             }
             ProxyError::DownstreamBody { .. } => "request body from client failed".to_owned(),
+            ProxyError::BadUpgrade { backend, why, .. } => format!("backend {backend} {why}"),
+            ProxyError::Draining { .. } => "proxy is shutting down: no new tunnels".to_owned(),
         }
     }
 }

@@ -92,6 +92,47 @@ impl Limit {
     }
 }
 
+/// Labels of an upgrade request routed to a backend.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct UpgradeLabels {
+    /// `namespace/name:port`.
+    pub backend: String,
+    /// [`UpgradeOutcome::label`].
+    pub outcome: String,
+}
+
+/// How an upgrade request ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UpgradeOutcome {
+    /// The backend switched protocols and both connections were handed
+    /// over: bytes flow.
+    Tunnelled,
+    /// The backend answered something else, which the client got.
+    Refused,
+    /// No tunnel for another reason: the backend failed or answered an
+    /// unusable 101, the proxy drains, or a side's connection broke during
+    /// the switch.
+    Failed,
+}
+
+impl UpgradeOutcome {
+    /// The `outcome` label value.
+    pub fn label(self) -> &'static str {
+        match self {
+            UpgradeOutcome::Tunnelled => "tunnelled",
+            UpgradeOutcome::Refused => "refused",
+            UpgradeOutcome::Failed => "failed",
+        }
+    }
+}
+
+/// Labels of tunnelled bytes.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct DirectionLabels {
+    /// `client_to_backend` or `backend_to_client`.
+    pub direction: String,
+}
+
 fn latency_histogram() -> Histogram {
     // 0.5 ms .. ~16 s: covers loopback echo servers and slow backends alike.
     Histogram::new(exponential_buckets(0.0005, 2.0, 16))
@@ -147,6 +188,17 @@ pub struct Metrics {
     pub routes_compiled: Counter,
     /// Routes taken as compiled from the previous table by installs.
     pub routes_reused: Counter,
+    /// Upgrade requests routed to a backend, by backend and outcome; count
+    /// through [`record_upgrade`](Self::record_upgrade).
+    pub upgrades: Family<UpgradeLabels, Counter>,
+    /// Tunnels open now (client and backend connections switched).
+    pub tunnels_open: Gauge,
+    /// Bytes copied through tunnels, by direction.
+    pub tunnel_bytes: Family<DirectionLabels, Counter>,
+    /// `tunnel_bytes` client to backend, resolved once: counted per read.
+    tunnel_bytes_up: Counter,
+    /// `tunnel_bytes` backend to client, resolved once: counted per write.
+    tunnel_bytes_down: Counter,
 }
 
 impl Metrics {
@@ -176,7 +228,23 @@ impl Metrics {
             install_seconds: Histogram::new(exponential_buckets(0.0001, 2.0, 15)),
             routes_compiled: Counter::default(),
             routes_reused: Counter::default(),
+            upgrades: Family::default(),
+            tunnels_open: Gauge::default(),
+            tunnel_bytes: Family::default(),
+            tunnel_bytes_up: Counter::default(),
+            tunnel_bytes_down: Counter::default(),
         };
+        let direction = |d: &str| DirectionLabels {
+            direction: d.to_owned(),
+        };
+        m.tunnel_bytes_up = m
+            .tunnel_bytes
+            .get_or_create(&direction("client_to_backend"))
+            .clone();
+        m.tunnel_bytes_down = m
+            .tunnel_bytes
+            .get_or_create(&direction("backend_to_client"))
+            .clone();
         for (i, kind) in RespondKind::ALL.into_iter().enumerate() {
             m.direct_counters[i] = m
                 .direct_responses
@@ -284,7 +352,43 @@ impl Metrics {
              header read timeout (including idle keep-alive ones), HTTP/1 heads answered 431",
             m.limit_hits.clone(),
         );
+        r.register(
+            "upgrades",
+            "HTTP/1.1 upgrade requests (WebSocket and the like) routed to a backend, by outcome: \
+             tunnelled, refused (the backend answered without switching; the client got that \
+             answer), failed (backend error, unusable 101, proxy draining, a side broke off)",
+            m.upgrades.clone(),
+        );
+        r.register(
+            "tunnels_open",
+            "Tunnels open: client and backend connections switched to another protocol, bytes \
+             copied both ways",
+            m.tunnels_open.clone(),
+        );
+        r.register(
+            "tunnel_bytes",
+            "Bytes copied through tunnels, by direction",
+            m.tunnel_bytes.clone(),
+        );
         m
+    }
+
+    /// Handles on the `tunnel_bytes` counters, client to backend and
+    /// backend to client, resolved at registration so that a tunnel counts
+    /// its bytes without building labels.
+    pub fn tunnel_byte_counters(&self) -> (Counter, Counter) {
+        (self.tunnel_bytes_up.clone(), self.tunnel_bytes_down.clone())
+    }
+
+    /// Counts one upgrade request to the backend labelled `backend`. Once
+    /// per upgrade, so the label lookup is not on a per-byte path.
+    pub fn record_upgrade(&self, backend: &BackendLabels, outcome: UpgradeOutcome) {
+        self.upgrades
+            .get_or_create(&UpgradeLabels {
+                backend: backend.backend.clone(),
+                outcome: outcome.label().to_owned(),
+            })
+            .inc();
     }
 
     /// Counts one answer the router gave itself.

@@ -51,7 +51,8 @@ pub struct DataPlaneSettings {
     /// closed. Closing it at once would race a request already on the wire.
     pub drain_idle_grace: Duration,
     /// During a drain, how long in-flight requests may take before the
-    /// remaining connections are closed anyway.
+    /// remaining connections are closed anyway. Open tunnels (upgraded
+    /// connections, e.g. WebSockets) get the same time, then are closed.
     pub drain_timeout: Duration,
     /// Mirror requests in flight at once; copies beyond it are skipped so a
     /// slow mirror can never pile up work.

@@ -10,6 +10,10 @@
 //!   learns to reconnect between requests. A connection that stays idle for
 //!   the drain grace period is closed then; closing it at once would race a
 //!   request the client may already have on the wire.
+//! - A tunnel (the connection switched protocols after a 101, see
+//!   `tunnel`): run by this task once hyper lets go of the connection, so
+//!   it keeps its slot and the drain waits for it; it is closed when the
+//!   drain timeout passes, like every connection still open then.
 //!
 //! Limit hits counted here: a connection closed because no request head
 //! arrived within the header read timeout (the watchdog's, or hyper's own
@@ -28,8 +32,8 @@ use crate::router::ListenerKey;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto::Builder;
 use std::convert::Infallible;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use tokio::net::TcpStream;
 use tokio::sync::{OwnedSemaphorePermit, mpsc, watch};
 use tokio::time::{Instant, sleep, sleep_until};
@@ -71,6 +75,7 @@ pub(crate) async fn serve_connection(
         draining,
         saw_h2: AtomicBool::new(false),
         saw_request: AtomicBool::new(false),
+        tunnel: Mutex::new(None),
     });
     let metrics = Arc::clone(dp.metrics_arc());
     metrics.downstream_connections.inc();
@@ -82,7 +87,8 @@ pub(crate) async fn serve_connection(
         let shared = Arc::clone(&svc_shared);
         async move { Ok::<_, Infallible>(service::handle(dp, shared, req).await) }
     });
-    let conn = builder.serve_connection(TokioIo::new(stream), svc);
+    // With upgrades: a 101 hands the connection to its tunnel (below).
+    let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), svc);
     tokio::pin!(conn);
 
     let settings = dp.settings();
@@ -147,10 +153,30 @@ pub(crate) async fn serve_connection(
             }
         }
     }
+    // A 101 ended HTTP on the connection and left a tunnel: still this
+    // connection (slot, gauge, drain), closed at the drain deadline.
+    if let Some(tunnel) = shared.take_tunnel() {
+        if *force.borrow() {
+            debug!("closing tunnel: drain timeout passed");
+        } else {
+            tokio::select! {
+                () = tunnel.run() => {}
+                () = forced(&mut force) => debug!("closing tunnel: drain timeout passed"),
+            }
+        }
+    }
     // The slot first: once the gauge shows this connection gone, a new
     // one must find room.
     drop(slot);
     metrics.downstream_connections.dec();
+}
+
+/// Resolves once `force` says the drain deadline passed; never if `serve`
+/// went away without saying so.
+async fn forced(force: &mut watch::Receiver<bool>) {
+    if force.wait_for(|forced| *forced).await.is_err() {
+        std::future::pending::<()>().await;
+    }
 }
 
 /// The limit hyper enforced when it ended a connection with `error`, if

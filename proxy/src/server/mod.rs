@@ -22,7 +22,9 @@
 //! Request hygiene lives beside it: [`inbound`] (Host settled and path
 //! normalized before routing, [`host`], [`path`]), [`headers`] (hop-by-hop),
 //! `forwarded` (X-Forwarded-For and friends), `upload` (the client's body,
-//! watched for pauses).
+//! watched for pauses). HTTP/1.1 upgrades: `upgrade` (which requests, which
+//! headers) and `tunnel` (the switched connections, run by the client
+//! connection's task so that drain and connection limits cover them).
 //!
 //! Not here: what a request does (`service`), upstream connections.
 
@@ -34,6 +36,8 @@ pub mod inbound;
 pub mod path;
 pub(crate) mod service;
 pub mod sockets;
+mod tunnel;
+mod upgrade;
 mod upload;
 
 use crate::dataplane::DataPlane;

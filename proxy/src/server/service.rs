@@ -8,6 +8,8 @@
 //!    the replacement between requests instead of having a connection cut
 //!    under them. Outermost so that no answer escapes it. A 408 (the
 //!    client's upload paused) closes too: the rest of its body is unread.
+//!    A 101 is left alone: its connection becomes a tunnel, which the
+//!    drain deadline closes (`tunnel`).
 //! 2. **Accounting** — counts the answer by route, backend and status
 //!    class. Outside everything that can produce an answer, inside drain
 //!    marking (which never changes the status).
@@ -20,20 +22,30 @@
 //!    by.
 //! 5. **Routing** — the router's [`Decision`]: a direct answer (404, 500,
 //!    redirects) or a forward plan.
-//! 6. **Request shaping** — hop-by-hop headers out, forwarding headers
+//! 6. **Request shaping** — hop-by-hop headers out (an upgrade request,
+//!    [`upgrade::take`], gets its `Upgrade` and `Connection: upgrade`
+//!    back, nothing else), forwarding headers
 //!    (`X-Forwarded-For`, `Forwarded`, `X-Forwarded-Proto`) set, then the
 //!    route's header edits (after, so a filter can override and nothing
 //!    strips what a filter set), URLRewrite host and path, origin-form
 //!    URI, HTTP/1.1 upstream. Before mirroring so mirrors see what the
-//!    backend sees.
+//!    backend sees. While the proxy drains, an upgrade is refused here
+//!    (503) rather than opened and cut at the drain deadline.
 //! 7. **Mirrors** — fire-and-forget copies; after shaping, before the
-//!    upstream call so that they never wait on the main response.
+//!    upstream call so that they never wait on the main response. A
+//!    mirror gets an upgrade request without its upgrade: one backend
+//!    owns the tunnel.
 //! 8. **Upstream** — [`forward_timed`]: endpoint choice, pooling, the
 //!    backend timed from the end of the client's body (watched for pauses
 //!    by `upload`), safe retries. Innermost: the only layer that does
 //!    network IO.
 //! 9. **Response shaping** — hop-by-hop headers out, the route's response
-//!    header edits; errors become statuses with `x-switchyard-reason`.
+//!    header edits; errors become statuses with `x-switchyard-reason`. A
+//!    backend's 101 to an upgrade request becomes the client's 101
+//!    ([`upgrade::switched_response`]) and leaves a [`Tunnel`] with the
+//!    connection, which runs it once hyper has written the 101; any other
+//!    answer to an upgrade request is passed on as usual (the backend
+//!    refused; no tunnel), and a 101 nobody asked for is a 502.
 //!
 //! Reasons: clients get a generic reason (header and body) that names no
 //! route, Service or endpoint; the detailed one goes to the debug log and
@@ -42,21 +54,23 @@
 use super::forwarded::{self, Peer};
 use super::headers::{self, REASON_HEADER};
 use super::inbound;
+use super::tunnel::Tunnel;
+use super::upgrade::{self, Requested};
 use super::upload::TimedBody;
 use crate::body::{self, ProxyBody};
 use crate::dataplane::{DataPlane, Served};
-use crate::error::ProxyError;
-use crate::metrics::ErrorLabels;
+use crate::error::{BadUpgrade, ProxyError};
+use crate::metrics::{ErrorLabels, UpgradeOutcome, backend_labels};
 use crate::router::{Decision, DirectResponse, ForwardPlan, ListenerKey};
 use crate::upstream::Backend;
-use crate::upstream::forward::{Upload, forward_timed};
+use crate::upstream::forward::{Answer, Switched, Upload, forward_timed};
 use crate::upstream::mirror::{self, ClientBody};
 use http::header::{self, HeaderValue};
 use http::{Request, Response, StatusCode, Uri, Version, request};
 use http_body_util::BodyExt;
 use hyper::body::{Body, Incoming};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use switchyard_proto::model::{BackendKey, ObjectName};
 use tracing::debug;
 
@@ -74,6 +88,25 @@ pub(crate) struct ConnShared {
     pub saw_h2: AtomicBool,
     /// At least one request arrived (ends the first-request watchdog).
     pub saw_request: AtomicBool,
+    /// A tunnel waiting for hyper to write its 101 and hand the connection
+    /// over; the connection's task runs it then. HTTP/1 serves one request
+    /// at a time and a 101 ends HTTP on the connection, so there is at
+    /// most one.
+    pub tunnel: Mutex<Option<Tunnel>>,
+}
+
+impl ConnShared {
+    /// The tunnel a 101 left, if any.
+    pub fn take_tunnel(&self) -> Option<Tunnel> {
+        self.tunnel
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+    }
+
+    fn set_tunnel(&self, tunnel: Tunnel) {
+        *self.tunnel.lock().unwrap_or_else(PoisonError::into_inner) = Some(tunnel);
+    }
 }
 
 /// Serves one request.
@@ -91,6 +124,7 @@ pub(crate) async fn handle(
     let mut resp = account(&dp, &conn, req).await;
     // Layer 1: drain marking.
     if version < Version::HTTP_2
+        && resp.status() != StatusCode::SWITCHING_PROTOCOLS
         && (conn.draining.load(Ordering::Relaxed) || resp.status() == StatusCode::REQUEST_TIMEOUT)
     {
         resp.headers_mut()
@@ -146,8 +180,9 @@ enum Accounting {
 async fn gate_and_route(
     dp: &Arc<DataPlane>,
     conn: &ConnShared,
-    req: Request<Incoming>,
+    mut req: Request<Incoming>,
 ) -> (Response<ProxyBody>, Accounting) {
+    let upgrade = upgrade::take(&mut req);
     let (mut parts, body) = req.into_parts();
     if let Err(why) = inbound::settle(&mut parts, &dp.settings().paths) {
         return (
@@ -165,7 +200,12 @@ async fn gate_and_route(
         Decision::Respond(direct) => (direct_response(dp, direct), Accounting::Unrouted),
         Decision::Forward(plan) => {
             let handle = served.backends.get(&plan.backend).cloned();
-            let resp = forward_plan(dp, conn, &served, &plan, handle.as_ref(), parts, body).await;
+            let request = Inbound {
+                parts,
+                body,
+                upgrade,
+            };
+            let resp = forward_plan(dp, conn, &served, &plan, handle.as_ref(), request).await;
             let ForwardPlan { route, backend, .. } = plan;
             (
                 resp,
@@ -179,6 +219,14 @@ async fn gate_and_route(
     }
 }
 
+/// A routed client request, settled and split.
+struct Inbound {
+    parts: request::Parts,
+    body: Incoming,
+    /// The upgrade it asks for, if the proxy tunnels it.
+    upgrade: Option<Requested>,
+}
+
 /// Layers 6..9 for one forward plan; `backend` is the plan's backend if
 /// tracked.
 async fn forward_plan(
@@ -187,21 +235,38 @@ async fn forward_plan(
     served: &Served,
     plan: &ForwardPlan,
     backend: Option<&Arc<Backend>>,
-    mut parts: request::Parts,
-    body: Incoming,
+    request: Inbound,
 ) -> Response<ProxyBody> {
+    let Inbound {
+        mut parts,
+        body,
+        upgrade,
+    } = request;
     let Some(backend) = backend else {
+        if upgrade.is_some() {
+            dp.metrics()
+                .record_upgrade(&backend_labels(&plan.backend), UpgradeOutcome::Failed);
+        }
         let error = ProxyError::BackendUnknown {
             backend: plan.backend.clone(),
         };
         return error_response(dp, &error);
     };
+    if upgrade.is_some() && conn.draining.load(Ordering::Relaxed) {
+        dp.metrics()
+            .record_upgrade(backend.labels(), UpgradeOutcome::Failed);
+        let error = ProxyError::Draining {
+            backend: backend.key().clone(),
+        };
+        return error_response(dp, &error);
+    }
     // Layer 6: request shaping.
     shape_request(
         &mut parts,
         plan,
         conn.peer.as_ref(),
         dp.settings().trusted_hops,
+        upgrade.as_ref().map(|u| &u.protocol),
     );
     // Layer 7: mirrors.
     let mirrors: Vec<_> = plan
@@ -217,7 +282,10 @@ async fn forward_plan(
         .collect();
     let (client_body, client_failed, mirror_bodies) = ClientBody::new(body, mirrors.len());
     for (mirror_backend, mirror_body) in mirrors.into_iter().zip(mirror_bodies) {
-        if let Some(copy) = copy_request(&parts, mirror_body) {
+        if let Some(mut copy) = copy_request(&parts, mirror_body) {
+            if upgrade.is_some() {
+                upgrade::remove(copy.headers_mut());
+            }
             mirror::spawn(dp.mirror_limiter(), Arc::clone(mirror_backend), copy);
         }
     }
@@ -232,15 +300,71 @@ async fn forward_plan(
     };
     let req = Request::from_parts(parts, body);
     // Layer 8: upstream.
-    match forward_timed(backend, req, &client_failed, upload.as_ref()).await {
-        // Layer 9: response shaping.
-        Ok(resp) => {
+    let answer = forward_timed(backend, req, &client_failed, upload.as_ref()).await;
+    // Layer 9: response shaping.
+    let outcome = |outcome| {
+        if upgrade.is_some() {
+            dp.metrics().record_upgrade(backend.labels(), outcome);
+        }
+    };
+    match answer {
+        Ok(Answer::Response(resp)) => {
+            outcome(UpgradeOutcome::Refused);
             let (mut rparts, rbody) = resp.into_parts();
             headers::strip_hop_by_hop(&mut rparts.headers);
             plan.response_headers.apply(&mut rparts.headers);
             Response::from_parts(rparts, rbody)
         }
-        Err(error) => error_response(dp, &error),
+        Ok(Answer::Switched(switched)) => match upgrade {
+            Some(requested) => switch(dp, conn, plan, backend, requested, switched),
+            None => {
+                let error = ProxyError::BadUpgrade {
+                    backend: backend.key().clone(),
+                    endpoint: switched.endpoint,
+                    why: BadUpgrade::Unrequested,
+                };
+                error_response(dp, &error)
+            }
+        },
+        Err(error) => {
+            outcome(UpgradeOutcome::Failed);
+            error_response(dp, &error)
+        }
+    }
+}
+
+/// Layer 9 for a backend's 101 to an upgrade request: the client's 101,
+/// and the tunnel left with the connection to run once hyper has written
+/// it. The upgrade is counted by the tunnel from here.
+fn switch(
+    dp: &Arc<DataPlane>,
+    conn: &ConnShared,
+    plan: &ForwardPlan,
+    backend: &Arc<Backend>,
+    requested: Requested,
+    switched: Switched,
+) -> Response<ProxyBody> {
+    match upgrade::switched_response(&switched.response) {
+        Ok(mut resp) => {
+            plan.response_headers.apply(resp.headers_mut());
+            conn.set_tunnel(Tunnel::new(
+                requested.client,
+                switched,
+                backend.labels().clone(),
+                Arc::clone(dp.metrics_arc()),
+            ));
+            resp
+        }
+        Err(why) => {
+            dp.metrics()
+                .record_upgrade(backend.labels(), UpgradeOutcome::Failed);
+            let error = ProxyError::BadUpgrade {
+                backend: backend.key().clone(),
+                endpoint: switched.endpoint,
+                why,
+            };
+            error_response(dp, &error)
+        }
     }
 }
 
@@ -250,9 +374,13 @@ fn shape_request(
     plan: &ForwardPlan,
     peer: Option<&Peer>,
     trusted_hops: usize,
+    upgrade: Option<&HeaderValue>,
 ) {
     let from_h2 = parts.version == Version::HTTP_2;
     headers::strip_hop_by_hop(&mut parts.headers);
+    if let Some(protocol) = upgrade {
+        upgrade::restore(&mut parts.headers, protocol);
+    }
     if from_h2 {
         headers::join_cookies(&mut parts.headers);
     }

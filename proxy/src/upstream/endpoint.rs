@@ -236,6 +236,10 @@ impl Endpoint {
             .handshake(TokioIo::new(stream))
             .await?;
         let addr = self.addr;
+        // With upgrades, so that a 101 hands the connection over to the
+        // tunnel (`forward::Switched`); for every other response it runs
+        // exactly like the plain connection.
+        let conn = conn.with_upgrades();
         self.ctx.spawn(async move {
             if let Err(error) = conn.await {
                 debug!(%addr, %error, "upstream connection ended with an error");

@@ -18,6 +18,11 @@
 //! coding, which hyper decoded) and their connection is not reused: a
 //! backend that frames ambiguously may have meant the other framing, and
 //! whatever follows on that connection cannot be trusted.
+//!
+//! A `101 Switching Protocols` is not a response with a body: it is
+//! handed back as [`Answer::Switched`], and its connection never returns to
+//! the pool — after the 101 it speaks another protocol, and it belongs to
+//! the tunnel the server builds on it (or is closed).
 
 use super::Backend;
 use super::endpoint::{Endpoint, InFlight, Sender};
@@ -25,7 +30,7 @@ use crate::body::{BoxError, ProxyBody};
 use crate::error::{ConnectError, ProxyError};
 use bytes::Bytes;
 use http::header;
-use http::{Request, Response};
+use http::{Request, Response, StatusCode};
 use http_body_util::BodyExt;
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use std::future::Future;
@@ -134,6 +139,41 @@ impl Upload {
     }
 }
 
+/// What a backend answered.
+#[derive(Debug)]
+pub enum Answer {
+    /// An ordinary response; its body hands the connection back to the
+    /// pool when it ends.
+    Response(Response<ProxyBody>),
+    /// `101 Switching Protocols`: the connection left the pool for good.
+    Switched(Switched),
+}
+
+/// A backend's `101 Switching Protocols` and the connection it switched.
+#[derive(Debug)]
+pub struct Switched {
+    /// The 101 head (its body is empty). [`hyper::upgrade::on`] on it
+    /// yields the switched connection, once hyper has handed it over.
+    pub response: Response<Incoming>,
+    /// The endpoint that answered.
+    pub endpoint: SocketAddr,
+    /// Holds the connection and its share of the endpoint's load.
+    pub lease: Lease,
+}
+
+/// A switched upstream connection's hold on its endpoint: counted as one
+/// outstanding request (so balancing sees long-lived tunnels) until
+/// dropped. It holds the endpoint, not the backend: a tunnel outliving a
+/// cutover keeps one retired endpoint's bookkeeping, never a pool.
+#[derive(Debug)]
+pub struct Lease {
+    /// Kept until the switch completes: hyper hands the connection over
+    /// when its connection task sees the 101 through, which a dropped
+    /// request handle could cut short.
+    _sender: Sender,
+    _in_flight: InFlight,
+}
+
 /// How the first phase of sending (while the body still arrives) ended.
 enum Sending<T> {
     /// The send finished (a response head, or an error) first.
@@ -179,22 +219,31 @@ async fn while_uploading<F: Future>(
 /// `client_body_failed` is set by
 /// the downstream body wrapper when the client broke the body off, so the
 /// error is blamed on the client rather than the backend.
+/// A 101 comes back as its head with an empty body, its connection closed
+/// (a caller that wants to tunnel uses [`forward_timed`]).
 pub async fn forward(
     backend: &Arc<Backend>,
     req: Request<ProxyBody>,
     client_body_failed: &AtomicBool,
 ) -> Result<Response<ProxyBody>, ProxyError> {
-    forward_timed(backend, req, client_body_failed, None).await
+    match forward_timed(backend, req, client_body_failed, None).await? {
+        Answer::Response(resp) => Ok(resp),
+        Answer::Switched(switched) => {
+            let (parts, _) = switched.response.into_parts();
+            Ok(Response::from_parts(parts, crate::body::empty()))
+        }
+    }
 }
 
 /// [`forward`], timing the backend from the end of the client's body as
-/// `upload` reports it (`None`: the body is complete already).
+/// `upload` reports it (`None`: the body is complete already), and handing
+/// a 101 back with its connection.
 pub async fn forward_timed(
     backend: &Arc<Backend>,
     req: Request<ProxyBody>,
     client_body_failed: &AtomicBool,
     upload: Option<&Arc<Upload>>,
-) -> Result<Response<ProxyBody>, ProxyError> {
+) -> Result<Answer, ProxyError> {
     let ctx = backend.context();
     let settings = &ctx.settings;
     let mut req = req;
@@ -266,14 +315,24 @@ pub async fn forward_timed(
                     .upstream_latency
                     .get_or_create(backend.labels())
                     .observe(started.elapsed().as_secs_f64());
-                return Ok(pooled_response(
+                if resp.status() == StatusCode::SWITCHING_PROTOCOLS {
+                    return Ok(Answer::Switched(Switched {
+                        response: resp,
+                        endpoint: endpoint.addr,
+                        lease: Lease {
+                            _sender: sender,
+                            _in_flight: in_flight,
+                        },
+                    }));
+                }
+                return Ok(Answer::Response(pooled_response(
                     resp,
                     sender,
                     endpoint,
                     in_flight,
                     backend,
                     upload.cloned(),
-                ));
+                )));
             }
             Some(Err(_)) if stalled() => {
                 // The client's pause ended the body: its fault, and the

@@ -1,5 +1,6 @@
-//! Shared pieces of the proxy's integration tests: fake backends, model
-//! fixtures, a proxy started in-process and an HTTP client. Waiting with
+//! Shared pieces of the proxy's integration tests: fake backends (the echo
+//! server, an upgrade-echo one), model fixtures, a proxy started
+//! in-process and an HTTP client. Waiting with
 //! deadlines instead of sleeps is `switchyard_test_support`'s
 //! `eventually`, re-exported here.
 #![allow(dead_code)]
@@ -9,6 +10,7 @@
 pub mod client;
 pub mod echo;
 pub mod raw;
+pub mod upgrade;
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
