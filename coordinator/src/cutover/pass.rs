@@ -29,19 +29,14 @@ use std::collections::{BTreeMap, BTreeSet};
 use switchyard_proto::model::{BackendKey, ObjectName};
 
 /// What a pass must judge.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum Scope {
     /// Every pending route.
+    #[default]
     Full,
     /// Only the pending routes that use one of these backends: nothing but
     /// their evidence changed since the last pass.
     Backends(BTreeSet<BackendKey>),
-}
-
-impl Default for Scope {
-    fn default() -> Self {
-        Scope::Full
-    }
 }
 
 impl Scope {
