@@ -174,6 +174,14 @@ pub enum Decoded {
     Delta(u64, ConfigDelta),
 }
 
+/// Whether a whole snapshot at `version` is no news to a watcher holding
+/// version `held` ([`decode`]'s rule, for watchers that look at a
+/// snapshot's bytes before decoding them): older, or the same version
+/// when the watcher did not ask for a full snapshot again (`resync`).
+pub fn snapshot_is_stale(held: u64, resync: bool, version: u64) -> bool {
+    version < held || (version == held && !resync)
+}
+
 /// What one whole update means to a watcher holding version `held`, and a
 /// configuration if `holding`, without applying anything: for watchers
 /// that keep their own structure and apply a delta to it themselves (all
@@ -186,7 +194,7 @@ pub fn decode(held: u64, holding: bool, resync: bool, update: Whole) -> Result<D
     let decode_error = Refused::Decode;
     let json = match update.payload {
         Some((Payload::Snapshot, json)) => {
-            if version < held || (version == held && !resync) {
+            if snapshot_is_stale(held, resync, version) {
                 return Ok(Decoded::Stale);
             }
             return serde_json::from_slice(&json)

@@ -205,6 +205,30 @@ impl CutoverEngine {
             .min()
     }
 
+    /// Whether every one of the `live` proxies (from
+    /// [`CutoverEngine::live_proxies`]) serves `route`'s newest generation
+    /// and nothing of it is pending: [`CutoverEngine::applied_summary_among`]'s
+    /// answer without its summary, stopping at the first proxy behind. O(P).
+    pub fn ready_everywhere(
+        &self,
+        live: &BTreeMap<String, String>,
+        state: &ReplicatedState,
+        route: &ObjectName,
+    ) -> bool {
+        let Some(record) = state.routes.get(route) else {
+            return false;
+        };
+        let generation = record.newest_generation();
+        record.pending.is_none()
+            && !live.is_empty()
+            && live.keys().all(|p| {
+                self.applied
+                    .get(p)
+                    .and_then(|a| a.map().get(route))
+                    .is_some_and(|g| *g >= generation)
+            })
+    }
+
     /// "n of m proxies at generation g" for a route's newest generation, and
     /// whether every live proxy is there.
     pub fn applied_summary(

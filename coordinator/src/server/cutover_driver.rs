@@ -25,6 +25,17 @@
 //! shared behind an `Arc`), and taking the pass's results back at its end.
 //! The verdicts — the work that grows with pending routes — run on the
 //! copy without the lock, so heartbeats never wait behind a pass.
+//!
+//! # A pass's cost
+//!
+//! A pass runs on a blocking thread (`spawn_blocking`), never on one of
+//! the runtime's workers: at 10,000 pending routes and 200 proxies — a
+//! bootstrap, every proxy reporting for the first time — one pass takes
+//! long enough that holding a worker would delay Raft's heartbeats and
+//! the proxies' leases on a small machine. And a pass starts no sooner
+//! after the previous one than that one took ([`pace`]), so however many
+//! reports arrive, passes take at most about half of one core; whatever
+//! changed meanwhile is judged together by the next.
 
 use super::{Coordinator, now_ms};
 use crate::cutover::{CutoverEngine, Decision};
@@ -53,6 +64,7 @@ pub(crate) async fn run(coordinator: Arc<Coordinator>) {
     let mut awaiting_ready = AwaitingReady::new();
     let mut retry_at: Option<u64> = None;
     let mut gauges_seen = None;
+    let mut last_pass = Duration::ZERO;
     loop {
         let wait = next_wait(&coordinator, retry_at);
         tokio::select! {
@@ -64,8 +76,11 @@ pub(crate) async fn run(coordinator: Arc<Coordinator>) {
             retry_at = None;
             coordinator.with_engine(CutoverEngine::pass_again);
         }
+        tokio::time::sleep(pace(last_pass)).await;
         let state = coordinator.node.state().borrow().clone();
-        let decisions = decide(&coordinator, &state, &mut awaiting_ready);
+        let started = std::time::Instant::now();
+        let decisions = decide(&coordinator, &state, &mut awaiting_ready).await;
+        last_pass = started.elapsed();
         let term = coordinator.node.metrics().borrow().current_term;
         if gauges_seen != Some((state.last_index, term)) || !decisions.is_empty() {
             gauges_seen = Some((state.last_index, term));
@@ -103,9 +118,26 @@ enum Look {
     Pass(CutoverEngine),
 }
 
+/// Passes shorter than this are not paced: a pass over a handful of
+/// pending routes must not add latency to a cutover.
+const UNPACED_PASS: Duration = Duration::from_millis(5);
+
+/// How long to wait before a look that may start a pass, after one that
+/// took `last`: as long again (passes then use at most about half of a
+/// core), unless it was short.
+fn pace(last: Duration) -> Duration {
+    if last < UNPACED_PASS {
+        Duration::ZERO
+    } else {
+        last
+    }
+}
+
 /// Keeps the engine in step with leadership and, when a pass is due, runs
-/// it on a copy of the engine outside the lock.
-fn decide(
+/// it on a copy of the engine outside the lock, on a blocking thread —
+/// with the check of the commits awaiting Ready, which grows with them
+/// (O(awaiting × P) at worst).
+async fn decide(
     coordinator: &Coordinator,
     state: &ReplicatedState,
     awaiting: &mut AwaitingReady,
@@ -118,26 +150,47 @@ fn decide(
         Look::Pass(copy) => (copy, true),
     };
     let live = copy.live_proxies(state, now);
-    awaiting.retain(|route, (generation, seen_ms)| {
-        let still_active = state
-            .routes
-            .get(route)
-            .and_then(|r| r.active.as_ref())
-            .is_some_and(|a| a.generation == *generation);
-        match copy.applied_summary_among(&live, state, route) {
-            Some((_, true)) if still_active => {
-                let seconds = now.saturating_sub(*seen_ms) as f64 / 1000.0;
-                coordinator.metrics.apply_to_ready.observe(seconds);
-                false
-            }
-            _ => still_active,
-        }
-    });
-    if !pass {
-        return Vec::new();
+    if pass {
+        refresh_live_gauge(coordinator, &live);
     }
-    refresh_live_gauge(coordinator, &live);
-    let judgement = copy.run_pass(state, now);
+    let apply_to_ready = coordinator.metrics.apply_to_ready.clone();
+    let pass_state = state.clone();
+    let mut waiting = std::mem::take(awaiting);
+    let ran = tokio::task::spawn_blocking(move || {
+        waiting.retain(|route, (generation, seen_ms)| {
+            let still_active = pass_state
+                .routes
+                .get(route)
+                .and_then(|r| r.active.as_ref())
+                .is_some_and(|a| a.generation == *generation);
+            if still_active && copy.ready_everywhere(&live, &pass_state, route) {
+                let seconds = now.saturating_sub(*seen_ms) as f64 / 1000.0;
+                apply_to_ready.observe(seconds);
+                return false;
+            }
+            still_active
+        });
+        let judgement = pass.then(|| copy.run_pass(&pass_state, now));
+        (copy, judgement, waiting)
+    })
+    .await;
+    let (copy, judgement) = match ran {
+        Ok((copy, judgement, waiting)) => {
+            *awaiting = waiting;
+            (copy, judgement)
+        }
+        Err(e) => {
+            // A panic in the pass: the engine keeps its state and the
+            // next look judges again (the commits awaiting Ready are lost
+            // to the histogram, nothing else).
+            tracing::error!(error = %e, "cutover decision pass failed");
+            coordinator.with_engine(CutoverEngine::pass_again);
+            return Vec::new();
+        }
+    };
+    let Some(judgement) = judgement else {
+        return Vec::new();
+    };
     // Remember when each route about to be committed was first seen, for
     // the apply-to-commit and apply-to-Ready histograms.
     for decision in &judgement.decisions {

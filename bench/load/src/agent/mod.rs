@@ -59,6 +59,10 @@ pub struct FleetShared {
     pub bytes: AtomicU64,
     /// Updates that did not decode.
     pub decode_errors: AtomicU64,
+    /// The last snapshot decoded, for the agents that receive the same
+    /// bytes (see `watch`). An async lock: agents wait for the one
+    /// decoding instead of all decoding the same bytes at once.
+    snapshots: tokio::sync::Mutex<watch::SharedSnapshots>,
 }
 
 /// Running agents.
@@ -107,6 +111,7 @@ impl Fleet {
             updates: AtomicU64::new(0),
             bytes: AtomicU64::new(0),
             decode_errors: AtomicU64::new(0),
+            snapshots: tokio::sync::Mutex::new(watch::SharedSnapshots::default()),
         });
         let (stop, _) = channel::channel(false);
         let mut tasks = Vec::with_capacity(2 * count);
@@ -154,6 +159,13 @@ impl Fleet {
     /// Holds evidence back (true) or lets it flow (false).
     pub fn hold_evidence(&self, hold: bool) {
         self.shared.hold.send_replace(hold);
+    }
+
+    /// Whole snapshots decoded, and whole snapshots taken from another
+    /// agent's decode of the same bytes.
+    pub async fn snapshot_decodes(&self) -> (u64, u64) {
+        let s = self.shared.snapshots.lock().await;
+        (s.decoded, s.shared)
     }
 
     /// Per agent, the time to its first complete configuration at the
@@ -230,14 +242,16 @@ async fn run_watch(
             fleet
                 .bytes
                 .fetch_add(watch::update_bytes(&update), Ordering::Relaxed);
-            // The last chunk of a whole snapshot costs a decode and an
-            // index of the whole store (about 0.1 s at 10,000 routes): off
-            // the async workers, so the other agents' heartbeats keep
-            // their leases while 200 agents resync at once.
+            // The last chunk of a whole snapshot costs a comparison with
+            // the last snapshot decoded, or a decode and an index of the
+            // whole store (about 0.1 s at 10,000 routes): off the async
+            // workers, so the other agents' heartbeats keep their leases
+            // while 200 agents resync at once.
             let heavy = !update.snapshot_json.is_empty()
                 && update.chunk_index + 1 >= update.chunk_count.max(1);
             let received = if heavy {
-                tokio::task::block_in_place(|| held.receive(update))
+                let mut snapshots = fleet.snapshots.lock().await;
+                tokio::task::block_in_place(|| held.receive_sharing(update, &mut snapshots))
             } else {
                 held.receive(update)
             };

@@ -16,8 +16,8 @@
 //! persistent, so publishing a view and diffing it against what the
 //! leader acknowledged cost O(change) too.
 
-use imbl::OrdMap;
-use std::collections::{BTreeSet, HashMap, HashSet};
+use imbl::{HashMap, HashSet, OrdMap};
+use std::collections::BTreeSet;
 use switchyard_proto::model::{
     BackendEvidence, BackendKey, ConfigDelta, ConfigSnapshot, EndpointSlice, Kind, ObjectName,
     Resource, RouteRecord, Service,
@@ -54,6 +54,9 @@ impl View {
 pub struct NotHeld(String);
 
 /// The view plus the indexes that let a delta update it in O(change).
+/// Every map is persistent: a clone is O(1), so agents that received the
+/// same snapshot can start from one builder (see `watch::SharedSnapshots`)
+/// and each pays only for what its own deltas change.
 #[derive(Debug, Clone, Default)]
 pub struct Builder {
     view: View,

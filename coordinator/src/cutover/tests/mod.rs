@@ -402,10 +402,17 @@ fn applied_summary_and_ready() {
         e.applied_summary(&s, &r(), 20),
         Some((format!("1 of 2 proxies at generation {g}"), false))
     );
+    let live = e.live_proxies(&s, 20);
+    assert!(!e.ready_everywhere(&live, &s, &r()), "p1 is behind");
     heartbeat(&mut e, &s, "p1", [(r(), g)].into(), 10);
     assert_eq!(
         e.applied_summary(&s, &r(), 20),
         Some((format!("2 of 2 proxies at generation {g}"), true))
+    );
+    assert!(e.ready_everywhere(&live, &s, &r()));
+    assert!(
+        !e.ready_everywhere(&Default::default(), &s, &r()),
+        "nobody live: not Ready"
     );
 }
 
