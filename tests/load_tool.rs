@@ -22,6 +22,7 @@ fn options(tls: bool, acceptance: bool) -> Options {
             binary: PathBuf::from(env!("CARGO_BIN_EXE_switchyard")),
             tls,
             extra_args: Vec::new(),
+            log_filter: "warn".into(),
         },
         batch: 25,
         changes: 4,
@@ -31,6 +32,7 @@ fn options(tls: bool, acceptance: bool) -> Options {
         pending: 3,
         wait: Duration::from_secs(60),
         acceptance,
+        keep_logs: None,
         command: "load_tool test".into(),
     }
 }

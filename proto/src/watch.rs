@@ -182,6 +182,77 @@ pub fn snapshot_is_stale(held: u64, resync: bool, version: u64) -> bool {
     version < held || (version == held && !resync)
 }
 
+/// What a whole update asks of a watcher by the sequence rules alone,
+/// before its payload is decoded.
+#[derive(Debug)]
+pub enum Step {
+    /// No newer than what is held: dropped.
+    Stale,
+    /// Only the version moved.
+    Version(u64),
+    /// A whole configuration at this version, still encoded.
+    Snapshot(u64, Bytes),
+    /// The changes from exactly the version held to `version`, still
+    /// encoded: [`decode_delta`] checks that they say so themselves.
+    Delta {
+        /// The version they lead to.
+        version: u64,
+        /// The version they apply on (the one held).
+        base: u64,
+        /// Their JSON.
+        json: Bytes,
+    },
+}
+
+/// [`decode`]'s sequence rules without the decoding: for watchers that
+/// look at a payload's bytes first (the load tool's agents share the
+/// decode of identical bytes). Every rule [`decode`] applies before
+/// decoding is here, and [`decode`] applies them through this.
+pub fn step(held: u64, holding: bool, resync: bool, update: Whole) -> Result<Step, Refused> {
+    let version = update.version;
+    let out_of_sequence = Refused::OutOfSequence;
+    match update.payload {
+        Some((Payload::Snapshot, json)) => {
+            if snapshot_is_stale(held, resync, version) {
+                return Ok(Step::Stale);
+            }
+            Ok(Step::Snapshot(version, json))
+        }
+        _ if version <= held => Ok(Step::Stale),
+        _ if resync => Err(out_of_sequence(
+            "a full snapshot was asked for and a change came".into(),
+        )),
+        // A bare version from a coordinator older than `base_version`.
+        None if update.base == 0 => Ok(Step::Version(version)),
+        _ if update.base != held => Err(out_of_sequence(format!(
+            "it is based on version {}, this proxy holds {held}",
+            update.base
+        ))),
+        None => Ok(Step::Version(version)),
+        Some((Payload::Delta, _)) if !holding => {
+            Err(out_of_sequence("a delta came before any snapshot".into()))
+        }
+        Some((Payload::Delta, json)) => Ok(Step::Delta {
+            version,
+            base: update.base,
+            json,
+        }),
+    }
+}
+
+/// Decodes a delta [`step`] let through, and checks it goes from `base`
+/// to `version` as its update said.
+pub fn decode_delta(version: u64, base: u64, json: &[u8]) -> Result<ConfigDelta, Refused> {
+    let delta: ConfigDelta = serde_json::from_slice(json).map_err(Refused::Decode)?;
+    if (delta.base_version, delta.version) != (base, version) {
+        return Err(Refused::OutOfSequence(format!(
+            "its delta goes from {} to {}, the update says {base} to {version}",
+            delta.base_version, delta.version
+        )));
+    }
+    Ok(delta)
+}
+
 /// What one whole update means to a watcher holding version `held`, and a
 /// configuration if `holding`, without applying anything: for watchers
 /// that keep their own structure and apply a delta to it themselves (all
@@ -189,46 +260,18 @@ pub fn snapshot_is_stale(held: u64, resync: bool, version: u64) -> bool {
 /// error, and takes one at `held` itself too (its copy at `held` may be
 /// the wrong one).
 pub fn decode(held: u64, holding: bool, resync: bool, update: Whole) -> Result<Decoded, Refused> {
-    let version = update.version;
-    let out_of_sequence = Refused::OutOfSequence;
-    let decode_error = Refused::Decode;
-    let json = match update.payload {
-        Some((Payload::Snapshot, json)) => {
-            if snapshot_is_stale(held, resync, version) {
-                return Ok(Decoded::Stale);
-            }
-            return serde_json::from_slice(&json)
-                .map(|snapshot| Decoded::Snapshot(version, snapshot))
-                .map_err(decode_error);
-        }
-        _ if version <= held => return Ok(Decoded::Stale),
-        _ if resync => {
-            return Err(out_of_sequence(
-                "a full snapshot was asked for and a change came".into(),
-            ));
-        }
-        // A bare version from a coordinator older than `base_version`.
-        None if update.base == 0 => return Ok(Decoded::Version(version)),
-        _ if update.base != held => {
-            return Err(out_of_sequence(format!(
-                "it is based on version {}, this proxy holds {held}",
-                update.base
-            )));
-        }
-        None => return Ok(Decoded::Version(version)),
-        Some((Payload::Delta, json)) => json,
-    };
-    let delta: ConfigDelta = serde_json::from_slice(&json).map_err(decode_error)?;
-    if (delta.base_version, delta.version) != (update.base, version) {
-        return Err(out_of_sequence(format!(
-            "its delta goes from {} to {}, the update says {} to {version}",
-            delta.base_version, delta.version, update.base
-        )));
+    match step(held, holding, resync, update)? {
+        Step::Stale => Ok(Decoded::Stale),
+        Step::Version(version) => Ok(Decoded::Version(version)),
+        Step::Snapshot(version, json) => serde_json::from_slice(&json)
+            .map(|snapshot| Decoded::Snapshot(version, snapshot))
+            .map_err(Refused::Decode),
+        Step::Delta {
+            version,
+            base,
+            json,
+        } => decode_delta(version, base, &json).map(|delta| Decoded::Delta(version, delta)),
     }
-    if !holding {
-        return Err(out_of_sequence("a delta came before any snapshot".into()));
-    }
-    Ok(Decoded::Delta(version, delta))
 }
 
 /// What one whole update means to a watcher holding version `held` and

@@ -78,8 +78,8 @@ pub struct CoordinatorArgs {
     /// Most HTTPRoutes stored at once. An apply that would add routes past it is refused whole
     /// (updates and deletes always work).
     ///
-    /// Every proxy compiles every route and every change ships the whole configuration to every
-    /// proxy, so this bounds proxy memory and snapshot size. 10000 is well above what one Gateway
+    /// Every proxy compiles and holds every route, and a proxy that joins or falls behind receives
+    /// the whole configuration, so this bounds proxy memory and snapshot size. 10000 is well above what one Gateway
     /// fleet serves in practice, low enough that a runaway generator is stopped early.
     #[arg(long, default_value_t = 10_000)]
     pub max_routes: usize,

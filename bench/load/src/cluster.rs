@@ -27,6 +27,9 @@ pub enum ClusterSpec {
         tls: bool,
         /// Extra flags for every coordinator (`--max-message-bytes=...`).
         extra_args: Vec<String>,
+        /// Their `RUST_LOG`: `warn` keeps what the harness holds in memory
+        /// small; `info` says what the leader did (with `--keep-logs`).
+        log_filter: String,
     },
     /// A cluster started elsewhere, plaintext (`HOST:PORT` each).
     Connect(Vec<String>),
@@ -68,7 +71,7 @@ impl Cluster {
     /// printed their `LISTENING` line when this returns (a leader may not
     /// be elected yet: `admin::leader` waits for it).
     pub fn new(spec: &ClusterSpec) -> anyhow::Result<Cluster> {
-        let (binary, tls, extra_args) = match spec {
+        let (binary, tls, extra_args, log_filter) = match spec {
             ClusterSpec::Connect(addresses) => {
                 return Ok(Cluster {
                     addresses: addresses.clone(),
@@ -81,7 +84,8 @@ impl Cluster {
                 binary,
                 tls,
                 extra_args,
-            } => (binary, *tls, extra_args),
+                log_filter,
+            } => (binary, *tls, extra_args, log_filter),
         };
         if !binary.is_file() {
             bail!(
@@ -131,8 +135,8 @@ impl Cluster {
             }
             args.extend(extra_args.iter().cloned());
             let mut spec = ProcessSpec::new(format!("coordinator-{id}"), binary, args);
-            // Warnings only: the harness keeps every line in memory.
-            spec.env = vec![("RUST_LOG".into(), "warn".into())];
+            // The harness keeps every line in memory.
+            spec.env = vec![("RUST_LOG".into(), log_filter.clone())];
             spec.ready_timeout = Duration::from_secs(30);
             let process = Process::start(spec)?;
             members.push(Member {

@@ -55,6 +55,9 @@ pub struct Options {
     /// Also run the acceptance sequence through three real proxies at this
     /// size (needs coordinators started here, without TLS).
     pub acceptance: bool,
+    /// Write each started coordinator's whole log into this directory at
+    /// the end (`coordinator-<id>.log`), for a look at what a figure hid.
+    pub keep_logs: Option<std::path::PathBuf>,
     /// The command line, printed above the table.
     pub command: String,
 }

@@ -69,6 +69,10 @@ struct Args {
     /// Needs coordinators started here, without --tls.
     #[arg(long)]
     acceptance: bool,
+    /// Write each started coordinator's whole log into DIR at the end (coordinator-<id>.log);
+    /// the coordinators then log at info, not only their warnings.
+    #[arg(long, value_name = "DIR")]
+    keep_logs: Option<PathBuf>,
     /// Only write the generated store as Kubernetes YAML into this directory (files of at
     /// most --batch objects, in apply order, for `switchyard apply -f`), and exit.
     #[arg(long, value_name = "DIR")]
@@ -91,10 +95,22 @@ async fn main() -> ExitCode {
         };
     }
     let cluster = if args.connect.is_empty() {
+        let mut extra_args = args.coordinator_args.clone();
+        // Room for the generated routes plus the few the figures and the
+        // acceptance sequence add, unless asked otherwise.
+        if !extra_args.iter().any(|a| a.starts_with("--max-routes")) {
+            extra_args.push(format!("--max-routes={}", args.routes.max(10_000) + 100));
+        }
         ClusterSpec::Start {
             binary: args.switchyard_bin.clone(),
             tls: args.tls,
-            extra_args: args.coordinator_args.clone(),
+            extra_args,
+            log_filter: if args.keep_logs.is_some() {
+                "info"
+            } else {
+                "warn"
+            }
+            .into(),
         }
     } else {
         ClusterSpec::Connect(args.connect.clone())
@@ -111,6 +127,7 @@ async fn main() -> ExitCode {
         pending: args.pending,
         wait: args.wait,
         acceptance: args.acceptance,
+        keep_logs: args.keep_logs.clone(),
         command: std::env::args().collect::<Vec<_>>().join(" "),
     };
     match switchyard_load::run(&options).await {

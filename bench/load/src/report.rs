@@ -86,6 +86,9 @@ pub struct Resync {
     pub target_version: u64,
     /// Their times.
     pub times: Latencies,
+    /// Payloads (snapshots, deltas) the tool decoded, and those an agent
+    /// took from another's decode of byte-for-byte the same payload.
+    pub decodes: (u64, u64),
 }
 
 /// Committed updates with many clients.
@@ -240,12 +243,14 @@ impl Report {
                 (
                     ms(r.times.p99),
                     format!(
-                        "{}/{} agents from empty to a complete configuration at version ≥ {}; p50 {}, max {}",
+                        "{}/{} agents from empty to a complete configuration at version ≥ {}; p50 {}, max {}; payloads decoded {}, shared by identical bytes {}",
                         r.resynced,
                         r.agents,
                         r.target_version,
                         ms(r.times.p50),
-                        ms(r.times.max)
+                        ms(r.times.max),
+                        r.decodes.0,
+                        r.decodes.1
                     ),
                 )
             },

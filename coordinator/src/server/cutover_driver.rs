@@ -153,7 +153,7 @@ async fn decide(
     if pass {
         refresh_live_gauge(coordinator, &live);
     }
-    let apply_to_ready = coordinator.metrics.apply_to_ready.clone();
+    let metrics = coordinator.metrics.clone();
     let pass_state = state.clone();
     let mut waiting = std::mem::take(awaiting);
     let ran = tokio::task::spawn_blocking(move || {
@@ -165,12 +165,20 @@ async fn decide(
                 .is_some_and(|a| a.generation == *generation);
             if still_active && copy.ready_everywhere(&live, &pass_state, route) {
                 let seconds = now.saturating_sub(*seen_ms) as f64 / 1000.0;
-                apply_to_ready.observe(seconds);
+                metrics.apply_to_ready.observe(seconds);
                 return false;
             }
             still_active
         });
-        let judgement = pass.then(|| copy.run_pass(&pass_state, now));
+        let judgement = pass.then(|| {
+            let started = std::time::Instant::now();
+            let judgement = copy.run_pass(&pass_state, now);
+            metrics
+                .pass_seconds
+                .observe(started.elapsed().as_secs_f64());
+            metrics.pass_judged.inc_by(judgement.evaluated as u64);
+            judgement
+        });
         (copy, judgement, waiting)
     })
     .await;

@@ -1,7 +1,7 @@
 //! Coordinator metrics (Prometheus, via `prometheus-client`): Raft term,
 //! leader and indexes; pending transitions; time from apply to commit and to
-//! Ready; live proxies per zone; evidence received; requests refused for a
-//! limit. The binary serves the registry on `--admin-listen`; this module
+//! Ready; live proxies per zone; evidence received; decision passes and
+//! the transitions they judged; requests refused for a limit. The binary serves the registry on `--admin-listen`; this module
 //! only keeps the values.
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -72,6 +72,8 @@ pub struct CoordinatorMetrics {
     pub(crate) limit_hits: Family<LimitLabel, Counter>,
     pub(crate) open_streams: Family<StreamLabel, Gauge>,
     pub(crate) config_encodings: Family<EncodingLabel, Counter>,
+    pub(crate) pass_seconds: Histogram,
+    pub(crate) pass_judged: Counter,
 }
 
 fn latency_buckets() -> Histogram {
@@ -102,6 +104,12 @@ impl CoordinatorMetrics {
             limit_hits: Family::default(),
             open_streams: Family::default(),
             config_encodings: Family::default(),
+            // 0.1 ms .. ~3 s: a handful of pending routes up to a
+            // bootstrap of 10,000 with hundreds of proxies.
+            pass_seconds: Histogram::new(
+                prometheus_client::metrics::histogram::exponential_buckets(0.0001, 2.0, 16),
+            ),
+            pass_judged: Counter::default(),
         };
         for limit in LIMITS {
             m.limit_hit_counter(limit);
@@ -185,6 +193,16 @@ impl CoordinatorMetrics {
         for kind in ["delta", "full"] {
             m.config_encoding(kind);
         }
+        r.register(
+            "decision_pass_seconds",
+            "Time of one decision pass over the pending transitions, on its blocking thread (leader)",
+            m.pass_seconds.clone(),
+        );
+        r.register(
+            "decision_pass_judged",
+            "Pending transitions judged by decision passes (leader)",
+            m.pass_judged.clone(),
+        );
         m
     }
 }

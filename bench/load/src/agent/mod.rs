@@ -30,6 +30,9 @@ use view::View;
 /// Largest configuration message an agent accepts.
 const MAX_MESSAGE: usize = 1024 * 1024 * 1024;
 
+/// A payload from which size on its decode leaves the async workers.
+const LARGE_PAYLOAD: usize = 64 * 1024;
+
 /// Deadline of one unary fleet call.
 const RPC_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -62,7 +65,7 @@ pub struct FleetShared {
     /// The last snapshot decoded, for the agents that receive the same
     /// bytes (see `watch`). An async lock: agents wait for the one
     /// decoding instead of all decoding the same bytes at once.
-    snapshots: tokio::sync::Mutex<watch::SharedSnapshots>,
+    snapshots: tokio::sync::Mutex<watch::Shared>,
 }
 
 /// Running agents.
@@ -111,7 +114,7 @@ impl Fleet {
             updates: AtomicU64::new(0),
             bytes: AtomicU64::new(0),
             decode_errors: AtomicU64::new(0),
-            snapshots: tokio::sync::Mutex::new(watch::SharedSnapshots::default()),
+            snapshots: tokio::sync::Mutex::new(watch::Shared::default()),
         });
         let (stop, _) = channel::channel(false);
         let mut tasks = Vec::with_capacity(2 * count);
@@ -161,8 +164,8 @@ impl Fleet {
         self.shared.hold.send_replace(hold);
     }
 
-    /// Whole snapshots decoded, and whole snapshots taken from another
-    /// agent's decode of the same bytes.
+    /// Payloads (snapshots, deltas) decoded, and payloads taken from
+    /// another agent's decode of the same bytes.
     pub async fn snapshot_decodes(&self) -> (u64, u64) {
         let s = self.shared.snapshots.lock().await;
         (s.decoded, s.shared)
@@ -242,16 +245,21 @@ async fn run_watch(
             fleet
                 .bytes
                 .fetch_add(watch::update_bytes(&update), Ordering::Relaxed);
-            // The last chunk of a whole snapshot costs a comparison with
-            // the last snapshot decoded, or a decode and an index of the
-            // whole store (about 0.1 s at 10,000 routes): off the async
-            // workers, so the other agents' heartbeats keep their leases
-            // while 200 agents resync at once.
-            let heavy = !update.snapshot_json.is_empty()
-                && update.chunk_index + 1 >= update.chunk_count.max(1);
-            let received = if heavy {
-                let mut snapshots = fleet.snapshots.lock().await;
-                tokio::task::block_in_place(|| held.receive_sharing(update, &mut snapshots))
+            // The last chunk of a payload may cost a decode (a whole
+            // snapshot: about 0.1 s at 10,000 routes) or only a comparison
+            // with what another agent decoded (see `watch`): under the
+            // fleet's lock, so agents wait for the one decoding instead of
+            // all decoding the same bytes, and off the async workers when
+            // large, so the other agents' heartbeats keep their leases.
+            let last_chunk = update.chunk_index + 1 >= update.chunk_count.max(1);
+            let payload = update.snapshot_json.len() + update.delta_json.len();
+            let received = if last_chunk && payload > 0 {
+                let mut shared = fleet.snapshots.lock().await;
+                if update.chunk_count > 1 || payload > LARGE_PAYLOAD {
+                    tokio::task::block_in_place(|| held.receive_sharing(update, &mut shared))
+                } else {
+                    held.receive_sharing(update, &mut shared)
+                }
             } else {
                 held.receive(update)
             };

@@ -55,7 +55,7 @@ pub struct NotHeld(String);
 
 /// The view plus the indexes that let a delta update it in O(change).
 /// Every map is persistent: a clone is O(1), so agents that received the
-/// same snapshot can start from one builder (see `watch::SharedSnapshots`)
+/// same snapshot can start from one builder (see `watch::Shared`)
 /// and each pays only for what its own deltas change.
 #[derive(Debug, Clone, Default)]
 pub struct Builder {

@@ -8,33 +8,108 @@
 //! stream itself (`agent::run_watch`) or what a configuration means to
 //! the agent (`view`).
 //!
-//! # One decode per snapshot for the whole fleet
+//! # One decode per payload for the whole fleet
 //!
 //! 200 agents resyncing at once each receive the same full snapshot (14 MB
-//! of JSON at 10,000 routes). Decoding and indexing it costs about 0.1 s,
-//! so 200 separate decodes would make the tool, not the coordinators, the
-//! bottleneck of the resync figure on a small machine. [`SharedSnapshots`]
-//! keeps the last snapshot decoded with its bytes: an agent whose
-//! assembled snapshot has the same version and byte for byte the same
-//! payload (compared in full) starts from that builder — an O(1) copy,
-//! its maps being persistent — instead of decoding again. Every agent
-//! still receives every byte over its own stream; only the work of
-//! turning identical bytes into identical indexes is shared.
+//! of JSON at 10,000 routes), and then the same deltas (one that commits
+//! a bootstrap's 10,000 pending routes is megabytes too). Decoding and
+//! indexing a snapshot costs about 0.1 s, so 200 separate decodes of each
+//! payload would make the tool, not the coordinators, the bottleneck on a
+//! small machine — and starve the agents' own heartbeats. [`Shared`]
+//! keeps what the agents decoded last, with its bytes: an agent whose
+//! assembled payload is byte for byte the same (compared in full) as one
+//! already decoded, at the same version and — for a delta — on the same
+//! configuration, takes the resulting builder (an O(1) copy: its maps are
+//! persistent) instead of decoding again. "The same configuration" is a
+//! lineage: the id of a builder made from a shared snapshot or delta,
+//! which an agent keeps while it holds that builder unchanged. Every agent
+//! still receives every byte over its own stream and follows every
+//! sequence rule itself (`switchyard_proto::watch::step`); only the work
+//! of turning identical bytes into identical indexes is shared.
 
 use super::view::Builder;
 use bytes::Bytes;
 use switchyard_proto::pb;
-use switchyard_proto::watch::{self as rules, Assembler, Decoded, Payload};
+use switchyard_proto::watch::{self as rules, Assembler, Step};
 
-/// The last whole snapshot some agent decoded: its version, its payload
-/// and the builder made of it.
+/// Deltas remembered for agents that are a few behind the others.
+const SHARED_DELTAS: usize = 64;
+
+/// One payload some agent decoded, and the builder it led to.
+#[derive(Debug)]
+struct Decode {
+    /// The lineage the payload applied on (0 for a snapshot).
+    from: u64,
+    /// The version it leads to.
+    version: u64,
+    /// Its bytes.
+    bytes: Bytes,
+    /// The lineage of `builder`.
+    lineage: u64,
+    /// The configuration it led to.
+    builder: Builder,
+}
+
+/// What the agents decoded last (see the module's header).
 #[derive(Debug, Default)]
-pub struct SharedSnapshots {
-    last: Option<(u64, Bytes, Builder)>,
-    /// Snapshots decoded, and snapshots taken from here instead.
+pub struct Shared {
+    /// The last snapshot.
+    snapshot: Option<Decode>,
+    /// The last [`SHARED_DELTAS`] deltas applied on a shared lineage,
+    /// newest last.
+    deltas: std::collections::VecDeque<Decode>,
+    /// Lineages handed out.
+    lineages: u64,
+    /// Payloads decoded, and payloads taken from another agent's decode.
     pub decoded: u64,
     /// See `decoded`.
     pub shared: u64,
+}
+
+impl Shared {
+    fn lineage(&mut self) -> u64 {
+        self.lineages += 1;
+        self.lineages
+    }
+
+    /// What an agent on lineage `from` gets from `bytes` at `version`, if
+    /// some agent decoded exactly that already.
+    fn find(&mut self, from: u64, version: u64, bytes: &Bytes) -> Option<(u64, Builder)> {
+        let same = |d: &&Decode| d.from == from && d.version == version && d.bytes == *bytes;
+        let found = if from == 0 {
+            self.snapshot.as_ref().filter(same)
+        } else {
+            self.deltas.iter().rev().find(same)
+        };
+        let found = found.map(|d| (d.lineage, d.builder.clone()));
+        if found.is_some() {
+            self.shared += 1;
+        }
+        found
+    }
+
+    /// Remembers that `bytes` at `version` on lineage `from` made
+    /// `builder`; returns the new builder's lineage.
+    fn remember(&mut self, from: u64, version: u64, bytes: Bytes, builder: &Builder) -> u64 {
+        self.decoded += 1;
+        let lineage = self.lineage();
+        let decode = Decode {
+            from,
+            version,
+            bytes,
+            lineage,
+            builder: builder.clone(),
+        };
+        if from == 0 {
+            self.snapshot = Some(decode);
+        } else {
+            if self.deltas.len() == SHARED_DELTAS {
+                self.deltas.pop_front();
+            }
+            self.deltas.push_back(decode);
+        }
+        lineage
+    }
 }
 
 /// The configuration one agent holds.
@@ -50,6 +125,9 @@ pub struct Held {
     pub resync: bool,
     /// Chunks of the current stream received so far.
     assembler: Assembler,
+    /// The lineage of `config` (see the module's header), 0 when it is
+    /// nobody else's.
+    lineage: u64,
 }
 
 /// What one update did.
@@ -100,84 +178,100 @@ impl Held {
     /// rules ([`switchyard_proto::watch`]). A refusal changes nothing held
     /// and asks the next stream for a full snapshot.
     pub fn receive(&mut self, update: pb::ConfigUpdate) -> Result<Outcome, DecodeError> {
-        self.receive_sharing(update, &mut SharedSnapshots::default())
+        self.receive_sharing(update, &mut Shared::default())
     }
 
-    /// [`Held::receive`], taking a whole snapshot from `shared` when it
-    /// holds the same bytes at the same version, and leaving the one it
-    /// decodes there for the next agent.
+    /// [`Held::receive`], taking what a whole payload leads to from
+    /// `shared` when some agent decoded the same bytes on the same
+    /// configuration, and leaving what it decodes there for the others.
     pub fn receive_sharing(
         &mut self,
         update: pb::ConfigUpdate,
-        shared: &mut SharedSnapshots,
+        shared: &mut Shared,
     ) -> Result<Outcome, DecodeError> {
         let version = update.version;
-        let refused = |held: &mut Held, reason: String| {
-            held.resync = true;
-            DecodeError { version, reason }
-        };
         let whole = match self.assembler.push(update) {
             Ok(Some(whole)) => whole,
             Ok(None) => return Ok(Outcome::Stale),
-            Err(reason) => return Err(refused(self, reason)),
-        };
-        let snapshot_bytes = match &whole.payload {
-            Some((Payload::Snapshot, bytes))
-                if !rules::snapshot_is_stale(self.version, self.resync, whole.version) =>
-            {
-                if let Some((v, b, builder)) = &shared.last
-                    && *v == whole.version
-                    && b == bytes
-                {
-                    shared.shared += 1;
-                    self.version = whole.version;
-                    self.config = Some(builder.clone());
-                    self.resync = false;
-                    return Ok(Outcome::Changed);
-                }
-                Some(bytes.clone())
-            }
-            _ => None,
+            Err(reason) => return Err(self.refused(version, reason)),
         };
         let holding = self.config.is_some();
-        match rules::decode(self.version, holding, self.resync, whole) {
-            Ok(Decoded::Stale) => Ok(Outcome::Stale),
-            Ok(Decoded::Version(v)) => {
+        let step = match rules::step(self.version, holding, self.resync, whole) {
+            Ok(step) => step,
+            Err(e) => return Err(self.refused(version, refusal(e))),
+        };
+        let (delta_base, bytes) = match step {
+            Step::Stale => return Ok(Outcome::Stale),
+            Step::Version(v) => {
                 self.version = v;
-                Ok(Outcome::Version)
+                return Ok(Outcome::Version);
             }
-            Ok(Decoded::Snapshot(v, snapshot)) => {
-                let builder = Builder::of(&snapshot);
-                if let Some(bytes) = snapshot_bytes {
-                    shared.decoded += 1;
-                    shared.last = Some((v, bytes, builder.clone()));
-                }
-                self.version = v;
-                self.config = Some(builder);
-                self.resync = false;
-                Ok(Outcome::Changed)
-            }
-            Ok(Decoded::Delta(v, delta)) => {
-                let applied = match self.config.as_mut() {
-                    Some(config) => config.apply(&delta).map_err(|e| e.to_string()),
-                    None => Err("a delta came before any snapshot".into()),
+            Step::Snapshot(_, bytes) => (None, bytes),
+            Step::Delta { base, json, .. } => (Some(base), json),
+        };
+        // What the payload is shared under: a snapshot under 0, a delta
+        // under the lineage it applies on; a delta on a configuration
+        // nobody shares is this agent's alone.
+        let key = match delta_base {
+            None => Some(0),
+            Some(_) if self.lineage != 0 => Some(self.lineage),
+            Some(_) => None,
+        };
+        let found = key.and_then(|from| shared.find(from, version, &bytes));
+        let (lineage, builder) = match found {
+            Some(found) => found,
+            None => {
+                let built = match delta_base {
+                    None => serde_json::from_slice(&bytes)
+                        .map(|snapshot| Builder::of(&snapshot))
+                        .map_err(|e| e.to_string()),
+                    Some(base) => self.apply_delta(version, base, &bytes),
                 };
-                match applied {
-                    Ok(()) => {
-                        self.version = v;
-                        Ok(Outcome::Changed)
-                    }
-                    Err(reason) => Err(refused(self, reason)),
-                }
+                let builder = match built {
+                    Ok(builder) => builder,
+                    Err(reason) => return Err(self.refused(version, reason)),
+                };
+                let lineage = key.map_or(0, |from| shared.remember(from, version, bytes, &builder));
+                (lineage, builder)
             }
-            Err(rules::Refused::OutOfSequence(reason)) => Err(refused(self, reason)),
-            Err(rules::Refused::Decode(e)) => Err(refused(self, e.to_string())),
-        }
+        };
+        self.version = version;
+        self.config = Some(builder);
+        self.lineage = lineage;
+        self.resync = false;
+        Ok(Outcome::Changed)
+    }
+
+    /// The configuration held with the delta from `base` to `version`
+    /// applied (all or nothing: on a copy, O(1) to make).
+    fn apply_delta(&self, version: u64, base: u64, json: &[u8]) -> Result<Builder, String> {
+        let delta = rules::decode_delta(version, base, json).map_err(refusal)?;
+        let mut next = self
+            .config
+            .clone()
+            .ok_or_else(|| "a delta came before any snapshot".to_string())?;
+        next.apply(&delta).map_err(|e| e.to_string())?;
+        Ok(next)
+    }
+
+    /// Refuses the update at `version`: nothing held changes, and the
+    /// next stream asks for a full snapshot.
+    fn refused(&mut self, version: u64, reason: String) -> DecodeError {
+        self.resync = true;
+        DecodeError { version, reason }
     }
 
     /// Whether a complete configuration at `version` or newer is held.
     pub fn complete_at(&self, version: u64) -> bool {
         self.config.is_some() && self.version >= version
+    }
+}
+
+/// Why the rules refused an update, in words.
+fn refusal(refused: rules::Refused) -> String {
+    match refused {
+        rules::Refused::OutOfSequence(reason) => reason,
+        rules::Refused::Decode(e) => e.to_string(),
     }
 }
 
@@ -190,7 +284,24 @@ pub fn update_bytes(update: &pb::ConfigUpdate) -> u64 {
 mod tests {
     use super::*;
 
-    use switchyard_proto::model::ConfigSnapshot;
+    use switchyard_proto::model::{ConfigDelta, ConfigSnapshot, ObjectName};
+
+    fn delta(base: u64, version: u64, service: &str) -> pb::ConfigUpdate {
+        let mut d = ConfigDelta {
+            base_version: base,
+            version,
+            ..Default::default()
+        };
+        d.endpoint_generations
+            .insert(ObjectName::new("ns", service), version);
+        pb::ConfigUpdate {
+            version,
+            base_version: base,
+            delta_json: serde_json::to_vec(&d).unwrap().into(),
+            coordinator_id: 1,
+            ..Default::default()
+        }
+    }
 
     fn update(version: u64, snapshot: Option<&ConfigSnapshot>) -> pb::ConfigUpdate {
         pb::ConfigUpdate {
@@ -234,7 +345,7 @@ mod tests {
             version: 5,
             ..Default::default()
         };
-        let mut shared = SharedSnapshots::default();
+        let mut shared = Shared::default();
         let (mut a, mut b, mut c) = (Held::default(), Held::default(), Held::default());
         assert_eq!(
             a.receive_sharing(update(5, Some(&s)), &mut shared).unwrap(),
@@ -267,5 +378,55 @@ mod tests {
         let mut bad = update(6, None);
         bad.snapshot_json = b"{".to_vec().into();
         assert!(a.receive_sharing(bad, &mut shared).is_err());
+    }
+
+    #[test]
+    fn a_delta_is_shared_only_by_agents_on_the_same_configuration() {
+        let s = ConfigSnapshot {
+            version: 5,
+            ..Default::default()
+        };
+        let mut shared = Shared::default();
+        let (mut a, mut b, mut c) = (Held::default(), Held::default(), Held::default());
+        a.receive_sharing(update(5, Some(&s)), &mut shared).unwrap();
+        b.receive_sharing(update(5, Some(&s)), &mut shared).unwrap();
+        // c holds the same version from other bytes: its own lineage.
+        let mut other = update(5, Some(&s));
+        other.snapshot_json = [serde_json::to_vec(&s).unwrap(), b" ".to_vec()]
+            .concat()
+            .into();
+        c.receive_sharing(other, &mut shared).unwrap();
+        assert_eq!((shared.decoded, shared.shared), (2, 1));
+
+        for held in [&mut a, &mut b, &mut c] {
+            assert_eq!(
+                held.receive_sharing(delta(5, 6, "x"), &mut shared).unwrap(),
+                Outcome::Changed
+            );
+            assert!(held.complete_at(6));
+        }
+        // a decoded it, b took a's, c (another configuration) decoded its own.
+        assert_eq!((shared.decoded, shared.shared), (4, 2));
+        assert_eq!(
+            a.config.as_ref().unwrap().view(6),
+            b.config.as_ref().unwrap().view(6)
+        );
+        assert_eq!(
+            a.config.as_ref().unwrap().view(6),
+            c.config.as_ref().unwrap().view(6)
+        );
+
+        // A delta on the wrong base is refused whatever is shared, and
+        // changes nothing held.
+        let refused = b.receive_sharing(delta(5, 6, "x"), &mut shared);
+        assert!(matches!(refused, Ok(Outcome::Stale)), "{refused:?}");
+        assert!(b.receive_sharing(delta(4, 7, "y"), &mut shared).is_err());
+        assert_eq!(b.version, 6);
+        assert!(b.resync, "a refusal asks for a full snapshot");
+        // Bytes that say another base than their update are refused too.
+        let mut lying = delta(6, 7, "y");
+        lying.base_version = 6;
+        lying.version = 8;
+        assert!(a.receive_sharing(lying, &mut shared).is_err());
     }
 }

@@ -26,7 +26,7 @@ use crate::agent::Fleet;
 use crate::cluster::{Cluster, disk_usage};
 use crate::report::{Bulk, Cpu, Disk, Latencies, Memory, Report, Resync};
 use crate::{Options, admin, routes};
-use anyhow::bail;
+use anyhow::{Context as _, bail};
 use std::time::{Duration, Instant};
 use switchyard_proto::model::Resource;
 use switchyard_tls::{Identity, Security};
@@ -186,6 +186,7 @@ async fn resync(ctx: &Context, fleet: &Fleet, agents: usize, target: u64) -> Res
                 resynced: done.len(),
                 target_version: target,
                 times: Latencies::of(done),
+                decodes: fleet.snapshot_decodes().await,
             };
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -376,6 +377,14 @@ pub async fn run(options: &Options) -> anyhow::Result<Report> {
     // The first few, to say what they were (a leader kill makes some).
     for warning in ctx.cluster.warnings().into_iter().take(5) {
         ctx.notes.push(format!("coordinator: {warning}"));
+    }
+    if let Some(dir) = &options.keep_logs {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        for member in &ctx.cluster.members {
+            let path = dir.join(format!("coordinator-{}.log", member.id));
+            std::fs::write(&path, member.process.log_text())
+                .with_context(|| format!("cannot write {}", path.display()))?;
+        }
     }
     Ok(Report {
         command: options.command.clone(),
