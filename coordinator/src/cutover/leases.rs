@@ -35,6 +35,14 @@ impl Leases {
         self.last_seen.get(proxy).map(|(_, seen)| *seen)
     }
 
+    /// Renews every lease at `now_ms` (a leader that was cut off from its
+    /// quorum and is back: nobody could reach it meanwhile).
+    pub fn renew_all(&mut self, now_ms: u64) {
+        for (_, seen) in self.last_seen.values_mut() {
+            *seen = (*seen).max(now_ms);
+        }
+    }
+
     /// Forgets a proxy.
     pub fn remove(&mut self, proxy: &str) {
         self.last_seen.remove(proxy);

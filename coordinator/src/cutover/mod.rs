@@ -153,6 +153,9 @@ pub struct CutoverEngine {
     changes: u64,
     /// What the leader loop's passes have seen (see `pass`).
     passes: pass::Passes,
+    /// Since when the leader has had no quorum acknowledgement, while it
+    /// still leads in this term (see `pass`): no pass runs meanwhile.
+    quorum_lost_ms: Option<u64>,
     /// What the next pass must judge: every pending route, or — when only
     /// evidence changed since the last pass — those that use one of these
     /// backends (see `pass`).
@@ -194,6 +197,7 @@ impl CutoverEngine {
             paused_at_ms: None,
             changes: 0,
             passes: pass::Passes::default(),
+            quorum_lost_ms: None,
             scope: pass::Scope::default(),
         };
         engine.sync_registry(state, now_ms);

@@ -128,6 +128,29 @@ impl CutoverEngine {
         self.passes.last = None;
     }
 
+    /// The leader this engine serves has no quorum acknowledgement: it
+    /// decides nothing until [`CutoverEngine::resume_after_quorum`]. True
+    /// when this starts a pause.
+    pub fn pause_for_quorum(&mut self, now_ms: u64) -> bool {
+        let starts = self.quorum_lost_ms.is_none();
+        self.quorum_lost_ms.get_or_insert(now_ms);
+        starts
+    }
+
+    /// The same leader, in the same term, has its quorum again: every
+    /// lease is renewed (the fleet's calls were refused meanwhile, so
+    /// silence says nothing about a proxy), what the proxies said before
+    /// is kept (evidence still counts only within a lease TTL of its
+    /// arrival), and the next pass judges everything. How long the pause
+    /// lasted, if there was one.
+    pub fn resume_after_quorum(&mut self, now_ms: u64) -> Option<u64> {
+        let since = self.quorum_lost_ms.take()?;
+        self.leases.renew_all(now_ms);
+        self.changes += 1;
+        self.pass_again();
+        Some(now_ms.saturating_sub(since))
+    }
+
     /// Starts a pass at `now_ms`: brings the registry half of the soft
     /// state in line with `state` and returns a copy of the engine to judge
     /// with, outside whatever lock guards this one. O(P): everything per

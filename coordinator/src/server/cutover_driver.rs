@@ -7,9 +7,10 @@
 //! entry, a fleet change, or a lease, report, grace or timeout falling
 //! due), and the loop sleeps until the next such time. Besides, it looks
 //! at least every [`QUORUM_CHECK`] whether it still leads with a quorum,
-//! which costs a lock and a few comparisons. Losing leadership (or the
-//! quorum) drops the engine; gaining it — or leading again in a later term
-//! — builds a fresh one (every lease renewed, no evidence). Decisions are
+//! which costs a lock and a few comparisons. Losing leadership drops the
+//! engine; losing the quorum while leading in the same term pauses it
+//! (see `look`); gaining leadership — or leading again in a later term —
+//! builds a fresh one (every lease renewed, no evidence). Decisions are
 //! proposed on this node only, never forwarded: a decision is this
 //! leader's, and the state machine would refuse it in another term anyway.
 //! Each pass also refreshes the gauges of [`super::metrics`].
@@ -224,16 +225,43 @@ fn look(
 ) -> Look {
     let term = coordinator.node.metrics().borrow().current_term;
     let mut guard = coordinator.engine.lock().unwrap_or_else(|e| e.into_inner());
-    // A leader that lost its quorum stops deciding, as if it were not
-    // leading: it could commit nothing anyway, and its leases go stale while
-    // proxies talk to the majority. If it gets its quorum back it starts
-    // afresh, like a new leader.
+    // A leader without a quorum acknowledgement within an election
+    // timeout decides nothing: it could commit nothing anyway, and the
+    // fleet's calls to it are refused meanwhile.
+    //
+    // While it still leads in the same term it keeps its engine, paused:
+    // Raft allows one leader per term, so nobody else decided in the
+    // meantime, and a quorum acknowledging this term again means no later
+    // term was started without it. On a loaded machine (a failover with
+    // hundreds of proxies sending their whole sets) acknowledgements can
+    // lag for a moment; starting afresh each time would drop every
+    // proxy's evidence and applied set and make them all send them again,
+    // feeding the very load that delayed the acknowledgements. When it no
+    // longer leads, or leads in a later term, nothing carries over.
     if !coordinator.leads_with_quorum() {
-        if guard.take().is_some() {
-            tracing::info!("lost leadership or quorum: cutover engine stopped");
-            coordinator
-                .status_changes
-                .send_modify(|v| *v = v.wrapping_add(1));
+        let paused_in_term =
+            coordinator.node.is_leader() && guard.as_ref().is_some_and(|e| e.term() == term);
+        match guard.as_mut() {
+            Some(engine) if paused_in_term => {
+                let starts = engine.pause_for_quorum(now);
+                if starts {
+                    tracing::info!(
+                        term,
+                        "leading without a quorum acknowledgement: decisions paused, the engine is kept while this term lasts"
+                    );
+                    coordinator
+                        .status_changes
+                        .send_modify(|v| *v = v.wrapping_add(1));
+                }
+            }
+            Some(_) => {
+                *guard = None;
+                tracing::info!("lost leadership: cutover engine stopped");
+                coordinator
+                    .status_changes
+                    .send_modify(|v| *v = v.wrapping_add(1));
+            }
+            None => {}
         }
         awaiting.clear();
         return Look::Idle;
@@ -243,6 +271,16 @@ fn look(
         // soft state may carry over.
         *guard = None;
         awaiting.clear();
+    }
+    if let Some(paused_ms) = guard.as_mut().and_then(|e| e.resume_after_quorum(now)) {
+        tracing::info!(
+            term,
+            paused_ms,
+            "quorum acknowledgements back: decisions resumed, every proxy lease renewed"
+        );
+        coordinator
+            .status_changes
+            .send_modify(|v| *v = v.wrapping_add(1));
     }
     let engine = guard.get_or_insert_with(|| {
         tracing::info!(

@@ -93,8 +93,16 @@ pub(super) async fn run(shared: Arc<Shared>) {
         senders.applied.reset();
         senders.evidence.reset();
         loop {
-            if let Err(e) = round(&shared, &mut lag, &mut senders).await {
-                if e.is_unknown_registration() {
+            // After a failed round the next one comes after a back-off
+            // pause, never later than the interval: a leader that died
+            // or moved is found (through the hint or the next coordinator)
+            // within a fraction of the lease, not one interval per
+            // coordinator tried — the new leader judges nothing until it
+            // has heard from its proxies.
+            let mut pause = interval;
+            match round(&shared, &mut lag, &mut senders).await {
+                Ok(()) => backoff.reset(),
+                Err(e) if e.is_unknown_registration() => {
                     log_error!(
                         e.level(),
                         &e,
@@ -103,10 +111,13 @@ pub(super) async fn run(shared: Arc<Shared>) {
                     unregistered_since = Instant::now();
                     continue 'register;
                 }
-                log_error!(round_level(&e), &e, "heartbeat or readiness report failed");
+                Err(e) => {
+                    log_error!(round_level(&e), &e, "heartbeat or readiness report failed");
+                    pause = backoff.next_delay().min(interval);
+                }
             }
             tokio::select! {
-                _ = tokio::time::sleep(interval) => {}
+                _ = tokio::time::sleep(pause) => {}
                 _ = shared.report_now.notified() => {}
                 _ = readiness.changed() => {}
                 _ = sockets.changed() => {}

@@ -24,6 +24,9 @@ use switchyard_proto::pb::{self, fleet_service_client::FleetServiceClient};
 use tokio::sync::watch;
 use tonic::transport::Channel;
 
+/// The pause before the next round after a failed call.
+const RETRY_SOON: Duration = Duration::from_millis(100);
+
 /// Shortest heartbeat interval kept to, whatever a coordinator says.
 const MIN_INTERVAL: Duration = Duration::from_millis(50);
 
@@ -115,7 +118,7 @@ pub(super) async fn run(
             reported = view::reportable(&current, &reported, holding);
             // Evidence first, as a proxy does: a new leader learns
             // readiness as soon as it hears from the proxy.
-            let known = report(
+            let reported_to = report(
                 &agent,
                 &fleet,
                 &router,
@@ -123,21 +126,32 @@ pub(super) async fn run(
                 &reported,
                 &mut senders,
             )
-            .await
-                && heartbeat(
-                    &agent,
-                    &fleet,
-                    &router,
-                    registration,
-                    &current,
-                    &mut senders,
-                )
-                .await;
-            if !known {
+            .await;
+            if reported_to == Some(false) {
                 continue 'register;
             }
+            let heartbeat_to = heartbeat(
+                &agent,
+                &fleet,
+                &router,
+                registration,
+                &current,
+                &mut senders,
+            )
+            .await;
+            if heartbeat_to == Some(false) {
+                continue 'register;
+            }
+            // After a failed call the next round comes soon (as a proxy's
+            // does, after its back-off): the router already points at the
+            // leader a refusal named, or at the next coordinator.
+            let pause = if reported_to.is_none() || heartbeat_to.is_none() {
+                RETRY_SOON.min(interval)
+            } else {
+                interval
+            };
             tokio::select! {
-                _ = tokio::time::sleep(interval) => {}
+                _ = tokio::time::sleep(pause) => {}
                 Ok(()) = views.changed() => {}
                 Ok(()) = hold.changed() => {}
                 _ = stop.changed() => {}
@@ -167,8 +181,8 @@ struct Senders {
     evidence: SetSender<BackendKey, Evidence>,
 }
 
-/// Reports `reported`; false when the leader no longer knows this
-/// registration. A failed call counts and passes (the next round retries).
+/// Reports `reported`: whether the leader knows this registration, `None`
+/// when the call failed (counted; the next round retries).
 async fn report(
     agent: &Agent,
     fleet: &FleetShared,
@@ -176,7 +190,7 @@ async fn report(
     registration: u64,
     reported: &OrdMap<BackendKey, Evidence>,
     senders: &mut Senders,
-) -> bool {
+) -> Option<bool> {
     let sent = senders
         .evidence
         .send(reported, |update| {
@@ -197,8 +211,8 @@ async fn report(
     known(fleet, sent)
 }
 
-/// Heartbeats the generations `view` serves; false when the leader no
-/// longer knows this registration.
+/// Heartbeats the generations `view` serves: whether the leader knows
+/// this registration, `None` when the call failed.
 async fn heartbeat(
     agent: &Agent,
     fleet: &FleetShared,
@@ -206,7 +220,7 @@ async fn heartbeat(
     registration: u64,
     view: &View,
     senders: &mut Senders,
-) -> bool {
+) -> Option<bool> {
     let sent = senders
         .applied
         .send(&view.applied, |update| {
@@ -228,11 +242,11 @@ async fn heartbeat(
     known(fleet, sent)
 }
 
-/// Whether the leader knows this registration: a failed call counts and
-/// passes (the next round retries).
-fn known(fleet: &FleetShared, sent: Result<bool, tonic::Status>) -> bool {
-    sent.unwrap_or_else(|_| {
+/// Whether the leader knows this registration; `None` (and counted) when
+/// the call failed.
+fn known(fleet: &FleetShared, sent: Result<bool, tonic::Status>) -> Option<bool> {
+    sent.inspect_err(|_| {
         fleet.rpc_errors.fetch_add(1, Ordering::Relaxed);
-        true
     })
+    .ok()
 }

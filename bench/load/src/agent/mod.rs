@@ -52,6 +52,8 @@ pub struct FleetShared {
     /// Per agent: from its first Watch call to holding a complete
     /// configuration at `target_version` or newer.
     resync: Mutex<Vec<Option<Duration>>>,
+    /// Per agent: the version of the configuration it holds (0: none).
+    held_versions: Vec<AtomicU64>,
     /// Registrations that succeeded (re-registrations included).
     pub registrations: AtomicU64,
     /// Failed unary calls and broken streams.
@@ -109,6 +111,7 @@ impl Fleet {
             hold,
             target_version: AtomicU64::new(target_version),
             resync: Mutex::new(vec![None; count]),
+            held_versions: (0..count).map(|_| AtomicU64::new(0)).collect(),
             registrations: AtomicU64::new(0),
             rpc_errors: AtomicU64::new(0),
             updates: AtomicU64::new(0),
@@ -162,6 +165,17 @@ impl Fleet {
     /// Holds evidence back (true) or lets it flow (false).
     pub fn hold_evidence(&self, hold: bool) {
         self.shared.hold.send_replace(hold);
+    }
+
+    /// The oldest configuration version any agent holds (0: some agent
+    /// holds none yet).
+    pub fn oldest_held_version(&self) -> u64 {
+        self.shared
+            .held_versions
+            .iter()
+            .map(|v| v.load(Ordering::Relaxed))
+            .min()
+            .unwrap_or(0)
     }
 
     /// Payloads (snapshots, deltas) decoded, and payloads taken from
@@ -247,22 +261,12 @@ async fn run_watch(
                 .fetch_add(watch::update_bytes(&update), Ordering::Relaxed);
             // The last chunk of a payload may cost a decode (a whole
             // snapshot: about 0.1 s at 10,000 routes) or only a comparison
-            // with what another agent decoded (see `watch`): under the
-            // fleet's lock, so agents wait for the one decoding instead of
-            // all decoding the same bytes, and off the async workers when
-            // large, so the other agents' heartbeats keep their leases.
-            let last_chunk = update.chunk_index + 1 >= update.chunk_count.max(1);
-            let payload = update.snapshot_json.len() + update.delta_json.len();
-            let received = if last_chunk && payload > 0 {
-                let mut shared = fleet.snapshots.lock().await;
-                if update.chunk_count > 1 || payload > LARGE_PAYLOAD {
-                    tokio::task::block_in_place(|| held.receive_sharing(update, &mut shared))
-                } else {
-                    held.receive_sharing(update, &mut shared)
-                }
-            } else {
-                held.receive(update)
-            };
+            // with what another agent decoded (see `watch`); a large one
+            // is decoded off the async workers, so the other agents'
+            // heartbeats keep their leases while 200 agents resync.
+            let received = held
+                .receive_in_fleet(update, &fleet.snapshots, LARGE_PAYLOAD)
+                .await;
             match received {
                 Ok(watch::Outcome::Stale) => continue,
                 Ok(watch::Outcome::Version) => {
@@ -279,6 +283,11 @@ async fn run_watch(
                     fleet.decode_errors.fetch_add(1, Ordering::Relaxed);
                     break;
                 }
+            }
+            if held.config.is_some()
+                && let Some(slot) = fleet.held_versions.get(first)
+            {
+                slot.store(held.version, Ordering::Relaxed);
             }
             let target = fleet.target_version.load(Ordering::Relaxed);
             if held.complete_at(target)

@@ -57,7 +57,7 @@ pub struct NotHeld(String);
 /// Every map is persistent: a clone is O(1), so agents that received the
 /// same snapshot can start from one builder (see `watch::Shared`)
 /// and each pays only for what its own deltas change.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Builder {
     view: View,
     /// Per route: the backends its active and pending specs send traffic

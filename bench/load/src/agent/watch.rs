@@ -35,11 +35,17 @@ use switchyard_proto::watch::{self as rules, Assembler, Step};
 /// Deltas remembered for agents that are a few behind the others.
 const SHARED_DELTAS: usize = 64;
 
+/// Aliases kept at most (a bound on memory; forgetting them only costs
+/// comparisons again).
+const MAX_ALIASES: usize = 100_000;
+
 /// One payload some agent decoded, and the builder it led to.
 #[derive(Debug)]
 struct Decode {
     /// The lineage the payload applied on (0 for a snapshot).
     from: u64,
+    /// The configuration it applied on (`None` for a snapshot).
+    before: Option<Builder>,
     /// The version it leads to.
     version: u64,
     /// Its bytes.
@@ -60,26 +66,80 @@ pub struct Shared {
     deltas: std::collections::VecDeque<Decode>,
     /// Lineages handed out.
     lineages: u64,
+    /// Lineages found to hold the same configuration as another: each
+    /// then shares that one's decodes without comparing again.
+    aliases: std::collections::HashMap<u64, u64>,
     /// Payloads decoded, and payloads taken from another agent's decode.
     pub decoded: u64,
     /// See `decoded`.
     pub shared: u64,
 }
 
-impl Shared {
-    fn lineage(&mut self) -> u64 {
-        self.lineages += 1;
-        self.lineages
-    }
+/// A whole payload the sequence rules let through, still encoded.
+#[derive(Debug)]
+pub struct Pending {
+    version: u64,
+    /// The version a delta applies on; `None` for a snapshot.
+    delta_base: Option<u64>,
+    bytes: Bytes,
+}
 
-    /// What an agent on lineage `from` gets from `bytes` at `version`, if
-    /// some agent decoded exactly that already.
-    fn find(&mut self, from: u64, version: u64, bytes: &Bytes) -> Option<(u64, Builder)> {
-        let same = |d: &&Decode| d.from == from && d.version == version && d.bytes == *bytes;
-        let found = if from == 0 {
-            self.snapshot.as_ref().filter(same)
-        } else {
-            self.deltas.iter().rev().find(same)
+impl Pending {
+    /// Its size in bytes.
+    fn size(&self) -> usize {
+        self.bytes.len()
+    }
+}
+
+/// What [`Held::prepare`] made of an update.
+#[derive(Debug)]
+pub enum Prepared {
+    /// Nothing to decode: this is what the update did.
+    Done(Outcome),
+    /// A payload to decode, or to take from another agent's decode.
+    Payload(Pending),
+}
+
+impl Shared {
+    /// What an agent holding `current` on lineage `lineage` gets from
+    /// `pending`, if some agent decoded exactly those bytes at that
+    /// version on the same configuration: its own lineage, or — once per
+    /// divergence, at the cost of one comparison of the whole
+    /// configuration — another lineage whose configuration before the
+    /// delta equals the agent's.
+    fn find(
+        &mut self,
+        pending: &Pending,
+        lineage: u64,
+        current: Option<&Builder>,
+    ) -> Option<(u64, Builder)> {
+        let same_bytes = |d: &&Decode| d.version == pending.version && d.bytes == pending.bytes;
+        let lineage = self.aliases.get(&lineage).copied().unwrap_or(lineage);
+        let found = match pending.delta_base {
+            None => self.snapshot.as_ref().filter(same_bytes),
+            Some(_) => {
+                let own = self
+                    .deltas
+                    .iter()
+                    .rev()
+                    .filter(same_bytes)
+                    .find(|d| lineage != 0 && d.from == lineage);
+                own.or_else(|| {
+                    let equal = self
+                        .deltas
+                        .iter()
+                        .rev()
+                        .filter(same_bytes)
+                        .find(|d| current.is_some() && d.before.as_ref() == current)?;
+                    if lineage != 0 {
+                        if self.aliases.len() >= MAX_ALIASES {
+                            self.aliases.clear();
+                        }
+                        self.aliases.insert(lineage, equal.from);
+                    }
+                    Some(equal)
+                })
+            }
         };
         let found = found.map(|d| (d.lineage, d.builder.clone()));
         if found.is_some() {
@@ -88,19 +148,26 @@ impl Shared {
         found
     }
 
-    /// Remembers that `bytes` at `version` on lineage `from` made
-    /// `builder`; returns the new builder's lineage.
-    fn remember(&mut self, from: u64, version: u64, bytes: Bytes, builder: &Builder) -> u64 {
+    /// Remembers that `pending` made `builder` out of `before` (on
+    /// `lineage`, 0 for a snapshot); returns the new builder's lineage.
+    fn remember(
+        &mut self,
+        pending: &Pending,
+        lineage: u64,
+        before: Option<&Builder>,
+        builder: &Builder,
+    ) -> u64 {
         self.decoded += 1;
-        let lineage = self.lineage();
+        self.lineages += 1;
         let decode = Decode {
-            from,
-            version,
-            bytes,
-            lineage,
+            from: lineage,
+            before: before.cloned(),
+            version: pending.version,
+            bytes: pending.bytes.clone(),
+            lineage: self.lineages,
             builder: builder.clone(),
         };
-        if from == 0 {
+        if pending.delta_base.is_none() {
             self.snapshot = Some(decode);
         } else {
             if self.deltas.len() == SHARED_DELTAS {
@@ -108,7 +175,7 @@ impl Shared {
             }
             self.deltas.push_back(decode);
         }
-        lineage
+        self.lineages
     }
 }
 
@@ -189,10 +256,65 @@ impl Held {
         update: pb::ConfigUpdate,
         shared: &mut Shared,
     ) -> Result<Outcome, DecodeError> {
+        let pending = match self.prepare(update)? {
+            Prepared::Done(outcome) => return Ok(outcome),
+            Prepared::Payload(pending) => pending,
+        };
+        if let Some((lineage, builder)) = shared.find(&pending, self.lineage, self.config.as_ref())
+        {
+            return Ok(self.install(pending.version, lineage, builder));
+        }
+        let builder = self.build(&pending)?;
+        let lineage = shared.remember(&pending, self.lineage, self.config.as_ref(), &builder);
+        Ok(self.install(pending.version, lineage, builder))
+    }
+
+    /// [`Held::receive_sharing`] for an agent among others in one
+    /// process: the fleet's lock is held while a large payload is decoded
+    /// (the others wait for it instead of all decoding the same bytes),
+    /// never while a small one is.
+    pub async fn receive_in_fleet(
+        &mut self,
+        update: pb::ConfigUpdate,
+        shared: &tokio::sync::Mutex<Shared>,
+        large: usize,
+    ) -> Result<Outcome, DecodeError> {
+        let pending = match self.prepare(update)? {
+            Prepared::Done(outcome) => return Ok(outcome),
+            Prepared::Payload(pending) => pending,
+        };
+        let mut guard = shared.lock().await;
+        if let Some((lineage, builder)) = guard.find(&pending, self.lineage, self.config.as_ref()) {
+            return Ok(self.install(pending.version, lineage, builder));
+        }
+        let builder = if pending.size() > large {
+            tokio::task::block_in_place(|| self.build(&pending))?
+        } else {
+            drop(guard);
+            let builder = self.build(&pending)?;
+            guard = shared.lock().await;
+            // Another agent on this lineage may have decoded the same
+            // bytes meanwhile: take its result (equal to this one), so the
+            // fleet stays on one lineage instead of splitting in two.
+            if let Some((lineage, builder)) =
+                guard.find(&pending, self.lineage, self.config.as_ref())
+            {
+                return Ok(self.install(pending.version, lineage, builder));
+            }
+            builder
+        };
+        let lineage = guard.remember(&pending, self.lineage, self.config.as_ref(), &builder);
+        Ok(self.install(pending.version, lineage, builder))
+    }
+
+    /// Takes one message of the stream as far as the sequence rules go:
+    /// what it did, or the whole payload it completed, still encoded. A
+    /// refusal changes nothing held and asks for a full snapshot.
+    pub fn prepare(&mut self, update: pb::ConfigUpdate) -> Result<Prepared, DecodeError> {
         let version = update.version;
         let whole = match self.assembler.push(update) {
             Ok(Some(whole)) => whole,
-            Ok(None) => return Ok(Outcome::Stale),
+            Ok(None) => return Ok(Prepared::Done(Outcome::Stale)),
             Err(reason) => return Err(self.refused(version, reason)),
         };
         let holding = self.config.is_some();
@@ -200,46 +322,48 @@ impl Held {
             Ok(step) => step,
             Err(e) => return Err(self.refused(version, refusal(e))),
         };
-        let (delta_base, bytes) = match step {
-            Step::Stale => return Ok(Outcome::Stale),
+        Ok(match step {
+            Step::Stale => Prepared::Done(Outcome::Stale),
             Step::Version(v) => {
                 self.version = v;
-                return Ok(Outcome::Version);
+                Prepared::Done(Outcome::Version)
             }
-            Step::Snapshot(_, bytes) => (None, bytes),
-            Step::Delta { base, json, .. } => (Some(base), json),
+            Step::Snapshot(version, bytes) => Prepared::Payload(Pending {
+                version,
+                delta_base: None,
+                bytes,
+            }),
+            Step::Delta {
+                version,
+                base,
+                json,
+            } => Prepared::Payload(Pending {
+                version,
+                delta_base: Some(base),
+                bytes: json,
+            }),
+        })
+    }
+
+    /// Decodes `pending` into the configuration it leads to (a refusal
+    /// changes nothing held and asks for a full snapshot).
+    fn build(&mut self, pending: &Pending) -> Result<Builder, DecodeError> {
+        let built = match pending.delta_base {
+            None => serde_json::from_slice(&pending.bytes)
+                .map(|snapshot| Builder::of(&snapshot))
+                .map_err(|e| e.to_string()),
+            Some(base) => self.apply_delta(pending.version, base, &pending.bytes),
         };
-        // What the payload is shared under: a snapshot under 0, a delta
-        // under the lineage it applies on; a delta on a configuration
-        // nobody shares is this agent's alone.
-        let key = match delta_base {
-            None => Some(0),
-            Some(_) if self.lineage != 0 => Some(self.lineage),
-            Some(_) => None,
-        };
-        let found = key.and_then(|from| shared.find(from, version, &bytes));
-        let (lineage, builder) = match found {
-            Some(found) => found,
-            None => {
-                let built = match delta_base {
-                    None => serde_json::from_slice(&bytes)
-                        .map(|snapshot| Builder::of(&snapshot))
-                        .map_err(|e| e.to_string()),
-                    Some(base) => self.apply_delta(version, base, &bytes),
-                };
-                let builder = match built {
-                    Ok(builder) => builder,
-                    Err(reason) => return Err(self.refused(version, reason)),
-                };
-                let lineage = key.map_or(0, |from| shared.remember(from, version, bytes, &builder));
-                (lineage, builder)
-            }
-        };
+        built.map_err(|reason| self.refused(pending.version, reason))
+    }
+
+    /// Holds `builder`, of `lineage`, at `version`.
+    fn install(&mut self, version: u64, lineage: u64, builder: Builder) -> Outcome {
         self.version = version;
         self.config = Some(builder);
         self.lineage = lineage;
         self.resync = false;
-        Ok(Outcome::Changed)
+        Outcome::Changed
     }
 
     /// The configuration held with the delta from `base` to `version`
@@ -405,16 +529,28 @@ mod tests {
             );
             assert!(held.complete_at(6));
         }
-        // a decoded it, b took a's, c (another configuration) decoded its own.
-        assert_eq!((shared.decoded, shared.shared), (4, 2));
+        // a decoded it; b, on a's lineage, took it; c, on another lineage
+        // but holding an equal configuration, took it after comparing.
+        assert_eq!((shared.decoded, shared.shared), (3, 3));
+        assert_eq!(a.config, b.config);
+        assert_eq!(a.config, c.config);
+
+        // d holds another configuration at version 5: the same delta bytes
+        // are decoded again, on d's own configuration.
+        let mut t = s.clone();
+        t.endpoint_generations
+            .0
+            .insert(ObjectName::new("ns", "other"), 3);
+        let mut d = Held::default();
+        d.receive_sharing(update(5, Some(&t)), &mut shared).unwrap();
+        let before = shared.decoded;
+        d.receive_sharing(delta(5, 6, "x"), &mut shared).unwrap();
         assert_eq!(
-            a.config.as_ref().unwrap().view(6),
-            b.config.as_ref().unwrap().view(6)
+            shared.decoded,
+            before + 1,
+            "decoded on its own configuration"
         );
-        assert_eq!(
-            a.config.as_ref().unwrap().view(6),
-            c.config.as_ref().unwrap().view(6)
-        );
+        assert_ne!(a.config, d.config);
 
         // A delta on the wrong base is refused whatever is shared, and
         // changes nothing held.

@@ -174,6 +174,32 @@ async fn applied_index(ctx: &Context) -> anyhow::Result<u64> {
     Ok(admin::status(&mut c, Some(&[])).await?.applied_index)
 }
 
+/// Waits (bounded) until every agent holds the configuration the leader
+/// has applied now, and says in a note how long that took: the agents'
+/// backlog after a phase that changed the store as fast as it could, so
+/// the next phase does not measure the last one's leftovers.
+async fn catch_up(ctx: &mut Context, fleet: &Fleet, after: &str) -> anyhow::Result<()> {
+    let target = applied_index(ctx).await?;
+    let started = Instant::now();
+    let deadline = started + ctx.wait;
+    while fleet.oldest_held_version() < target {
+        if Instant::now() >= deadline {
+            ctx.notes.push(format!(
+                "after {after}: some agent still held version {} of {target} after {:.1} s",
+                fleet.oldest_held_version(),
+                ctx.wait.as_secs_f64()
+            ));
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    ctx.notes.push(format!(
+        "after {after}: every agent held version {target} {:.2} s later",
+        started.elapsed().as_secs_f64()
+    ));
+    Ok(())
+}
+
 /// Waits until every agent resynced (bounded), then reads the figure.
 async fn resync(ctx: &Context, fleet: &Fleet, agents: usize, target: u64) -> Resync {
     let deadline = Instant::now() + ctx.wait;
@@ -318,6 +344,8 @@ pub async fn run(options: &Options) -> anyhow::Result<Report> {
         .await
         .or_else(failed);
 
+    catch_up(&mut ctx, &fleet, "the updates-per-second phase").await?;
+
     // 7. Data directory.
     let disk = if started {
         Ok(Disk {
@@ -348,6 +376,7 @@ pub async fn run(options: &Options) -> anyhow::Result<Report> {
     // 9. Leader kill, on routes after the throughput clients'.
     progress("leader kill");
     refresh_leader(&mut ctx).await;
+    catch_up(&mut ctx, &fleet, "the acceptance sequence").await?;
     let pending = options.pending.min(n.saturating_sub(1 + clients)).max(1);
     let first = (1 + clients).min(n.saturating_sub(pending));
     let failover_figure = failover::run(&mut ctx, &fleet, first, pending)

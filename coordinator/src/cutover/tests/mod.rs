@@ -298,6 +298,36 @@ fn a_new_leader_waits_out_its_grace_unless_everyone_is_back() {
 }
 
 #[test]
+fn a_pause_for_the_quorum_keeps_evidence_and_renews_every_lease() {
+    let s = world(&["a", "a"], "all", "keep-old");
+    let mut e = engine_with_ready(&s, &[0, 1]);
+    assert!(e.pause_for_quorum(500), "the pause starts");
+    assert!(!e.pause_for_quorum(600), "and is not started twice");
+    // Back 800 ms later: nobody was heard from meanwhile (their calls were
+    // refused), yet nobody expires and the evidence still counts.
+    assert_eq!(e.resume_after_quorum(1_300), Some(800));
+    assert_eq!(e.resume_after_quorum(1_300), None, "resumed once");
+    assert!(e.pass_due(&s, 1_300), "the next look judges again");
+    let decisions = e.decide(&s, 10 + TTL - 1);
+    assert!(
+        decisions
+            .iter()
+            .all(|d| !matches!(d, Decision::ExpireProxy { .. })),
+        "{decisions:?}"
+    );
+    assert!(commits(&e, &s, 10 + TTL - 1), "evidence kept");
+    // Evidence still counts only within a TTL of its arrival, and a lease
+    // renewed at the resume runs out a TTL after it.
+    assert!(!commits(&e, &s, 10 + TTL), "evidence is a TTL old");
+    let expired = e
+        .decide(&s, 1_300 + TTL)
+        .into_iter()
+        .filter(|d| matches!(d, Decision::ExpireProxy { .. }))
+        .count();
+    assert_eq!(expired, 2, "silent for a TTL after the resume");
+}
+
+#[test]
 fn a_new_leader_never_expires_live_proxies_at_once() {
     let s = world(&["a"], "all", "keep-old");
     let e = CutoverEngine::new(settings(), &s, 50_000, TERM);
