@@ -318,7 +318,11 @@ async fn stream_deltas(journal: &Journal, out: &Out, known: u64) {
                 {
                     return;
                 }
+                // The snapshot may be of an earlier version than the head
+                // (only bare versions since): what follows it comes now.
                 held = Some(full.version);
+                first = false;
+                continue;
             }
             Some(version) => match journal.position(version) {
                 // Resuming where it is: one bare version shows the stream
@@ -380,7 +384,9 @@ async fn stream_snapshots(journal: &Journal, out: &Out) {
                 if !out.send(Ok(update)).await {
                     return;
                 }
+                // Possibly of an earlier version (see `stream_deltas`).
                 held = Some(full.version);
+                continue;
             }
             Some(version) => match journal.position(version) {
                 Position::Current | Position::Ahead => {}

@@ -9,7 +9,7 @@
 //! O(C log R) per change of C objects, done once for all watchers),
 //! encoding and chunking it, the ring and its bounds,
 //! the full snapshot (encoded at most once per version, lazily, when some
-//! watcher needs it), and the encoding counters. Does not own: the stream
+//! watcher needs it, and kept through bare versions), and the encoding counters. Does not own: the stream
 //! protocol (what each watcher is sent, in `fleet`), nor the state machine
 //! (`crate::state`, `crate::raft`).
 //!
@@ -198,6 +198,7 @@ impl Journal {
             version,
             chunks,
         });
+        let entry_is_bare = entry.is_bare();
         {
             let mut ring = self.ring();
             ring.bytes += entry.bytes();
@@ -210,7 +211,14 @@ impl Journal {
                 }
             }
             ring.state = state;
-            ring.full = None;
+            // A bare version changes nothing proxies see: the full
+            // snapshot of an earlier version plus the bare versions after
+            // it is the configuration at the head, so the encoding stays
+            // (a fleet registering one proxy at a time would otherwise
+            // have the whole store encoded again per registration).
+            if !entry_is_bare {
+                ring.full = None;
+            }
         }
         self.head.send_replace(version);
     }
@@ -243,13 +251,22 @@ impl Journal {
         }
     }
 
-    /// The full snapshot of the newest journaled version, encoded now if no
-    /// watcher asked for it at this version yet.
+    /// A full snapshot from which the ring leads to the newest journaled
+    /// version: the one encoded last if only bare versions came since,
+    /// else that of the newest version, encoded now.
     pub(crate) async fn full(&self) -> Result<Arc<Full>, serde_json::Error> {
         let _one_at_a_time = self.encoding_full.lock().await;
         let state = {
             let ring = self.ring();
-            if let Some(full) = &ring.full {
+            // Kept through bare versions (see `record`), and usable while
+            // the ring still leads from its version to the head.
+            if let Some(full) = &ring.full
+                && (full.version == ring.head()
+                    || ring
+                        .entries
+                        .binary_search_by_key(&full.version, |e| e.base)
+                        .is_ok())
+            {
                 return Ok(full.clone());
             }
             ring.state.clone()

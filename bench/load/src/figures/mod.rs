@@ -309,6 +309,7 @@ pub async fn run(options: &Options) -> anyhow::Result<Report> {
     let fleet = Fleet::start(&ctx.cluster, "agent", m, target)?;
     let resync_figure = Ok(resync(&ctx, &fleet, m, target).await);
     let warmed = warm(&ctx, "agent", m).await;
+    catch_up(&mut ctx, &fleet, "the resync").await?;
 
     // 4. Apply → Ready, CPU at N.
     progress("apply → Ready and CPU per update");

@@ -141,3 +141,50 @@ async fn the_full_snapshot_is_encoded_once_per_version() {
     assert_eq!(journal.full().await.expect("encodes").version, 2);
     assert_eq!(m.config_encodings("full"), 2);
 }
+
+#[tokio::test]
+async fn bare_versions_keep_the_full_snapshot_while_the_ring_leads_from_it() {
+    let m = metrics();
+    let s0 = Arc::new(ReplicatedState::default());
+    let journal = Journal::new(s0.clone(), CHUNK_BYTES, m.clone());
+    let s1 = next(&s0, 1, Some(("a", "1")));
+    journal.record(s1.clone());
+    assert_eq!(journal.full().await.expect("encodes").version, 1);
+    // Registrations, say: versions proxies see nothing of.
+    let s2 = next(&s1, 2, None);
+    let s3 = next(&s2, 3, None);
+    journal.record(s2.clone());
+    journal.record(s3.clone());
+    let full = journal.full().await.expect("encodes");
+    assert_eq!(full.version, 1, "the earlier encoding serves");
+    assert_eq!(m.config_encodings("full"), 1);
+    let Position::Behind(after) = journal.position(full.version) else {
+        panic!("the ring leads from the snapshot's version to the head");
+    };
+    assert!(after.iter().all(|e| e.is_bare()));
+    assert_eq!(after.last().map(|e| e.version), Some(3));
+    // A change proxies see: encoded afresh at the head.
+    journal.record(next(&s3, 4, Some(("a", "2"))));
+    assert_eq!(journal.full().await.expect("encodes").version, 4);
+    assert_eq!(m.config_encodings("full"), 2);
+}
+
+#[tokio::test]
+async fn a_kept_snapshot_the_ring_no_longer_leads_from_is_encoded_again() {
+    let m = metrics();
+    let s0 = Arc::new(ReplicatedState::default());
+    let journal = Journal::new(s0.clone(), CHUNK_BYTES, m.clone());
+    let s1 = next(&s0, 1, Some(("a", "1")));
+    journal.record(s1.clone());
+    assert_eq!(journal.full().await.expect("encodes").version, 1);
+    // More bare versions than the ring keeps: the entry based on 1 is gone.
+    let mut state = s1;
+    for index in 2..(RING_ENTRIES as u64 + 3) {
+        state = next(&state, index, None);
+        journal.record(state.clone());
+    }
+    assert!(matches!(journal.position(1), Position::Lost));
+    let full = journal.full().await.expect("encodes");
+    assert_eq!(full.version, state.last_index, "encoded at the head");
+    assert_eq!(m.config_encodings("full"), 2);
+}
