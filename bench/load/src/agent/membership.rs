@@ -24,8 +24,18 @@ use switchyard_proto::pb::{self, fleet_service_client::FleetServiceClient};
 use tokio::sync::watch;
 use tonic::transport::Channel;
 
-/// The pause before the next round after a failed call.
+/// The back-off ceiling after the first failed round.
 const RETRY_SOON: Duration = Duration::from_millis(100);
+
+/// The pause after `failures` failed rounds in a row: drawn uniformly
+/// below a ceiling of [`RETRY_SOON`] doubling per failure, at most
+/// `interval`.
+fn retry_pause(failures: u32, interval: Duration) -> Duration {
+    let ceiling = RETRY_SOON
+        .saturating_mul(1 << failures.saturating_sub(1).min(16))
+        .min(interval);
+    ceiling.mul_f64(rand::random::<f64>())
+}
 
 /// Shortest heartbeat interval kept to, whatever a coordinator says.
 const MIN_INTERVAL: Duration = Duration::from_millis(50);
@@ -112,6 +122,7 @@ pub(super) async fn run(
         // A new registration holds nothing on the leader.
         senders.applied.reset();
         senders.evidence.reset();
+        let mut failures = 0u32;
         loop {
             let current = views.borrow_and_update().clone();
             let holding = *hold.borrow_and_update();
@@ -142,12 +153,18 @@ pub(super) async fn run(
             if heartbeat_to == Some(false) {
                 continue 'register;
             }
-            // After a failed call the next round comes soon (as a proxy's
-            // does, after its back-off): the router already points at the
-            // leader a refusal named, or at the next coordinator.
+            // After a failed call the next round comes after a back-off
+            // pause, as a proxy's does: short at first (the router already
+            // points at the leader a refusal named, or at the next
+            // coordinator), doubling per failure in a row up to the
+            // interval, with full jitter — 200 agents retrying together
+            // while no leader is elected must not bury the coordinators
+            // in calls, each carrying whatever set changes are unsent.
             let pause = if reported_to.is_none() || heartbeat_to.is_none() {
-                RETRY_SOON.min(interval)
+                failures = failures.saturating_add(1);
+                retry_pause(failures, interval)
             } else {
+                failures = 0;
                 interval
             };
             tokio::select! {
