@@ -25,7 +25,6 @@ use prometheus_client::registry::Registry;
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::io;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use switchyard_proto::model::{BackendKey, ConfigSnapshot, HttpRoute, ListenerBinding};
 use tokio::sync::watch;
@@ -69,9 +68,10 @@ pub struct DataPlane {
     served: ArcSwapOption<Served>,
     control: Mutex<ControlState>,
     mirrors: MirrorLimiter,
-    /// Set once the first configuration is served whole (see
-    /// [`DataPlane::mark_synced`]).
-    synced: AtomicBool,
+    /// Turns true once the first configuration is served whole (see
+    /// [`DataPlane::mark_synced`]); a watch so that sockets waiting to
+    /// listen ([`Listeners::bind`]) learn of it.
+    synced: watch::Sender<bool>,
     /// Which listener sockets `serve` bound.
     sockets: SocketTable,
 }
@@ -92,7 +92,7 @@ impl DataPlane {
             served: ArcSwapOption::empty(),
             control: Mutex::new(ControlState::default()),
             mirrors,
-            synced: AtomicBool::new(false),
+            synced: watch::Sender::new(false),
             sockets: SocketTable::default(),
         })
     }
@@ -201,23 +201,35 @@ impl DataPlane {
     /// committed generation (none waits for warm-up): from here on the
     /// proxy is ready for traffic. It stays ready through later cutovers,
     /// during which the previous generation keeps serving.
+    /// Called only with a configuration installed.
     pub fn mark_synced(&self) {
-        self.synced.store(true, Ordering::Release);
+        // Called after every apply round; only the first one is news.
+        self.synced
+            .send_if_modified(|synced| !std::mem::replace(synced, true));
     }
 
     /// What `/ready` answers: a configuration is installed and, at least
     /// once, every route in it was served — so a proxy started while routes
     /// exist never says ready and then answers 404 for one of them.
     pub fn is_ready(&self) -> bool {
-        self.has_config() && self.synced.load(Ordering::Acquire)
+        self.has_config() && *self.synced.borrow()
+    }
+
+    /// Resolves once [`is_ready`](Self::is_ready) holds (it then holds
+    /// for good). Sockets from [`Listeners::bind`] start listening then.
+    pub async fn ready(&self) {
+        let mut synced = self.synced.subscribe();
+        // The sender lives as long as `self`, so this cannot fail.
+        let _ = synced.wait_for(|synced| *synced && self.has_config()).await;
     }
 
     /// Serves until `shutdown` resolves, then drains gracefully: stop
     /// accepting, finish in-flight requests, close HTTP/1.1 keep-alive
     /// connections between requests (`Connection: close` on their last
     /// response) and HTTP/2 ones with GOAWAY; returns when all are closed
-    /// (or the drain timeout passed). Sockets not bound yet
-    /// ([`Listeners::bind`]) are retried until they bind, then served.
+    /// (or the drain timeout passed). Sockets from [`Listeners::bind`]
+    /// listen only once the data plane is [ready](Self::ready); those not
+    /// bound yet are retried until they bind.
     pub async fn serve(
         self: Arc<Self>,
         listeners: impl Into<Listeners>,

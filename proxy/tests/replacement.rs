@@ -3,6 +3,11 @@
 //! of 32 keep-alive client connections. No request fails. Clients retry
 //! nothing; they only reconnect after a response that said
 //! `Connection: close`, as any HTTP/1.1 client must.
+//!
+//! And the sockets a proxy process binds at start (`Listeners::bind`) take
+//! no connection before the data plane is ready: a replacement that
+//! listened at once would get its share of new clients and answer them
+//! 503 while it waits for its configuration.
 // Helpers here panic to report a broken fixture, as tests do.
 #![allow(clippy::unwrap_used)]
 
@@ -12,11 +17,11 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
-use support::client::{Conn, get};
+use support::client::{Conn, get, send};
 use support::echo::start_echo;
 use support::*;
 use switchyard_proto::model::{BackendKey, ConfigSnapshot, HttpRoute};
-use switchyard_proxy::{ServingConfig, bind_reuseport};
+use switchyard_proxy::{ListenerSpec, Listeners, ServingConfig, bind_reuseport};
 
 const NS: &str = "replace";
 const CLIENTS: usize = 32;
@@ -188,4 +193,51 @@ async fn replacing_the_data_plane_under_keep_alive_load_drops_nothing() {
         "{reconnects} reconnects"
     );
     proxy.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sockets_bound_at_start_listen_only_once_the_data_plane_is_ready() {
+    let backends = [
+        start_echo(NS, "app", 0).await,
+        start_echo(NS, "app", 1).await,
+    ];
+    let dp = new_data_plane(test_settings());
+    let listeners = Listeners::bind([ListenerSpec {
+        name: "http".into(),
+        key: simple_listener(NS),
+        address: "127.0.0.1:0".parse().unwrap(),
+    }]);
+    let (_, addr) = listeners.bound().next().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let serving = tokio::spawn(Arc::clone(&dp).serve(listeners, async move {
+        let _ = stopped.await;
+    }));
+    let refused = async || {
+        let error = tokio::net::TcpStream::connect(addr).await.unwrap_err();
+        assert_eq!(error.kind(), std::io::ErrorKind::ConnectionRefused);
+    };
+    // Nothing to wait for on a negative: give `serve` time to run, then
+    // check that the port still refuses.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    refused().await;
+    // A configuration whose backends are not warm yet is not ready either.
+    let (snapshot, routes) = config(&[backends[0].addr, backends[1].addr]);
+    dp.install(ServingConfig {
+        snapshot: Arc::new(snapshot),
+        routes,
+    });
+    wait_healthy(&dp, &[(BackendKey::new(NS, "app", 8080), 2)]).await;
+    refused().await;
+
+    dp.mark_synced();
+    let reply = eventually(
+        "an answer once ready",
+        Duration::from_secs(10),
+        || async move { send(addr, get("app.example", "/")).await },
+    )
+    .await
+    .unwrap();
+    assert_eq!(reply.status, 200);
+    let _ = stop.send(());
+    serving.await.unwrap().unwrap();
 }

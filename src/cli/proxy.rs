@@ -50,7 +50,8 @@ pub struct ProxyArgs {
     /// A Gateway listener port bound to a local address: [NAMESPACE/GATEWAY:]PORT=HOST:PORT.
     /// Repeatable. Without a Gateway the socket serves every Gateway's listeners on PORT, told
     /// apart by hostname. One that cannot be bound is retried and reported to the coordinators
-    /// (left out of the LISTENING line); with --config it stops the proxy.
+    /// (left out of the LISTENING line); with --config it stops the proxy. Sockets are bound at
+    /// start but accept connections only once /ready says 200 (at once with --config).
     #[arg(long = "listener", required = true, value_parser = parse_listener)]
     pub listeners: Vec<(String, ListenerKey, SocketAddr)>,
     /// Address of /metrics and /ready.
@@ -245,7 +246,10 @@ pub async fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
     let admin = bind_reuseport(args.admin_listen)
         .with_context(|| format!("cannot listen on {}", args.admin_listen))?;
     line.push_str(&format!(" admin={}", admin.local_addr()?));
-    let listeners = Listeners::bind(
+    // Bound now, listening only once this proxy serves its configuration:
+    // a replacement sharing the address (SO_REUSEPORT) must not take
+    // connections it would answer 503.
+    let mut listeners = Listeners::bind(
         args.listeners
             .into_iter()
             .map(|(name, key, address)| ListenerSpec { name, key, address }),
@@ -253,14 +257,16 @@ pub async fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
     // With coordinators, a socket that cannot be bound (its port taken) is
     // retried while the others serve, and reported: the Gateway listener's
     // status says PortUnavailable and why. A fixed configuration has
-    // nobody to tell, so there it stops the proxy.
-    if static_resources.is_some()
-        && let Some((spec, error)) = listeners.unbound().next()
-    {
-        bail!("cannot listen on {}: {error}", spec.address);
+    // nobody to tell, so there it stops the proxy; it is ready at once, so
+    // it listens before the LISTENING line.
+    if static_resources.is_some() {
+        listeners.listen_now();
+        if let Some((spec, error)) = listeners.unbound().next() {
+            bail!("cannot listen on {}: {error}", spec.address);
+        }
     }
-    for bound in listeners.bound() {
-        line.push_str(&format!(" {}={}", bound.name, bound.listener.local_addr()?));
+    for (name, address) in listeners.bound() {
+        line.push_str(&format!(" {name}={address}"));
     }
 
     let (stop_tx, stop_rx) = watch::channel(false);

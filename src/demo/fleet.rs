@@ -237,6 +237,16 @@ impl Fleet {
     }
 
     fn start_proxy(&self, id: &str, zone: &str) -> anyhow::Result<Process> {
+        self.start_proxy_on(id, zone, "127.0.0.1:0")
+    }
+
+    /// Starts a proxy `id` in `zone` with the fleet's proxy flags and
+    /// certificates, its Gateway listener on `listen` (`HOST:PORT`), and
+    /// returns it without adding it to [`Fleet::proxies`]. Two proxies may
+    /// share `listen`: the socket is bound with `SO_REUSEPORT`, which is
+    /// how a replacement process takes over an address (see
+    /// `tests/proxy_process_replacement.rs`).
+    pub fn start_proxy_on(&self, id: &str, zone: &str, listen: &str) -> anyhow::Result<Process> {
         let coordinators = self.coordinator_addresses.join(",");
         let mut args: Vec<String> = vec![
             "proxy".into(),
@@ -247,7 +257,7 @@ impl Fleet {
             "--coordinators".into(),
             coordinators,
             "--listener".into(),
-            format!("{}=127.0.0.1:0", super::manifests::GATEWAY_PORT),
+            format!("{}={listen}", super::manifests::GATEWAY_PORT),
             "--admin-listen".into(),
             "127.0.0.1:0".into(),
         ];

@@ -88,7 +88,7 @@ pub(super) async fn run(shared: Arc<Shared>) {
                 continue 'register;
             }
         };
-        let mut lag = LagDetector::default();
+        let mut lag = LagDetector::spaced(interval);
         // A new registration holds nothing on the leader.
         senders.applied.reset();
         senders.evidence.reset();
@@ -239,7 +239,7 @@ async fn heartbeat(
             }
         })
         .await?;
-    if let Some(behind) = lag.observe(held, leader) {
+    if let Some(behind) = lag.observe_at(Instant::now(), held, leader) {
         // The watcher logs it, naming the coordinator it watches.
         shared.lag.send_replace(behind);
     }

@@ -22,9 +22,11 @@ use super::error::{Call, ControlError, log_error};
 use futures::FutureExt;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 use switchyard_proto::model::ConfigSnapshot;
 use switchyard_proto::pb;
 use tokio::sync::watch;
+use tokio::time::Instant;
 
 /// Heartbeat rounds in a row that must show the leader ahead of the
 /// stream before the stream counts as lagging. One round behind is normal
@@ -53,9 +55,40 @@ pub(super) struct LagDetector {
     rounds: u32,
     /// The leader's version at the previous round.
     previous_leader: Option<u64>,
+    /// Least time between two rounds that count (see [`Self::spaced`]).
+    spacing: Duration,
+    /// When the last counted round was.
+    counted_at: Option<Instant>,
 }
 
 impl LagDetector {
+    /// A detector that counts only rounds at least `spacing` (the
+    /// heartbeat interval) apart. Rounds also run early — whenever
+    /// readiness or the sockets change, or a report is due — and a few of
+    /// those within milliseconds, while a follower is one commit behind
+    /// for a moment, would otherwise count as a lag of [`LAG_ROUNDS`]
+    /// heartbeats and drop a healthy stream.
+    pub(super) fn spaced(spacing: Duration) -> LagDetector {
+        LagDetector {
+            spacing,
+            ..LagDetector::default()
+        }
+    }
+
+    /// [`observe`](Self::observe) for a round at `now`; `None` without
+    /// counting it when it comes sooner than the spacing after the last
+    /// counted one.
+    pub(super) fn observe_at(&mut self, now: Instant, held: u64, leader: u64) -> Option<Lag> {
+        if self
+            .counted_at
+            .is_some_and(|at| now.saturating_duration_since(at) < self.spacing)
+        {
+            return None;
+        }
+        self.counted_at = Some(now);
+        self.observe(held, leader)
+    }
+
     /// One heartbeat's view: `held` by the stream, `leader`'s newest.
     /// Returns the lag once it lasted [`LAG_ROUNDS`] in a row, then counts
     /// afresh.

@@ -3,8 +3,9 @@
 //! [`serve`] accepts on every [`BoundListener`] until `shutdown` resolves,
 //! then drains: it stops accepting (taking what the kernel already queued,
 //! because closing a listening socket resets connections still in its
-//! queue), lets every connection finish per `conn`'s protocol, and
-//! returns when all are closed or the drain timeout passed.
+//! queue) and closes its sockets, then lets every connection finish per
+//! `conn`'s protocol, and returns when all are closed or the drain
+//! timeout passed.
 //!
 //! At most `max_connections` client connections are open at once; one
 //! accepted beyond that is closed at once and counted. Closing rather than
@@ -15,9 +16,11 @@
 //!
 //! [`bind_reuseport`] lets a replacement process bind the same address
 //! while the old one still serves: both accept until the old one drains.
-//! [`sockets`] binds the `--listener` sockets, keeps retrying one that
-//! cannot be bound while the others serve, and keeps the table of what is
-//! bound that the proxy reports to the coordinators.
+//! [`sockets`] binds the `--listener` sockets, listens on them only once
+//! the data plane is ready (so a replacement gets no connection it cannot
+//! serve), keeps retrying one that cannot be bound while the others
+//! serve, and keeps the table of what is bound that the proxy reports to
+//! the coordinators.
 //!
 //! Request hygiene lives beside it: [`inbound`] (Host settled and path
 //! normalized before routing, [`host`], [`path`]), [`headers`] (hop-by-hop),
@@ -68,10 +71,20 @@ pub struct BoundListener {
     pub listener: TcpListener,
 }
 
+/// Pending connections a listening socket holds before they are accepted.
+const BACKLOG: u32 = 1024;
+
 /// Binds `addr` with `SO_REUSEADDR` and `SO_REUSEPORT`, so a replacement
 /// process can bind the same address and both accept until this one
 /// drains. Must be called inside a Tokio runtime.
 pub fn bind_reuseport(addr: SocketAddr) -> io::Result<TcpListener> {
+    reserve_reuseport(addr)?.listen(BACKLOG)
+}
+
+/// [`bind_reuseport`] without the `listen`: the address is held (another
+/// process without `SO_REUSEPORT` cannot take it), but the kernel sends
+/// this socket no connections until it listens.
+pub(crate) fn reserve_reuseport(addr: SocketAddr) -> io::Result<TcpSocket> {
     let socket = if addr.is_ipv4() {
         TcpSocket::new_v4()?
     } else {
@@ -81,7 +94,7 @@ pub fn bind_reuseport(addr: SocketAddr) -> io::Result<TcpListener> {
     #[cfg(unix)]
     socket.set_reuseport(true)?;
     socket.bind(addr)?;
-    socket.listen(1024)
+    Ok(socket)
 }
 
 fn http_builder(settings: &DataPlaneSettings) -> Builder<TokioExecutor> {
@@ -106,6 +119,9 @@ struct Accepting {
     dp: Arc<DataPlane>,
     builder: Arc<Builder<TokioExecutor>>,
     draining: Arc<AtomicBool>,
+    /// Turns true when the accept loops are to stop (and close their
+    /// sockets); before `drain`, see `serve`.
+    stop_accepting: watch::Receiver<bool>,
     drain: watch::Receiver<bool>,
     force: watch::Receiver<bool>,
     alive: mpsc::Sender<()>,
@@ -150,6 +166,7 @@ pub async fn serve(
     shutdown: impl Future<Output = ()>,
 ) -> io::Result<()> {
     let settings = dp.settings().clone();
+    let (stop_accepting_tx, stop_accepting_rx) = watch::channel(false);
     let (drain_tx, drain_rx) = watch::channel(false);
     let (force_tx, force_rx) = watch::channel(false);
     let (alive_tx, mut alive_rx) = mpsc::channel::<()>(1);
@@ -157,6 +174,7 @@ pub async fn serve(
         dp: Arc::clone(&dp),
         builder: Arc::new(http_builder(&settings)),
         draining: Arc::new(AtomicBool::new(false)),
+        stop_accepting: stop_accepting_rx,
         drain: drain_rx,
         force: force_rx,
         alive: alive_tx,
@@ -174,11 +192,32 @@ pub async fn serve(
             sockets::Entry::Bound(bound) => {
                 loops.spawn(accept_loop(accepting, bound));
             }
+            sockets::Entry::Reserved(reserved) => {
+                let dp = Arc::clone(&dp);
+                loops.spawn(async move {
+                    let drain = accepting.stop_accepting.clone();
+                    let ready = dp.ready();
+                    match sockets::listen_when_ready(reserved, ready, dp.sockets(), index, drain)
+                        .await
+                    {
+                        Some(bound) => accept_loop(accepting, bound).await,
+                        None => Ok(()),
+                    }
+                });
+            }
             sockets::Entry::Unbound { spec, error } => {
                 let dp = Arc::clone(&dp);
                 loops.spawn(async move {
-                    let drain = accepting.drain.clone();
-                    match sockets::bind_retrying(spec, error, dp.sockets(), index, drain).await {
+                    let drain = accepting.stop_accepting.clone();
+                    let table = dp.sockets();
+                    let Some(reserved) =
+                        sockets::bind_retrying(spec, error, table, index, drain.clone()).await
+                    else {
+                        return Ok(());
+                    };
+                    match sockets::listen_when_ready(reserved, dp.ready(), table, index, drain)
+                        .await
+                    {
                         Some(bound) => accept_loop(accepting, bound).await,
                         None => Ok(()),
                     }
@@ -189,8 +228,13 @@ pub async fn serve(
 
     shutdown.await;
     info!("draining: no new connections, finishing requests in flight");
-    accepting.draining.store(true, Ordering::Relaxed);
-    let _ = drain_tx.send(true);
+    // The sockets close first, and only then are clients told to
+    // reconnect (`Connection: close`, GOAWAY). The other way round, the
+    // clients of a busy proxy all reconnect at once while its sockets
+    // still listen: the kernel hands some of those connections to a
+    // socket about to close (a replacement's shares the address), and
+    // closing it resets whatever it has not accepted yet.
+    let _ = stop_accepting_tx.send(true);
     let mut result = Ok(());
     while let Some(joined) = loops.join_next().await {
         match joined {
@@ -199,6 +243,8 @@ pub async fn serve(
             Err(error) => warn!(%error, "accept loop panicked"),
         }
     }
+    accepting.draining.store(true, Ordering::Relaxed);
+    let _ = drain_tx.send(true);
     // Only connections hold senders now.
     drop(accepting);
     if tokio::time::timeout(settings.drain_timeout, alive_rx.recv())
@@ -216,7 +262,7 @@ pub async fn serve(
 async fn accept_loop(accepting: Arc<Accepting>, bound: BoundListener) -> io::Result<()> {
     let key = Arc::new(bound.key);
     let listener = bound.listener;
-    let mut drain = accepting.drain.clone();
+    let mut drain = accepting.stop_accepting.clone();
     if !*drain.borrow_and_update() {
         loop {
             tokio::select! {

@@ -1,9 +1,18 @@
 //! The proxy's listener sockets: binding each `--listener` (a
-//! [`ListenerSpec`]), retrying one that cannot be bound — its port taken
-//! by another process, say — until it can, and the `SocketTable` of
-//! what is bound that the control client reports to the coordinators
-//! (a Gateway listener is `Programmed` only when the proxies bound its
-//! port).
+//! [`ListenerSpec`]), listening on it once the data plane is ready,
+//! retrying one that cannot be bound — its port taken by another process,
+//! say — until it can, and the `SocketTable` of what is bound that the
+//! control client reports to the coordinators (a Gateway listener is
+//! `Programmed` only when the proxies bound its port).
+//!
+//! Why bind at start but listen only when ready: the sockets share their
+//! address through `SO_REUSEPORT`, and the kernel spreads new connections
+//! over every socket *listening* on it. A replacement process that
+//! listened at start would get its share of new clients while it still
+//! waits for its configuration, and answer them 503 or 404 while the old
+//! process could have served them. Bound but not listening, it holds its
+//! address (the bind error, if any, is known and reported at once) and
+//! gets nothing until it can serve.
 //!
 //! Why retry rather than exit: a proxy that exits on a taken port is
 //! restarted in a loop and never tells anyone why; one that serves its
@@ -14,13 +23,15 @@
 //! Not here: accepting connections (`server`), what the reports mean for
 //! a Gateway listener (`gateway_api::listener_port_state`).
 
-use super::{BoundListener, bind_reuseport};
+use super::{BACKLOG, BoundListener, reserve_reuseport};
 use crate::router::ListenerKey;
+use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 use switchyard_proto::model::ListenerBinding;
+use tokio::net::TcpSocket;
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
@@ -40,11 +51,22 @@ pub struct ListenerSpec {
     pub address: SocketAddr,
 }
 
+/// A socket bound to its address but not listening yet.
+#[derive(Debug)]
+pub(crate) struct Reserved {
+    spec: ListenerSpec,
+    socket: TcpSocket,
+    /// Where it is bound (`spec.address` with port 0 resolved).
+    local: SocketAddr,
+}
+
 /// One listener socket, bound or still to bind.
 #[derive(Debug)]
 pub(crate) enum Entry {
-    /// Bound and ready to accept.
+    /// Listening: accepts from the start.
     Bound(BoundListener),
+    /// Bound; listens once the data plane is ready.
+    Reserved(Reserved),
     /// Not bound yet: the last error; serving retries it.
     Unbound {
         spec: ListenerSpec,
@@ -60,27 +82,45 @@ pub struct Listeners {
 }
 
 impl Listeners {
-    /// Binds every spec now (see [`bind_reuseport`]); one that fails is
-    /// kept, with its error, for serving to retry.
+    /// Binds every spec now (with `SO_REUSEPORT`, see
+    /// [`bind_reuseport`](super::bind_reuseport)) without listening:
+    /// serving listens on them once the data plane is ready (the module
+    /// docs say why). One that fails is kept, with its error, for serving
+    /// to retry.
     pub fn bind(specs: impl IntoIterator<Item = ListenerSpec>) -> Listeners {
         let entries = specs
             .into_iter()
-            .map(|spec| match bind_reuseport(spec.address) {
-                Ok(listener) => Entry::Bound(BoundListener {
-                    name: spec.name,
-                    key: spec.key,
-                    listener,
-                }),
-                Err(error) => Entry::Unbound { spec, error },
+            .map(|spec| match reserve(spec) {
+                Ok(reserved) => Entry::Reserved(reserved),
+                Err((spec, error)) => Entry::Unbound { spec, error },
             })
             .collect();
         Listeners { entries }
     }
 
-    /// The bound sockets.
-    pub fn bound(&self) -> impl Iterator<Item = &BoundListener> {
+    /// Listens now on every socket still waiting to: for a proxy that is
+    /// ready before it serves (a fixed configuration), so that it listens
+    /// before it says so. One that cannot listen is kept, with its error,
+    /// for serving to retry.
+    pub fn listen_now(&mut self) {
+        self.entries = std::mem::take(&mut self.entries)
+            .into_iter()
+            .map(|entry| match entry {
+                Entry::Reserved(reserved) => match listen(reserved) {
+                    Ok(bound) => Entry::Bound(bound),
+                    Err((spec, error)) => Entry::Unbound { spec, error },
+                },
+                other => other,
+            })
+            .collect();
+    }
+
+    /// The bound sockets (listening or not), by name, with their local
+    /// address.
+    pub fn bound(&self) -> impl Iterator<Item = (&str, SocketAddr)> {
         self.entries.iter().filter_map(|e| match e {
-            Entry::Bound(b) => Some(b),
+            Entry::Bound(b) => Some((b.name.as_str(), b.listener.local_addr().ok()?)),
+            Entry::Reserved(r) => Some((r.spec.name.as_str(), r.local)),
             Entry::Unbound { .. } => None,
         })
     }
@@ -88,9 +128,37 @@ impl Listeners {
     /// The sockets not bound yet, with why.
     pub fn unbound(&self) -> impl Iterator<Item = (&ListenerSpec, &io::Error)> {
         self.entries.iter().filter_map(|e| match e {
-            Entry::Bound(_) => None,
+            Entry::Bound(_) | Entry::Reserved(_) => None,
             Entry::Unbound { spec, error } => Some((spec, error)),
         })
+    }
+}
+
+/// Binds `spec`'s address without listening.
+fn reserve(spec: ListenerSpec) -> Result<Reserved, (ListenerSpec, io::Error)> {
+    let reserved =
+        reserve_reuseport(spec.address).and_then(|socket| Ok((socket.local_addr()?, socket)));
+    match reserved {
+        Ok((local, socket)) => Ok(Reserved {
+            spec,
+            socket,
+            local,
+        }),
+        Err(error) => Err((spec, error)),
+    }
+}
+
+/// Starts listening on a reserved socket; from here the kernel hands it
+/// connections.
+fn listen(reserved: Reserved) -> Result<BoundListener, (ListenerSpec, io::Error)> {
+    let Reserved { spec, socket, .. } = reserved;
+    match socket.listen(BACKLOG) {
+        Ok(listener) => Ok(BoundListener {
+            name: spec.name,
+            key: spec.key,
+            listener,
+        }),
+        Err(error) => Err((spec, error)),
     }
 }
 
@@ -157,20 +225,19 @@ impl SocketTable {
 /// A socket's row.
 fn binding(entry: &Entry) -> ListenerBinding {
     match entry {
-        Entry::Bound(b) => bound_row(b),
+        Entry::Bound(b) => bound_row(&b.key, b.listener.local_addr().ok()),
+        Entry::Reserved(r) => bound_row(&r.spec.key, Some(r.local)),
         Entry::Unbound { spec, error } => unbound_row(spec, error),
     }
 }
 
-fn bound_row(b: &BoundListener) -> ListenerBinding {
+/// A bound socket's row, whether it listens yet or not: its address is
+/// held either way.
+fn bound_row(key: &ListenerKey, local: Option<SocketAddr>) -> ListenerBinding {
     ListenerBinding {
-        gateway: b.key.gateway.clone(),
-        port: b.key.port,
-        address: b
-            .listener
-            .local_addr()
-            .map(|a| a.to_string())
-            .unwrap_or_default(),
+        gateway: key.gateway.clone(),
+        port: key.port,
+        address: local.map(|a| a.to_string()).unwrap_or_default(),
         bound: true,
         error: None,
     }
@@ -186,17 +253,49 @@ fn unbound_row(spec: &ListenerSpec, error: &io::Error) -> ListenerBinding {
     }
 }
 
-/// Binds socket `index` of `table` until it can (back-off doubling from
-/// [`FIRST_RETRY`] to [`MAX_RETRY`]), recording each outcome; `None`
-/// when `drain` starts first. The first failure is a warning (a port
-/// taken is an operator's problem), the repeats are debug lines.
-pub(crate) async fn bind_retrying(
-    spec: ListenerSpec,
-    error: io::Error,
+/// Waits for `ready`, then listens on `reserved` (socket `index` of
+/// `table`); `None` when `drain` starts first — a socket that never
+/// listened has no connections to finish. One that cannot listen is
+/// bound again as [`bind_retrying`] does.
+pub(crate) async fn listen_when_ready(
+    mut reserved: Reserved,
+    ready: impl Future<Output = ()>,
     table: &SocketTable,
     index: usize,
     mut drain: watch::Receiver<bool>,
 ) -> Option<BoundListener> {
+    tokio::select! {
+        biased;
+        _ = drain.wait_for(|draining| *draining) => return None,
+        () = ready => {}
+    }
+    loop {
+        let local = reserved.local;
+        match listen(reserved) {
+            Ok(bound) => {
+                info!(listener = %bound.name, address = %local, "ready: listening");
+                return Some(bound);
+            }
+            Err((spec, error)) => {
+                table.set(index, unbound_row(&spec, &error));
+                reserved = bind_retrying(spec, error, table, index, drain.clone()).await?;
+            }
+        }
+    }
+}
+
+/// Binds socket `index` of `table` until it can (back-off doubling from
+/// [`FIRST_RETRY`] to [`MAX_RETRY`]), recording each outcome; `None`
+/// when `drain` starts first. The first failure is a warning (a port
+/// taken is an operator's problem), the repeats are debug lines. The
+/// socket is returned bound, not listening: see [`listen_when_ready`].
+pub(crate) async fn bind_retrying(
+    mut spec: ListenerSpec,
+    error: io::Error,
+    table: &SocketTable,
+    index: usize,
+    mut drain: watch::Receiver<bool>,
+) -> Option<Reserved> {
     warn!(listener = %spec.name, address = %spec.address, %error,
         "cannot bind listener; serving the others, retrying, and reporting it to the coordinators");
     let mut pause = FIRST_RETRY;
@@ -212,18 +311,14 @@ pub(crate) async fn bind_retrying(
         if *drain.borrow_and_update() {
             return None;
         }
-        match bind_reuseport(spec.address) {
-            Ok(listener) => {
-                let bound = BoundListener {
-                    name: spec.name,
-                    key: spec.key,
-                    listener,
-                };
-                table.set(index, bound_row(&bound));
-                info!(listener = %bound.name, "listener bound after retrying");
-                return Some(bound);
+        match reserve(spec) {
+            Ok(reserved) => {
+                table.set(index, bound_row(&reserved.spec.key, Some(reserved.local)));
+                info!(listener = %reserved.spec.name, "listener bound after retrying");
+                return Some(reserved);
             }
-            Err(error) => {
+            Err((back, error)) => {
+                spec = back;
                 debug!(listener = %spec.name, address = %spec.address, %error, "listener still cannot bind");
                 table.set(index, unbound_row(&spec, &error));
                 pause = (pause * 2).min(MAX_RETRY);

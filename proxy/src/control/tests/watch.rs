@@ -6,6 +6,7 @@ use super::{Logs, Proxy, nothing_listening};
 use crate::control::assembly::{Assembler, Received, receive};
 use crate::control::error::ControlError;
 use crate::control::watch::{Ended, Lag, LagDetector, next_target};
+use std::time::Duration;
 use switchyard_proto::model::ConfigSnapshot;
 use switchyard_proto::pb;
 
@@ -158,6 +159,26 @@ fn lag_counts_only_three_heartbeats_in_a_row_behind_what_the_leader_had_a_round_
     );
     // Reported once; three more rounds before the next report.
     assert_eq!(lag.observe(11, 12), None);
+}
+
+#[test]
+fn rounds_closer_than_a_heartbeat_interval_count_once() {
+    let interval = Duration::from_millis(300);
+    let mut lag = LagDetector::spaced(interval);
+    let start = tokio::time::Instant::now();
+    let at = |ms| start + Duration::from_millis(ms);
+    // Early rounds (readiness changed, a report due) a few ms apart, the
+    // stream a commit behind for the moment: one heartbeat's worth.
+    for ms in [0, 5, 10, 20, 40] {
+        assert_eq!(lag.observe_at(at(ms), 5, 6), None, "at {ms} ms");
+    }
+    // Behind for three intervals in a row: a lag.
+    assert_eq!(lag.observe_at(at(300), 5, 6), None);
+    assert_eq!(lag.observe_at(at(600), 5, 6), None);
+    assert_eq!(
+        lag.observe_at(at(900), 5, 6),
+        Some(Lag { held: 5, leader: 6 })
+    );
 }
 
 #[test]
