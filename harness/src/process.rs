@@ -48,15 +48,44 @@ pub struct Process {
     log: Arc<Mutex<Vec<String>>>,
 }
 
-/// Reserves a free loopback port (bind port 0, read it, close). Another
-/// process could take it before it is used; the harness uses it only for
-/// peer lists that must be known before the processes start.
+/// Reserves a free loopback port for a peer list that must be known
+/// before the processes start. The port comes from below the kernel's
+/// ephemeral range ([`RESERVED_PORTS`]), never from a bind to port 0: a
+/// port the kernel handed out and this function released can be given
+/// again at once to any outgoing connection or `bind(0)` of the machine
+/// (a test once failed on "Address already in use" that way), while
+/// ports below the range are only ever taken on purpose. Within this
+/// process successive calls never repeat a port (a counter from a random
+/// start); each candidate is checked by binding it.
 pub fn free_port() -> u16 {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(u32::MAX);
+    let span = u32::from(RESERVED_PORTS.end - RESERVED_PORTS.start);
+    if NEXT.load(Ordering::Relaxed) == u32::MAX {
+        let seed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0)
+            ^ std::process::id().wrapping_mul(2_654_435_761);
+        let _ = NEXT.compare_exchange(u32::MAX, seed % span, Ordering::Relaxed, Ordering::Relaxed);
+    }
+    for _ in 0..span {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed) % span;
+        let port = RESERVED_PORTS.start + n as u16;
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    // Every reserved port taken: fall back to one the kernel picks.
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
         .unwrap_or(0)
 }
+
+/// Where [`free_port`] picks from: below Linux's default ephemeral range
+/// (32768–60999), above the well-known and common service ports.
+pub const RESERVED_PORTS: std::ops::Range<u16> = 12_000..32_000;
 
 fn pump(
     reader: impl Read + Send + 'static,
@@ -322,5 +351,16 @@ mod tests {
             "[c-1] 2026-12-03T10:00:00Z  INFO switchyard: a WARN inside a message"
         ));
         assert!(!is_warning("[c-1] LISTENING grpc=127.0.0.1:1"));
+    }
+
+    #[test]
+    fn free_ports_come_from_below_the_ephemeral_range_and_never_repeat() {
+        let ports: Vec<u16> = (0..50).map(|_| super::free_port()).collect();
+        let distinct: std::collections::BTreeSet<_> = ports.iter().collect();
+        assert_eq!(distinct.len(), ports.len(), "{ports:?}");
+        for port in ports {
+            assert!(super::RESERVED_PORTS.contains(&port), "{port}");
+            std::net::TcpListener::bind(("127.0.0.1", port)).expect("still free");
+        }
     }
 }
