@@ -16,7 +16,7 @@
 
 use crate::error::{Location, ParseError, Problem};
 use crate::header::{key_of, locate};
-use crate::{backend, gateway, route};
+use crate::{backend, gateway, route, secret};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -130,6 +130,7 @@ fn typed(
         Kind::Namespace => gateway::namespace(d.decode(doc)?),
         Kind::Service => backend::service(d.decode(doc)?, value),
         Kind::EndpointSlice => backend::endpoint_slice(d.decode(doc)?, value),
+        Kind::Secret => secret::secret(d.decode(doc)?),
     }
 }
 

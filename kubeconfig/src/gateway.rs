@@ -2,9 +2,9 @@
 //! Gateway API defaults for listeners (`allowedRoutes.namespaces.from:
 //! Same`, route kind group `gateway.networking.k8s.io`).
 //!
-//! It deliberately does not check TLS settings (the model does not carry
-//! them yet) nor whether a Gateway's class exists: references between
-//! objects are the control plane's business.
+//! It deliberately does not check whether a listener's certificates
+//! resolve nor whether a Gateway's class exists: references between
+//! objects are the control plane's business (`gateway_api`).
 
 use crate::convert::{GATEWAY_GROUP, object_meta, port};
 use crate::error::Problem;
@@ -12,12 +12,13 @@ use gateway_api::apis::standard::gatewayclasses::GatewayClass as K8sGatewayClass
 use gateway_api::apis::standard::gateways::{
     Gateway as K8sGateway, GatewayListeners, GatewayListenersAllowedRoutes,
     GatewayListenersAllowedRoutesNamespacesFrom as From,
-    GatewayListenersAllowedRoutesNamespacesSelector,
+    GatewayListenersAllowedRoutesNamespacesSelector, GatewayListenersTls, GatewayListenersTlsMode,
 };
 use k8s_openapi::api::core::v1::Namespace as K8sNamespace;
 use switchyard_proto::model::{
-    AllowedRoutes, Gateway, GatewayClass, GroupKind, Kind, LabelExpression, LabelSelector,
-    Listener, ListenerProtocol, Namespace, Resource, RouteNamespaces,
+    AllowedRoutes, CertificateRef, Gateway, GatewayClass, GroupKind, Kind, LabelExpression,
+    LabelSelector, Listener, ListenerProtocol, ListenerTls, Namespace, Resource, RouteNamespaces,
+    TlsMode,
 };
 
 /// Translates a GatewayClass.
@@ -61,8 +62,32 @@ fn listener(f: &str, l: GatewayListeners) -> Result<Listener, Problem> {
         },
         hostname: l.hostname,
         allowed_routes: allowed_routes(f, l.allowed_routes)?,
+        tls: l.tls.map(listener_tls),
         name: l.name,
     })
+}
+
+/// A listener's `tls`; `options` are implementation-specific and none is
+/// read.
+fn listener_tls(t: GatewayListenersTls) -> ListenerTls {
+    ListenerTls {
+        mode: match t.mode {
+            None | Some(GatewayListenersTlsMode::Terminate) => TlsMode::Terminate,
+            Some(GatewayListenersTlsMode::Passthrough) => TlsMode::Passthrough,
+        },
+        certificate_refs: t
+            .certificate_refs
+            .unwrap_or_default()
+            .into_iter()
+            .map(|r| CertificateRef {
+                group: r.group.unwrap_or_default(),
+                // The Gateway API default.
+                kind: r.kind.unwrap_or_else(|| "Secret".into()),
+                name: r.name,
+                namespace: r.namespace,
+            })
+            .collect(),
+    }
 }
 
 fn allowed_routes(

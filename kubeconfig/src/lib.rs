@@ -14,7 +14,7 @@
 //! | --- | --- |
 //! | `GatewayClass`, `Gateway`, `HTTPRoute` | `gateway.networking.k8s.io/v1` |
 //! | `ReferenceGrant` | `gateway.networking.k8s.io/v1beta1` or `/v1` |
-//! | `Namespace`, `Service` | `v1` |
+//! | `Namespace`, `Service`, `Secret` (`tls.crt`/`tls.key` only) | `v1` |
 //! | `EndpointSlice` | `discovery.k8s.io/v1` |
 //!
 //! Rules every entry point follows:
@@ -60,6 +60,7 @@ pub mod live;
 mod nesting;
 pub mod node_zone;
 mod route;
+mod secret;
 mod strict;
 
 pub use error::{Location, ParseError, Problem};

@@ -105,6 +105,7 @@ const METADATA_FIELDS: &[&str] = &[
 pub(crate) fn top_level_fields(kind: Kind) -> &'static [&'static str] {
     match kind {
         Kind::EndpointSlice => &["addressType", "endpoints", "ports"],
+        Kind::Secret => &["data", "immutable", "stringData", "type"],
         Kind::GatewayClass
         | Kind::Gateway
         | Kind::HTTPRoute
@@ -116,7 +117,7 @@ pub(crate) fn top_level_fields(kind: Kind) -> &'static [&'static str] {
 
 /// Whether `kind` has a top-level `status` (accepted and ignored).
 pub(crate) fn has_status(kind: Kind) -> bool {
-    kind != Kind::EndpointSlice
+    !matches!(kind, Kind::EndpointSlice | Kind::Secret)
 }
 
 fn refuse_unknown(kind: Kind, input: &Value, round_trip: &Value) -> Result<(), Problem> {
@@ -300,6 +301,16 @@ mod tests {
                 Kind::EndpointSlice,
                 top_keys(&EndpointSlice {
                     ports: Some(Vec::new()),
+                    ..Default::default()
+                }),
+            ),
+            (
+                Kind::Secret,
+                top_keys(&k8s_openapi::api::core::v1::Secret {
+                    data: Some(Default::default()),
+                    immutable: Some(true),
+                    string_data: Some(Default::default()),
+                    type_: Some("kubernetes.io/tls".into()),
                     ..Default::default()
                 }),
             ),

@@ -113,6 +113,7 @@ fn world(n: usize) -> (ConfigSnapshot, Vec<HttpRoute>) {
                 protocol: ListenerProtocol::Http,
                 hostname: None,
                 allowed_routes: AllowedRoutes::default(),
+                tls: None,
             }],
         }],
         ..Default::default()

@@ -133,6 +133,49 @@ pub struct DirectionLabels {
     pub direction: String,
 }
 
+/// Labels of client connections on TLS listeners.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct TlsLabels {
+    /// [`TlsOutcome::label`].
+    pub outcome: String,
+}
+
+/// How a client connection on a listener key that is not plain HTTP began.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TlsOutcome {
+    /// The TLS handshake completed; HTTP follows.
+    Handshake,
+    /// The handshake failed (no certificate for the SNI name, a client
+    /// that does not speak TLS, no common cipher suite...).
+    Failed,
+    /// No handshake within the header read timeout.
+    Timeout,
+    /// The listener cannot be served (certificates that do not resolve,
+    /// an unsupported protocol): closed at once, never served in
+    /// plaintext.
+    Refused,
+}
+
+impl TlsOutcome {
+    /// Every outcome, in declaration order.
+    pub const ALL: [TlsOutcome; 4] = [
+        TlsOutcome::Handshake,
+        TlsOutcome::Failed,
+        TlsOutcome::Timeout,
+        TlsOutcome::Refused,
+    ];
+
+    /// The `outcome` label value.
+    pub fn label(self) -> &'static str {
+        match self {
+            TlsOutcome::Handshake => "handshake",
+            TlsOutcome::Failed => "handshake_failed",
+            TlsOutcome::Timeout => "handshake_timeout",
+            TlsOutcome::Refused => "refused",
+        }
+    }
+}
+
 fn latency_histogram() -> Histogram {
     // 0.5 ms .. ~16 s: covers loopback echo servers and slow backends alike.
     Histogram::new(exponential_buckets(0.0005, 2.0, 16))
@@ -199,6 +242,11 @@ pub struct Metrics {
     tunnel_bytes_up: Counter,
     /// `tunnel_bytes` backend to client, resolved once: counted per write.
     tunnel_bytes_down: Counter,
+    /// Client connections on TLS (or refused) listeners, by outcome;
+    /// count through [`record_tls`](Self::record_tls).
+    pub tls_connections: Family<TlsLabels, Counter>,
+    /// The `tls_connections` counters, indexed like [`TlsOutcome::ALL`].
+    tls_counters: [Counter; 4],
 }
 
 impl Metrics {
@@ -233,7 +281,17 @@ impl Metrics {
             tunnel_bytes: Family::default(),
             tunnel_bytes_up: Counter::default(),
             tunnel_bytes_down: Counter::default(),
+            tls_connections: Family::default(),
+            tls_counters: Default::default(),
         };
+        for (i, outcome) in TlsOutcome::ALL.into_iter().enumerate() {
+            m.tls_counters[i] = m
+                .tls_connections
+                .get_or_create(&TlsLabels {
+                    outcome: outcome.label().to_owned(),
+                })
+                .clone();
+        }
         let direction = |d: &str| DirectionLabels {
             direction: d.to_owned(),
         };
@@ -370,7 +428,19 @@ impl Metrics {
             "Bytes copied through tunnels, by direction",
             m.tunnel_bytes.clone(),
         );
+        r.register(
+            "tls_connections",
+            "Client connections on HTTPS listeners, by outcome: handshake, handshake_failed, \
+             handshake_timeout, refused (the listener cannot be served)",
+            m.tls_connections.clone(),
+        );
         m
+    }
+
+    /// Counts one client connection on a TLS (or refused) listener.
+    pub fn record_tls(&self, outcome: TlsOutcome) {
+        // `TlsOutcome::ALL` lists the variants in declaration order.
+        self.tls_counters[outcome as usize].inc();
     }
 
     /// Handles on the `tunnel_bytes` counters, client to backend and

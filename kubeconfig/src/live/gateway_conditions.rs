@@ -17,7 +17,7 @@
 use super::addresses::{Assignment, GatewayAddress};
 use super::conditions::{Condition, ConditionStatus, World};
 use switchyard_proto::model::gateway_api::{GATEWAY_GROUP, listener_port_state};
-use switchyard_proto::model::{Gateway, Listener, ListenerProtocol, ProxyStatus};
+use switchyard_proto::model::{Gateway, Listener, ProxyStatus};
 
 /// A Gateway's status (without times).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -87,67 +87,77 @@ pub fn gateway_status(
             ),
             None => c("Conflicted", False, "NoConflicts", "no conflicts".into()),
         };
-        if l.protocol == ListenerProtocol::Http {
-            valid += 1;
-            conditions.push(c("Accepted", True, "Accepted", "listener accepted".into()));
-            conditions.push(conflicted);
-            let (supported, invalid) = route_kinds(l);
-            supported_kinds = supported;
-            if invalid.is_empty() {
+        let transport = world.topology.listener_transport(gateway, l);
+        match transport {
+            Err(problem) if problem.is_protocol() => {
+                conditions.push(c("Accepted", False, problem.reason(), problem.to_string()));
+                conditions.push(conflicted);
                 conditions.push(c(
                     "ResolvedRefs",
                     True,
                     "ResolvedRefs",
                     "refs resolved".into(),
                 ));
-            } else {
                 conditions.push(c(
-                    "ResolvedRefs",
-                    False,
-                    "InvalidRouteKinds",
-                    format!(
-                        "allowedRoutes.kinds {} not supported; switchyard serves HTTPRoute only",
-                        invalid.join(", ")
-                    ),
-                ));
-            }
-            conditions.push(match conflict {
-                Some(conflict) => c(
                     "Programmed",
                     False,
                     "Invalid",
-                    format!("not served: {conflict}"),
-                ),
-                None => {
-                    let port = listener_port_state(proxies, &gateway_name, l.port);
-                    let status = if port.programmed() == Some(true) {
-                        True
-                    } else {
-                        False
-                    };
-                    c("Programmed", status, port.reason(), port.to_string())
+                    "listener not accepted".into(),
+                ));
+            }
+            transport => {
+                let certificates = transport.as_ref().err();
+                if certificates.is_none() {
+                    valid += 1;
                 }
-            });
-        } else {
-            conditions.push(c(
-                "Accepted",
-                False,
-                "UnsupportedProtocol",
-                format!("protocol {:?} is not served; only HTTP is", l.protocol),
-            ));
-            conditions.push(conflicted);
-            conditions.push(c(
-                "ResolvedRefs",
-                True,
-                "ResolvedRefs",
-                "refs resolved".into(),
-            ));
-            conditions.push(c(
-                "Programmed",
-                False,
-                "Invalid",
-                "listener not accepted".into(),
-            ));
+                conditions.push(c("Accepted", True, "Accepted", "listener accepted".into()));
+                conditions.push(conflicted);
+                let (supported, invalid) = route_kinds(l);
+                supported_kinds = supported;
+                conditions.push(if let Some(problem) = certificates {
+                    c("ResolvedRefs", False, problem.reason(), problem.to_string())
+                } else if invalid.is_empty() {
+                    c(
+                        "ResolvedRefs",
+                        True,
+                        "ResolvedRefs",
+                        "refs resolved".into(),
+                    )
+                } else {
+                    c(
+                        "ResolvedRefs",
+                        False,
+                        "InvalidRouteKinds",
+                        format!(
+                            "allowedRoutes.kinds {} not supported; switchyard serves HTTPRoute only",
+                            invalid.join(", ")
+                        ),
+                    )
+                });
+                conditions.push(match (conflict, certificates) {
+                    (Some(conflict), _) => c(
+                        "Programmed",
+                        False,
+                        "Invalid",
+                        format!("not served: {conflict}"),
+                    ),
+                    (None, Some(problem)) => c(
+                        "Programmed",
+                        False,
+                        "Invalid",
+                        format!("not served, connections are refused: {problem}"),
+                    ),
+                    (None, None) => {
+                        let port = listener_port_state(proxies, &gateway_name, l.port);
+                        let status = if port.programmed() == Some(true) {
+                            True
+                        } else {
+                            False
+                        };
+                        c("Programmed", status, port.reason(), port.to_string())
+                    }
+                });
+            }
         }
         listeners.push(ListenerStatus {
             name: l.name.clone(),
@@ -293,6 +303,7 @@ spec:
   - {name: admin, port: 8080, protocol: HTTP, allowedRoutes: {kinds: [{kind: GRPCRoute}]}}
   - {name: tls, port: 443, protocol: HTTPS}
   - {name: mixed, port: 81, protocol: HTTP, allowedRoutes: {kinds: [{kind: FooRoute}, {kind: HTTPRoute}]}}
+  - {name: tcp, port: 9000, protocol: TCP}
 ---
 apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
@@ -370,6 +381,20 @@ spec: {parentRefs: [{name: gw, sectionName: http}]}
         assert_eq!(by_name("tls").attached_routes, 0);
         assert_eq!(
             get(&by_name("tls").conditions, "Accepted"),
+            ("Accepted", ConditionStatus::True)
+        );
+        assert_eq!(
+            get(&by_name("tls").conditions, "ResolvedRefs"),
+            ("InvalidCertificateRef", ConditionStatus::False),
+            "an HTTPS listener without certificateRefs"
+        );
+        assert_eq!(
+            get(&by_name("tls").conditions, "Programmed"),
+            ("Invalid", ConditionStatus::False)
+        );
+        assert_eq!(by_name("tcp").attached_routes, 0);
+        assert_eq!(
+            get(&by_name("tcp").conditions, "Accepted"),
             ("UnsupportedProtocol", ConditionStatus::False)
         );
         assert_eq!(

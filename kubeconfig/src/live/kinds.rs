@@ -50,6 +50,9 @@ pub const REQUIRED_PERMISSIONS: &[(&str, &str, &str)] = &[
     ("", "services", "list"),
     ("", "services", "watch"),
     ("", "services", "get"),
+    // Listener certificates (`kubernetes.io/tls` only, by field selector).
+    ("", "secrets", "list"),
+    ("", "secrets", "watch"),
     ("discovery.k8s.io", "endpointslices", "list"),
     ("discovery.k8s.io", "endpointslices", "watch"),
     (GATEWAY_GROUP, "gatewayclasses", "list"),
@@ -127,9 +130,10 @@ pub enum SourceRole {
 
 /// Every kind a full source's watchers read, model kinds in
 /// [`Kind::ALL`] order.
-const FULL: [Watched; 8] = [
+const FULL: [Watched; 9] = [
     Watched::Model(Kind::Namespace),
     Watched::Model(Kind::GatewayClass),
+    Watched::Model(Kind::Secret),
     Watched::Model(Kind::Gateway),
     Watched::Model(Kind::ReferenceGrant),
     Watched::Model(Kind::Service),
@@ -165,6 +169,16 @@ pub(crate) fn label_selector(watched: Watched) -> Option<&'static str> {
     }
 }
 
+/// The field selector of a kind's watch: Secrets only of type
+/// `kubernetes.io/tls` (listener certificates), so no other secret of the
+/// cluster is even read.
+pub(crate) fn field_selector(watched: Watched) -> Option<&'static str> {
+    match watched {
+        Watched::Model(Kind::Secret) => Some("type=kubernetes.io/tls"),
+        _ => None,
+    }
+}
+
 /// `(group, version, plural)` of a watched kind.
 pub(crate) fn watched_coordinates(watched: Watched) -> (&'static str, &'static str, &'static str) {
     match watched {
@@ -178,6 +192,7 @@ pub(crate) fn coordinates(kind: Kind) -> (&'static str, &'static str, &'static s
     match kind {
         Kind::Namespace => ("", "v1", "namespaces"),
         Kind::Service => ("", "v1", "services"),
+        Kind::Secret => ("", "v1", "secrets"),
         Kind::EndpointSlice => ("discovery.k8s.io", "v1", "endpointslices"),
         Kind::GatewayClass => (GATEWAY_GROUP, "v1", "gatewayclasses"),
         Kind::Gateway => (GATEWAY_GROUP, "v1", "gateways"),

@@ -214,8 +214,32 @@ pub fn select_served(all: Vec<Resource>, controller_name: &str) -> Vec<Resource>
             })
         })
         .collect();
-    let backend_namespaces: BTreeSet<&str> =
-        services.iter().map(|s| s.namespace.as_str()).collect();
+    // The Secrets our Gateways' listeners name as certificates.
+    let secrets: BTreeSet<ObjectName> = all
+        .iter()
+        .filter_map(|r| match r {
+            Resource::Gateway(g) if gateways.contains(&g.meta.object_name()) => Some(g),
+            _ => None,
+        })
+        .flat_map(|g| {
+            g.listeners
+                .iter()
+                .filter_map(|l| l.tls.as_ref())
+                .flat_map(|t| &t.certificate_refs)
+                .filter(|r| r.group.is_empty() && r.kind == "Secret")
+                .map(|r| {
+                    let ns = r.namespace.as_deref().unwrap_or(&g.meta.namespace);
+                    ObjectName::new(ns, &r.name)
+                })
+        })
+        .collect();
+    // ReferenceGrants matter where a backendRef or a certificateRef
+    // points across namespaces.
+    let backend_namespaces: BTreeSet<&str> = services
+        .iter()
+        .chain(&secrets)
+        .map(|s| s.namespace.as_str())
+        .collect();
     let namespaces: BTreeSet<&str> = routes
         .iter()
         .map(|r| r.meta.namespace.as_str())
@@ -231,6 +255,7 @@ pub fn select_served(all: Vec<Resource>, controller_name: &str) -> Vec<Resource>
         Resource::EndpointSlice(s) => s
             .service_name()
             .is_some_and(|svc| services.contains(&ObjectName::new(&s.meta.namespace, svc))),
+        Resource::Secret(s) => secrets.contains(&s.meta.object_name()),
     };
     let mut out: Vec<Resource> = all.iter().filter(|r| keep(r)).cloned().collect();
     out.sort_by_key(apply_order);

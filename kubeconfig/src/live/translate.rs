@@ -17,7 +17,7 @@
 use super::cache::Object;
 use super::kinds::Watched;
 use crate::error::{Location, ParseError, Problem};
-use crate::{backend, gateway, route};
+use crate::{backend, gateway, route, secret};
 use kube::core::DynamicObject;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -97,6 +97,7 @@ fn typed(kind: Kind, value: Value) -> Result<Resource, Problem> {
             let raw = value.clone();
             backend::endpoint_slice(decode(kind, value)?, &raw)
         }
+        Kind::Secret => secret::secret(decode(kind, value)?),
     }
 }
 

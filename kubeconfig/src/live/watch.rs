@@ -20,7 +20,7 @@
 use super::ClusterSource;
 use super::cache::{ClusterCache, Observed, Update, WatchFailure};
 use super::desired::{DesiredState, Held, desired_state};
-use super::kinds::{Watched, label_selector, watched_api_resource};
+use super::kinds::{Watched, field_selector, label_selector, watched_api_resource};
 use super::translate::{object_label, translate};
 use futures::StreamExt;
 use kube::Api;
@@ -237,6 +237,9 @@ async fn watch_kind(
     let mut config = watcher::Config::default().timeout(settings.watch_timeout_secs);
     if let Some(selector) = label_selector(kind) {
         config = config.labels(selector);
+    }
+    if let Some(selector) = field_selector(kind) {
+        config = config.fields(selector);
     }
     let stream = watch_stream(api, config).backoff(Doubling::new(settings));
     let mut stream = std::pin::pin!(stream);

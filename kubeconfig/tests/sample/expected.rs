@@ -50,9 +50,19 @@ pub fn expected() -> Vec<Resource> {
                 protocol: ListenerProtocol::Http,
                 hostname: None,
                 allowed_routes: AllowedRoutes::default(),
+                tls: None,
             },
             Listener {
                 name: "shops".into(),
+                tls: Some(ListenerTls {
+                    mode: TlsMode::Terminate,
+                    certificate_refs: vec![CertificateRef {
+                        group: "".into(),
+                        kind: "Secret".into(),
+                        name: "shop-cert".into(),
+                        namespace: None,
+                    }],
+                }),
                 port: 8443,
                 protocol: ListenerProtocol::Https,
                 hostname: Some("*.shop.example".into()),
@@ -80,8 +90,15 @@ pub fn expected() -> Vec<Resource> {
                     namespaces: RouteNamespaces::All,
                     kinds: vec![],
                 },
+                tls: None,
             },
         ],
+    });
+    let secret = Resource::Secret(Secret {
+        meta: meta("shop", "shop-cert"),
+        secret_type: TLS_SECRET_TYPE.into(),
+        certificate_chain: "cert-pem".into(),
+        private_key: PrivateKeyPem("key-pem".into()),
     });
     let grant = Resource::ReferenceGrant(ReferenceGrant {
         meta: meta("backends", "from-shop"),
@@ -289,6 +306,7 @@ pub fn expected() -> Vec<Resource> {
     vec![
         gateway_class,
         namespace,
+        secret,
         gateway,
         grant,
         service,

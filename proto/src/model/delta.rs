@@ -28,6 +28,7 @@ use super::gateway::{Gateway, GatewayClass, Namespace};
 use super::meta::{Kind, ObjectName, ResourceKey};
 use super::pairs;
 use super::resource::Resource;
+use super::secret::Secret;
 use super::snapshot::{ConfigSnapshot, RouteRecord};
 use serde::{Deserialize, Serialize};
 use std::cmp::Ordering;
@@ -204,6 +205,7 @@ impl ConfigDelta {
             &new.endpoint_slices,
             Resource::EndpointSlice,
         );
+        delta.diff_kind(Kind::Secret, &old.secrets, &new.secrets, Resource::Secret);
         diff_sorted(
             sorted(&old.routes),
             sorted(&new.routes),
@@ -277,7 +279,8 @@ keyed_by_meta!(
     Namespace,
     ReferenceGrant,
     Service,
-    EndpointSlice
+    EndpointSlice,
+    Secret
 );
 
 impl Keyed for RouteRecord {

@@ -41,7 +41,8 @@ pub struct Gateway {
 pub enum ListenerProtocol {
     /// Plain HTTP.
     Http,
-    /// HTTPS (TLS terminated by the proxy; not served yet).
+    /// HTTPS: TLS terminated by the proxy with the listener's
+    /// certificates (`tls.mode: Terminate`), then HTTP.
     Https,
     /// Anything else, kept by name so status can say it is unsupported.
     Other(String),
@@ -62,6 +63,47 @@ pub struct Listener {
     /// `allowedRoutes`.
     #[serde(default)]
     pub allowed_routes: AllowedRoutes,
+    /// `tls`: how an HTTPS listener terminates TLS (`None` when absent).
+    #[serde(default)]
+    pub tls: Option<ListenerTls>,
+}
+
+/// A listener's `tls`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ListenerTls {
+    /// `mode` (`Terminate` when absent).
+    #[serde(default)]
+    pub mode: TlsMode,
+    /// `certificateRefs`, in order.
+    #[serde(default)]
+    pub certificate_refs: Vec<CertificateRef>,
+}
+
+/// `tls.mode`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum TlsMode {
+    /// The proxy terminates TLS.
+    #[default]
+    Terminate,
+    /// TLS passes through to the backend (TLSRoute; not served).
+    Passthrough,
+    /// Anything else, kept by name so status can say it is unsupported.
+    Other(String),
+}
+
+/// One `tls.certificateRefs` entry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CertificateRef {
+    /// API group (empty: core).
+    #[serde(default)]
+    pub group: String,
+    /// Kind (`Secret`).
+    pub kind: String,
+    /// Name.
+    pub name: String,
+    /// Namespace; the Gateway's when absent.
+    #[serde(default)]
+    pub namespace: Option<String>,
 }
 
 /// `allowedRoutes` of a listener.

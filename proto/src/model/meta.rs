@@ -21,13 +21,16 @@ pub enum Kind {
     Service,
     /// `discovery.k8s.io/v1 EndpointSlice`.
     EndpointSlice,
+    /// `v1 Secret` (`kubernetes.io/tls`: listener certificates).
+    Secret,
 }
 
 impl Kind {
     /// Every kind, in the order an apply stores them.
-    pub const ALL: [Kind; 7] = [
+    pub const ALL: [Kind; 8] = [
         Kind::Namespace,
         Kind::GatewayClass,
+        Kind::Secret,
         Kind::Gateway,
         Kind::ReferenceGrant,
         Kind::Service,
@@ -50,6 +53,7 @@ impl Kind {
             Kind::Namespace => "Namespace",
             Kind::Service => "Service",
             Kind::EndpointSlice => "EndpointSlice",
+            Kind::Secret => "Secret",
         }
     }
 

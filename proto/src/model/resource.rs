@@ -5,6 +5,7 @@ use super::backend::{EndpointSlice, ReferenceGrant, Service};
 use super::gateway::{Gateway, GatewayClass, Namespace};
 use super::meta::{Kind, ObjectMeta, ResourceKey};
 use super::route::HttpRoute;
+use super::secret::Secret;
 use serde::{Deserialize, Serialize};
 
 /// One object of a kind switchyard stores.
@@ -24,6 +25,8 @@ pub enum Resource {
     Service(Service),
     /// An EndpointSlice.
     EndpointSlice(EndpointSlice),
+    /// A Secret (a listener certificate).
+    Secret(Secret),
 }
 
 impl Resource {
@@ -37,6 +40,7 @@ impl Resource {
             Resource::Namespace(o) => &o.meta,
             Resource::Service(o) => &o.meta,
             Resource::EndpointSlice(o) => &o.meta,
+            Resource::Secret(o) => &o.meta,
         }
     }
 
@@ -51,6 +55,7 @@ impl Resource {
             Resource::Namespace(o) => &mut o.meta,
             Resource::Service(o) => &mut o.meta,
             Resource::EndpointSlice(o) => &mut o.meta,
+            Resource::Secret(o) => &mut o.meta,
         }
     }
 
@@ -64,6 +69,7 @@ impl Resource {
             Resource::Namespace(_) => Kind::Namespace,
             Resource::Service(_) => Kind::Service,
             Resource::EndpointSlice(_) => Kind::EndpointSlice,
+            Resource::Secret(_) => Kind::Secret,
         }
     }
 

@@ -8,6 +8,7 @@ use super::pairs;
 use super::policy::CutoverSettings;
 use super::resource::Resource;
 use super::route::HttpRoute;
+use super::secret::Secret;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -88,6 +89,9 @@ pub struct ConfigSnapshot {
     /// EndpointSlices.
     #[serde(default)]
     pub endpoint_slices: Vec<EndpointSlice>,
+    /// Secrets (listener certificates).
+    #[serde(default)]
+    pub secrets: Vec<Secret>,
     /// Routes with their active and pending generations.
     #[serde(default)]
     pub routes: Vec<RouteRecord>,
@@ -135,6 +139,7 @@ impl ConfigSnapshot {
             Resource::Namespace(o) => self.namespaces.push(o),
             Resource::Service(o) => self.services.push(o),
             Resource::EndpointSlice(o) => self.endpoint_slices.push(o),
+            Resource::Secret(o) => self.secrets.push(o),
             Resource::HttpRoute(route) => return Some(route),
         }
         None

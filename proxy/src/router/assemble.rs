@@ -42,20 +42,10 @@ pub(crate) struct Placement {
     candidate: Candidate,
 }
 
-/// The listener keys a served listener is reachable through: its own
-/// Gateway's and the "every Gateway on this port" one.
+/// The listener keys a served listener is reachable through.
 fn keys_of(gateways: &Gateways<'_, '_>, listener: usize) -> [ListenerKey; 2] {
     let l = &gateways.listeners[listener];
-    [
-        ListenerKey {
-            gateway: Some(l.gateway.clone()),
-            port: l.port,
-        },
-        ListenerKey {
-            gateway: None,
-            port: l.port,
-        },
-    ]
+    ListenerKey::both(&l.gateway, l.port)
 }
 
 /// Every candidate of `route` with its address.

@@ -13,10 +13,10 @@
 use super::CompileNote;
 use super::hostname::HostPattern;
 use std::collections::HashMap;
-use switchyard_proto::model::gateway_api::Topology;
-use switchyard_proto::model::{HttpRoute, Kind, ListenerProtocol, ObjectName, ParentRef};
+use switchyard_proto::model::gateway_api::{ListenerTransport, Topology};
+use switchyard_proto::model::{HttpRoute, Kind, ObjectName, ParentRef};
 
-/// An HTTP listener of a served Gateway.
+/// An HTTP or HTTPS listener of a served Gateway.
 #[derive(Debug)]
 pub(crate) struct ServedListener {
     /// The Gateway.
@@ -25,6 +25,20 @@ pub(crate) struct ServedListener {
     pub(crate) port: u16,
     /// The listener hostname; `None` accepts every host.
     pub(crate) hostname: Option<HostPattern>,
+    /// Plaintext, or TLS with these certificates.
+    pub(crate) transport: ListenerTransport,
+}
+
+/// A listener of a served Gateway that cannot be served (its protocol,
+/// TLS mode or certificates): its port must not fall back to plaintext.
+#[derive(Debug)]
+pub(crate) struct RefusedListener {
+    /// The Gateway.
+    pub(crate) gateway: ObjectName,
+    /// The Gateway's listener port.
+    pub(crate) port: u16,
+    /// Why, for logs.
+    pub(crate) why: String,
 }
 
 /// A route attached to one served listener.
@@ -39,18 +53,22 @@ pub(crate) struct Attachment {
 
 /// Served Gateways and their HTTP listeners, ready for attaching routes.
 pub(crate) struct Gateways<'t, 'a> {
-    /// Every HTTP listener of every served Gateway.
+    /// Every servable listener of every served Gateway.
     pub(crate) listeners: Vec<ServedListener>,
+    /// Listeners of served Gateways that cannot be served.
+    pub(crate) refused: Vec<RefusedListener>,
     /// Listener indexes by (Gateway, listener name).
     by_name: HashMap<(ObjectName, &'a str), usize>,
     topology: &'t Topology<'a>,
 }
 
 impl<'t, 'a> Gateways<'t, 'a> {
-    /// The HTTP listeners of the Gateways `topology` says are ours; notes
-    /// the listeners it skips.
+    /// The servable listeners of the Gateways `topology` says are ours
+    /// (HTTP, and HTTPS whose certificates resolve); notes the listeners
+    /// it skips and keeps the unservable ones apart.
     pub(crate) fn new(topology: &'t Topology<'a>, notes: &mut Vec<CompileNote>) -> Self {
         let mut listeners = Vec::new();
+        let mut refused = Vec::new();
         let mut by_name = HashMap::new();
         for g in topology.gateways().filter(|g| topology.is_ours(g)) {
             let name = g.meta.object_name();
@@ -65,26 +83,39 @@ impl<'t, 'a> Gateways<'t, 'a> {
                     ));
                     continue;
                 }
-                if l.protocol != ListenerProtocol::Http {
-                    notes.push(CompileNote::gateway(
-                        &name,
-                        format!(
-                            "listener {} ({:?} on port {}) is not served: only HTTP listeners are",
-                            l.name, l.protocol, l.port
-                        ),
-                    ));
-                    continue;
-                }
+                let transport = match topology.listener_transport(g, l) {
+                    Ok(transport) => transport,
+                    Err(why) => {
+                        notes.push(CompileNote::gateway(
+                            &name,
+                            format!(
+                                "listener {} ({:?} on port {}) is not served ({}): {why}",
+                                l.name,
+                                l.protocol,
+                                l.port,
+                                why.reason()
+                            ),
+                        ));
+                        refused.push(RefusedListener {
+                            gateway: name.clone(),
+                            port: l.port,
+                            why: format!("listener {}: {why}", l.name),
+                        });
+                        continue;
+                    }
+                };
                 by_name.insert((name.clone(), l.name.as_str()), listeners.len());
                 listeners.push(ServedListener {
                     gateway: name.clone(),
                     port: l.port,
                     hostname: l.hostname.as_deref().map(HostPattern::parse),
+                    transport,
                 });
             }
         }
         Gateways {
             listeners,
+            refused,
             by_name,
             topology,
         }

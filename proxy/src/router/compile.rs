@@ -18,6 +18,7 @@ use super::backends::BackendIndex;
 use super::regexes::RegexPlan;
 use super::reuse::{CompileStats, CompiledRoute, Reuse};
 use super::rule::CompiledRule;
+use super::tls;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use switchyard_proto::model::gateway_api::Topology;
@@ -85,6 +86,11 @@ pub(crate) fn compile(
         )),
     };
 
+    let transports = match previous.filter(|_| reuse.is_active()) {
+        Some(previous) => Arc::clone(&previous.transports),
+        None => Arc::new(tls::transports(&gateways)),
+    };
+
     let mut backends = BTreeSet::new();
     for name in &names {
         let Some(entry) = compiled.get(name) else {
@@ -97,6 +103,7 @@ pub(crate) fn compile(
     }
     RouteTable {
         ports,
+        transports,
         notes,
         backends,
         regex_stats: regexes.stats,

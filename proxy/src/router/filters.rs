@@ -120,6 +120,9 @@ pub(crate) struct RequestView<'a> {
     pub(crate) prefix: Option<&'a str>,
     /// The Gateway listener port.
     pub(crate) listener_port: u16,
+    /// The scheme the request came in with (`https` on a TLS listener):
+    /// a redirect keeps it unless the filter names one.
+    pub(crate) scheme: &'static str,
 }
 
 impl Redirect {
@@ -129,7 +132,7 @@ impl Redirect {
     /// port; else the well-known port of the filter's scheme; else the
     /// listener port. The default port of the resulting scheme is left out.
     pub(crate) fn location(&self, req: &RequestView<'_>) -> String {
-        let scheme = self.scheme.as_deref().unwrap_or("http");
+        let scheme = self.scheme.as_deref().unwrap_or(req.scheme);
         let port = match (self.port, &self.scheme) {
             (Some(p), _) => p,
             (None, Some(s)) => well_known_port(s).unwrap_or(req.listener_port),
@@ -386,6 +389,7 @@ mod tests {
             query: Some("q=1"),
             prefix,
             listener_port,
+            scheme: "http",
         }
     }
 

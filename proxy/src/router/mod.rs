@@ -45,6 +45,7 @@ mod table;
 pub(crate) mod testkit;
 #[cfg(test)]
 mod tests;
+mod tls;
 
 use http::{HeaderName, HeaderValue, StatusCode};
 use std::collections::{BTreeSet, HashMap};
@@ -55,6 +56,7 @@ use table::PortTable;
 
 pub use regexes::RegexStats;
 pub use reuse::CompileStats;
+pub use tls::Transport;
 
 /// Which Gateway listener port a local socket serves, from
 /// `--listener [NS/GATEWAY:]PORT=ADDR`.
@@ -66,6 +68,23 @@ pub struct ListenerKey {
     /// The Gateway listener port (not the local socket's port): redirects
     /// derive their default port from it.
     pub port: u16,
+}
+
+impl ListenerKey {
+    /// The keys a listener of `gateway` on `port` is reachable through:
+    /// its own Gateway's and the "every Gateway on this port" one.
+    pub(crate) fn both(gateway: &ObjectName, port: u16) -> [ListenerKey; 2] {
+        [
+            ListenerKey {
+                gateway: Some(gateway.clone()),
+                port,
+            },
+            ListenerKey {
+                gateway: None,
+                port,
+            },
+        ]
+    }
 }
 
 /// A problem found while compiling, for logs and status.
@@ -93,6 +112,9 @@ pub struct RouteTable {
     /// Per listener key: the listeners reachable through it. Shared with
     /// the next table when no route changed.
     ports: Arc<HashMap<ListenerKey, PortTable>>,
+    /// Per listener key that is not plain HTTP: TLS or refused. Shared
+    /// with the next table when the Gateway side did not change.
+    transports: Arc<HashMap<ListenerKey, Transport>>,
     notes: Vec<CompileNote>,
     backends: BTreeSet<BackendKey>,
     regex_stats: RegexStats,
@@ -261,7 +283,13 @@ impl RouteTable {
         random: u64,
     ) -> Decision {
         match self.ports.get(listener) {
-            Some(table) => table.route(listener.port, req, random),
+            Some(table) => {
+                let scheme = match self.transports.get(listener) {
+                    Some(Transport::Tls(_)) => "https",
+                    _ => "http",
+                };
+                table.route(listener.port, scheme, req, random)
+            }
             None => table::not_found(
                 RespondKind::NoListener,
                 match &listener.gateway {
@@ -276,6 +304,11 @@ impl RouteTable {
                 },
             ),
         }
+    }
+
+    /// How connections on `listener` are carried (see [`Transport`]).
+    pub fn transport(&self, listener: &ListenerKey) -> Transport {
+        self.transports.get(listener).cloned().unwrap_or_default()
     }
 
     /// Every backend a served rule can send traffic or mirrors to: valid

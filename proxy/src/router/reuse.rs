@@ -3,7 +3,8 @@
 //! recompiles only the routes it changed.
 //!
 //! A compiled route depends on its spec, on the Gateway side of the
-//! topology (GatewayClasses, Gateways, Namespaces: attachment and
+//! topology (GatewayClasses, Gateways, Namespaces, and the Secrets that
+//! decide whether an HTTPS listener is served: attachment and
 //! listeners), on the ReferenceGrants and on the Services its backendRefs
 //! and mirrors name (validity and ports), and on the regexes the proxy-wide
 //! budget gave it. When all of those are as they were, the previous
@@ -82,7 +83,8 @@ impl<'p> Reuse<'p> {
         let same_gateway_side = before.gateway_classes == now.gateway_classes
             && before.gateways == now.gateways
             && before.namespaces == now.namespaces
-            && before.reference_grants == now.reference_grants;
+            && before.reference_grants == now.reference_grants
+            && before.secrets == now.secrets;
         if !same_gateway_side {
             return Reuse {
                 changed_services: HashSet::new(),

@@ -185,6 +185,7 @@ impl PortTable {
     pub(crate) fn route(
         &self,
         listener_port: u16,
+        scheme: &'static str,
         req: &http::request::Parts,
         random: u64,
     ) -> Decision {
@@ -210,6 +211,7 @@ impl PortTable {
                         query: req.uri.query(),
                         prefix: None,
                         listener_port,
+                        scheme,
                     };
                     tracing::debug!(route = %c.rule.route, rule = c.rule.rule_index, "route matched");
                     return c.rule.decide(c.match_index, &view, random);

@@ -115,6 +115,7 @@ pub(crate) fn listener(name: &str, port: u16, hostname: Option<&str>) -> Listene
         protocol: ListenerProtocol::Http,
         hostname: hostname.map(Into::into),
         allowed_routes: AllowedRoutes::default(),
+        tls: None,
     }
 }
 

@@ -1,6 +1,8 @@
-//! One client connection: HTTP/1.1 or HTTP/2 (prior knowledge) through
-//! hyper-util's auto builder, a first-request watchdog, and the drain
-//! protocol.
+//! One client connection: TLS termination when its listener is HTTPS
+//! (within the header read timeout; a listener that cannot be served
+//! closes the connection, never answers in plaintext), then HTTP/1.1 or
+//! HTTP/2 (ALPN or prior knowledge) through hyper-util's auto builder, a
+//! first-request watchdog, and the drain protocol.
 //!
 //! Drain, per connection:
 //! - HTTP/2: GOAWAY at once (hyper's graceful shutdown); streams in flight
@@ -24,19 +26,22 @@
 //! Not here: accepting connections and waiting for all of them
 //! ([`super::serve`]), what a request does ([`super::service`]).
 
-use super::forwarded::Peer;
+use super::forwarded::{Peer, Scheme};
 use super::service::{self, ConnShared};
 use crate::dataplane::DataPlane;
-use crate::metrics::Limit;
-use crate::router::ListenerKey;
+use crate::metrics::{Limit, TlsOutcome};
+use crate::router::{ListenerKey, Transport};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto::Builder;
 use std::convert::Infallible;
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio::sync::{OwnedSemaphorePermit, mpsc, watch};
 use tokio::time::{Instant, sleep, sleep_until};
+use tokio_rustls::TlsAcceptor;
 use tracing::debug;
 
 /// Signals one `serve` call shares with its connections.
@@ -52,7 +57,9 @@ pub(crate) struct Signals {
     pub alive: mpsc::Sender<()>,
 }
 
-/// Serves one accepted connection to completion.
+/// Serves one accepted connection to completion: plaintext, or TLS
+/// first when its listener key says so (see `router::Transport`), or
+/// closed at once when the listener cannot be served.
 pub(crate) async fn serve_connection(
     dp: Arc<DataPlane>,
     builder: Arc<Builder<TokioExecutor>>,
@@ -61,6 +68,62 @@ pub(crate) async fn serve_connection(
     signals: Signals,
     slot: OwnedSemaphorePermit,
 ) {
+    let _ = stream.set_nodelay(true);
+    let peer = stream.peer_addr().ok();
+    let metrics = Arc::clone(dp.metrics_arc());
+    metrics.downstream_connections.inc();
+    let transport = dp
+        .served()
+        .map(|served| served.table.transport(&listener))
+        .unwrap_or_default();
+    match transport {
+        Transport::Plaintext => {
+            serve_http(dp, builder, stream, "http", peer, listener, signals).await;
+        }
+        Transport::Refused(why) => {
+            metrics.record_tls(TlsOutcome::Refused);
+            debug!(port = listener.port, %why, "closing client connection: its listener cannot be served");
+        }
+        Transport::Tls(config) => {
+            let timeout = dp.settings().header_read_timeout;
+            let handshake = TlsAcceptor::from(config).accept(stream);
+            match tokio::time::timeout(timeout, handshake).await {
+                Ok(Ok(tls)) => {
+                    metrics.record_tls(TlsOutcome::Handshake);
+                    serve_http(dp, builder, tls, "https", peer, listener, signals).await;
+                }
+                Ok(Err(error)) => {
+                    metrics.record_tls(TlsOutcome::Failed);
+                    debug!(%error, "closing client connection: TLS handshake failed");
+                }
+                Err(_) => {
+                    metrics.record_tls(TlsOutcome::Timeout);
+                    debug!(
+                        "closing client connection: no TLS handshake within the header read timeout"
+                    );
+                }
+            }
+        }
+    }
+    // The slot first: once the gauge shows this connection gone, a new
+    // one must find room.
+    drop(slot);
+    metrics.downstream_connections.dec();
+}
+
+/// Serves HTTP on `io` (the TCP stream or the TLS stream over it) until
+/// the connection ends, per the module's drain protocol.
+async fn serve_http<IO>(
+    dp: Arc<DataPlane>,
+    builder: Arc<Builder<TokioExecutor>>,
+    io: IO,
+    scheme: Scheme,
+    peer: Option<SocketAddr>,
+    listener: Arc<ListenerKey>,
+    signals: Signals,
+) where
+    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
     let Signals {
         draining,
         mut drain,
@@ -68,9 +131,9 @@ pub(crate) async fn serve_connection(
         alive,
     } = signals;
     let _alive = alive;
-    let _ = stream.set_nodelay(true);
     let shared = Arc::new(ConnShared {
-        peer: stream.peer_addr().ok().map(Peer::new),
+        peer: peer.map(|addr| Peer::new(addr, scheme)),
+        scheme,
         listener,
         draining,
         saw_h2: AtomicBool::new(false),
@@ -78,7 +141,6 @@ pub(crate) async fn serve_connection(
         tunnel: Mutex::new(None),
     });
     let metrics = Arc::clone(dp.metrics_arc());
-    metrics.downstream_connections.inc();
 
     let svc_dp = Arc::clone(&dp);
     let svc_shared = Arc::clone(&shared);
@@ -88,7 +150,7 @@ pub(crate) async fn serve_connection(
         async move { Ok::<_, Infallible>(service::handle(dp, shared, req).await) }
     });
     // With upgrades: a 101 hands the connection to its tunnel (below).
-    let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), svc);
+    let conn = builder.serve_connection_with_upgrades(TokioIo::new(io), svc);
     tokio::pin!(conn);
 
     let settings = dp.settings();
@@ -165,10 +227,6 @@ pub(crate) async fn serve_connection(
             }
         }
     }
-    // The slot first: once the gauge shows this connection gone, a new
-    // one must find room.
-    drop(slot);
-    metrics.downstream_connections.dec();
 }
 
 /// Resolves once `force` says the drain deadline passed; never if `serve`

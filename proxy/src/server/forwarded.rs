@@ -11,9 +11,10 @@
 //! peer. This is stricter than appending to whatever arrived (Envoy's
 //! default): a backend that reads the first entry cannot be lied to.
 //!
-//! `X-Forwarded-Proto` is `http` (listeners are plaintext); an incoming one
-//! is kept only when `trusted_hops > 0` (a TLS-terminating proxy in front
-//! says `https`).
+//! `X-Forwarded-Proto` (and `Forwarded`'s `proto=`) is the scheme the
+//! client used to reach this proxy: `https` on a listener that terminates
+//! TLS, else `http`. An incoming `X-Forwarded-Proto` is kept only when
+//! `trusted_hops > 0` (a TLS-terminating proxy in front says `https`).
 //!
 //! With no trusted hops, the values depend only on the connection, so they
 //! are built once per connection ([`Peer`]) and the hot path copies handles.
@@ -34,21 +35,25 @@ const X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto
 pub(crate) struct Peer {
     /// `203.0.113.7` or `2001:db8::1`.
     xff: HeaderValue,
-    /// `for=203.0.113.7;proto=http` or `for="[2001:db8::1]";proto=http`.
+    /// `for=203.0.113.7;proto=http` or `for="[2001:db8::1]";proto=https`.
     forwarded: HeaderValue,
 }
 
+/// The scheme a client connection speaks: `http` or `https`.
+pub(crate) type Scheme = &'static str;
+
 impl Peer {
-    /// The entries for a connection from `addr`. An IPv4 client seen
-    /// through a dual-stack socket (`::ffff:1.2.3.4`) is written as IPv4.
-    pub(crate) fn new(addr: SocketAddr) -> Peer {
+    /// The entries for a connection from `addr` speaking `scheme`. An
+    /// IPv4 client seen through a dual-stack socket (`::ffff:1.2.3.4`) is
+    /// written as IPv4.
+    pub(crate) fn new(addr: SocketAddr, scheme: Scheme) -> Peer {
         let ip = match addr.ip() {
             IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4),
             v4 => v4,
         };
         let forwarded = match ip {
-            IpAddr::V4(v4) => format!("for={v4};proto=http"),
-            IpAddr::V6(v6) => format!("for=\"[{v6}]\";proto=http"),
+            IpAddr::V4(v4) => format!("for={v4};proto={scheme}"),
+            IpAddr::V6(v6) => format!("for=\"[{v6}]\";proto={scheme}"),
         };
         Peer {
             xff: header_value(ip.to_string()),
@@ -63,11 +68,13 @@ fn header_value(text: String) -> HeaderValue {
 }
 
 /// Sets `X-Forwarded-For`, `Forwarded` and `X-Forwarded-Proto` for a
-/// request from `peer` (see the module docs). `peer` is `None` only when
-/// the socket could not say; the client's entries are still dropped.
+/// request from `peer` over `scheme` (see the module docs). `peer` is
+/// `None` only when the socket could not say; the client's entries are
+/// still dropped.
 pub(crate) fn set_forwarding_headers(
     headers: &mut HeaderMap,
     peer: Option<&Peer>,
+    scheme: Scheme,
     trusted_hops: usize,
 ) {
     let xff = peer.map(|p| &p.xff);
@@ -75,7 +82,7 @@ pub(crate) fn set_forwarding_headers(
     let fwd = peer.map(|p| &p.forwarded);
     append_trusted(headers, header::FORWARDED, fwd, trusted_hops, split_quoted);
     if trusted_hops == 0 || !headers.contains_key(X_FORWARDED_PROTO) {
-        headers.insert(X_FORWARDED_PROTO, HeaderValue::from_static("http"));
+        headers.insert(X_FORWARDED_PROTO, HeaderValue::from_static(scheme));
     }
 }
 
@@ -156,7 +163,7 @@ mod tests {
     use super::*;
 
     fn peer() -> Peer {
-        Peer::new("192.0.2.9:5555".parse().unwrap())
+        Peer::new("192.0.2.9:5555".parse().unwrap(), "http")
     }
 
     fn run(incoming: &[(&str, &str)], trusted: usize) -> HeaderMap {
@@ -167,7 +174,7 @@ mod tests {
                 v.parse().unwrap(),
             );
         }
-        set_forwarding_headers(&mut h, Some(&peer()), trusted);
+        set_forwarding_headers(&mut h, Some(&peer()), "http", trusted);
         h
     }
 
@@ -212,11 +219,21 @@ mod tests {
 
     #[test]
     fn ipv6_peers_are_quoted_and_mapped_ipv4_is_plain() {
-        let p = Peer::new("[2001:db8::7]:1".parse().unwrap());
+        let p = Peer::new("[2001:db8::7]:1".parse().unwrap(), "http");
         assert_eq!(p.xff, "2001:db8::7");
         assert_eq!(p.forwarded, "for=\"[2001:db8::7]\";proto=http");
-        let p = Peer::new("[::ffff:192.0.2.1]:1".parse().unwrap());
+        let p = Peer::new("[::ffff:192.0.2.1]:1".parse().unwrap(), "http");
         assert_eq!(p.xff, "192.0.2.1");
+    }
+
+    #[test]
+    fn a_tls_connection_says_https() {
+        let peer = Peer::new("192.0.2.9:5555".parse().unwrap(), "https");
+        let mut h = HeaderMap::new();
+        h.insert(X_FORWARDED_PROTO, HeaderValue::from_static("http"));
+        set_forwarding_headers(&mut h, Some(&peer), "https", 0);
+        assert_eq!(h["x-forwarded-proto"], "https");
+        assert_eq!(h["forwarded"], "for=192.0.2.9;proto=https");
     }
 
     #[test]

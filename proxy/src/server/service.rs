@@ -51,7 +51,7 @@
 //! route, Service or endpoint; the detailed one goes to the debug log and
 //! the kind to metrics. `expose_reasons` sends the detailed one instead.
 
-use super::forwarded::{self, Peer};
+use super::forwarded::{self, Peer, Scheme};
 use super::headers::{self, REASON_HEADER};
 use super::inbound;
 use super::tunnel::Tunnel;
@@ -80,6 +80,8 @@ pub(crate) struct ConnShared {
     /// The client's address as forwarding headers write it; `None` if the
     /// socket could not say.
     pub peer: Option<Peer>,
+    /// `https` when the connection terminated TLS, else `http`.
+    pub scheme: Scheme,
     /// The Gateway listener this socket serves.
     pub listener: Arc<ListenerKey>,
     /// Set when the proxy starts draining.
@@ -265,6 +267,7 @@ async fn forward_plan(
         &mut parts,
         plan,
         conn.peer.as_ref(),
+        conn.scheme,
         dp.settings().trusted_hops,
         upgrade.as_ref().map(|u| &u.protocol),
     );
@@ -373,6 +376,7 @@ fn shape_request(
     parts: &mut request::Parts,
     plan: &ForwardPlan,
     peer: Option<&Peer>,
+    scheme: Scheme,
     trusted_hops: usize,
     upgrade: Option<&HeaderValue>,
 ) {
@@ -384,7 +388,7 @@ fn shape_request(
     if from_h2 {
         headers::join_cookies(&mut parts.headers);
     }
-    forwarded::set_forwarding_headers(&mut parts.headers, peer, trusted_hops);
+    forwarded::set_forwarding_headers(&mut parts.headers, peer, scheme, trusted_hops);
     plan.request_headers.apply(&mut parts.headers);
     if let Some(host) = &plan.host
         && let Ok(value) = HeaderValue::from_str(host)

@@ -126,15 +126,7 @@ pub fn snapshot_of(version: u64, resources: Vec<Resource>) -> (ConfigSnapshot, V
     };
     let mut routes = Vec::new();
     for resource in resources {
-        match resource {
-            Resource::GatewayClass(o) => snapshot.gateway_classes.push(o),
-            Resource::Gateway(o) => snapshot.gateways.push(o),
-            Resource::HttpRoute(o) => routes.push(o),
-            Resource::ReferenceGrant(o) => snapshot.reference_grants.push(o),
-            Resource::Namespace(o) => snapshot.namespaces.push(o),
-            Resource::Service(o) => snapshot.services.push(o),
-            Resource::EndpointSlice(o) => snapshot.endpoint_slices.push(o),
-        }
+        routes.extend(snapshot.add(resource));
     }
     (snapshot, routes)
 }

@@ -123,9 +123,10 @@ struct State {
 }
 
 /// Every collection switchyard's watchers read (all namespaces).
-pub const COLLECTIONS: [&str; 7] = [
+pub const COLLECTIONS: [&str; 8] = [
     "/api/v1/namespaces",
     "/api/v1/services",
+    "/api/v1/secrets",
     "/apis/discovery.k8s.io/v1/endpointslices",
     "/apis/gateway.networking.k8s.io/v1/gatewayclasses",
     "/apis/gateway.networking.k8s.io/v1/gateways",
@@ -138,6 +139,7 @@ pub fn collection_of(api_version: &str, kind: &str) -> String {
     let plural = match kind {
         "Namespace" => "namespaces",
         "Service" => "services",
+        "Secret" => "secrets",
         "EndpointSlice" => "endpointslices",
         "GatewayClass" => "gatewayclasses",
         "Gateway" => "gateways",

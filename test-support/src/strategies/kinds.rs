@@ -50,6 +50,7 @@ pub fn gateway() -> BoxedStrategy<Gateway> {
                 namespaces,
                 kinds: Vec::new(),
             },
+            tls: None,
         });
     (
         meta(false),

@@ -112,6 +112,7 @@ impl ConfigSnapshot {
             Kind::Namespace => on!(self.namespaces, Namespace),
             Kind::Service => on!(self.services, Service),
             Kind::EndpointSlice => on!(self.endpoint_slices, EndpointSlice),
+            Kind::Secret => on!(self.secrets, Secret),
             // `Plan::of` files routes apart.
             Kind::HTTPRoute => Ok(()),
         }

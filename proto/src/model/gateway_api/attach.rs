@@ -8,7 +8,7 @@
 
 use super::hostname::{HostPattern, effective_hostnames};
 use super::{GATEWAY_GROUP, Topology};
-use crate::model::gateway::{Gateway, Listener, ListenerProtocol, RouteNamespaces};
+use crate::model::gateway::{Gateway, Listener, RouteNamespaces};
 use crate::model::meta::ObjectName;
 use crate::model::route::{HttpRoute, ParentRef};
 use std::fmt;
@@ -176,10 +176,11 @@ impl<'a> Topology<'a> {
         let mut not_allowed = Vec::new();
         let mut no_hostname = Vec::new();
         for l in candidates {
-            if l.protocol != ListenerProtocol::Http {
+            if let Err(why) = self.listener_transport(gateway, l) {
                 not_allowed.push(format!(
-                    "listener {}: protocol {:?} is not served",
-                    l.name, l.protocol
+                    "listener {} is not served ({}): {why}",
+                    l.name,
+                    why.reason()
                 ));
                 continue;
             }

@@ -20,6 +20,7 @@ mod conflicts;
 mod hostname;
 mod programmed;
 mod refs;
+mod tls;
 
 pub use attach::{Attached, NotAttached, listener_allows_http_routes};
 pub use conflicts::{
@@ -28,13 +29,18 @@ pub use conflicts::{
 pub use hostname::{HostPattern, effective_hostnames};
 pub use programmed::{FailedBind, PortState, listener_port_state};
 pub use refs::Unresolved;
+pub use tls::{
+    ListenerTlsProblem, ListenerTlsResolution, ListenerTransport, ServedCertificate, certified_key,
+};
 
 use super::backend::{ReferenceGrant, Service};
 use super::gateway::{CONTROLLER_NAME, Gateway, GatewayClass, Namespace};
 use super::meta::ObjectName;
 use super::resource::Resource;
+use super::secret::Secret;
 use super::snapshot::ConfigSnapshot;
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::OnceLock;
 
 /// The API group of Gateway API kinds (HTTPRoute, Gateway), as parentRefs,
 /// `allowedRoutes.kinds` and ReferenceGrants name it.
@@ -55,7 +61,11 @@ pub struct Topology<'a> {
     namespaces: BTreeMap<&'a str, &'a BTreeMap<String, String>>,
     services: BTreeMap<(&'a str, &'a str), &'a Service>,
     grants: Vec<&'a ReferenceGrant>,
+    secrets: BTreeMap<(&'a str, &'a str), &'a Secret>,
     conflicts: BTreeMap<ListenerRef, ListenerConflict>,
+    /// How each listener of ours is served (`tls`), worked out on the
+    /// first question: Secrets are parsed once per topology.
+    transports: OnceLock<BTreeMap<ListenerRef, ListenerTlsResolution>>,
 }
 
 impl<'a> Topology<'a> {
@@ -84,6 +94,10 @@ impl<'a> Topology<'a> {
                     .insert((s.meta.namespace.as_str(), s.meta.name.as_str()), s);
             }
             Refs::Grant(g) => self.grants.push(g),
+            Refs::Secret(s) => {
+                self.secrets
+                    .insert((s.meta.namespace.as_str(), s.meta.name.as_str()), s);
+            }
         }
     }
 
@@ -98,7 +112,8 @@ impl<'a> Topology<'a> {
             .chain(snapshot.gateways.iter().map(Refs::Gateway))
             .chain(snapshot.namespaces.iter().map(Refs::Namespace))
             .chain(snapshot.services.iter().map(Refs::Service))
-            .chain(snapshot.reference_grants.iter().map(Refs::Grant));
+            .chain(snapshot.reference_grants.iter().map(Refs::Grant))
+            .chain(snapshot.secrets.iter().map(Refs::Secret));
         for r in refs {
             t.add(CONTROLLER_NAME, r);
         }
@@ -119,6 +134,7 @@ impl<'a> Topology<'a> {
                 Resource::Namespace(n) => Refs::Namespace(n),
                 Resource::Service(s) => Refs::Service(s),
                 Resource::ReferenceGrant(g) => Refs::Grant(g),
+                Resource::Secret(s) => Refs::Secret(s),
                 Resource::HttpRoute(_) | Resource::EndpointSlice(_) => continue,
             };
             t.add(controller, r);
@@ -186,4 +202,5 @@ enum Refs<'a> {
     Namespace(&'a Namespace),
     Service(&'a Service),
     Grant(&'a ReferenceGrant),
+    Secret(&'a Secret),
 }

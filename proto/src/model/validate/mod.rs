@@ -204,6 +204,9 @@ pub fn validate_resource_with(
         Resource::Namespace(_) => Ok(()),
         Resource::Service(o) => validate_service(&c, o),
         Resource::EndpointSlice(o) => validate_slice(&c, o),
+        // Whether a Secret can be served is the listener's status
+        // (`gateway_api::tls`), not a reason to refuse storing it.
+        Resource::Secret(_) => Ok(()),
     }
 }
 
@@ -253,6 +256,14 @@ fn validate_gateway(c: &Checker, o: &Gateway) -> Result<(), ValidationError> {
         c.port(&format!("{f}.port"), l.port)?;
         if let Some(h) = &l.hostname {
             c.hostname(&format!("{f}.hostname"), h)?;
+        }
+        for (j, r) in l
+            .tls
+            .iter()
+            .flat_map(|t| t.certificate_refs.iter())
+            .enumerate()
+        {
+            c.dns_subdomain(&format!("{f}.tls.certificateRefs[{j}].name"), &r.name)?;
         }
         if let RouteNamespaces::Selector(s) = &l.allowed_routes.namespaces {
             for (j, e) in s.match_expressions.iter().enumerate() {

@@ -22,6 +22,7 @@ fn listener(name: &str, port: u16, protocol: ListenerProtocol, hostname: Option<
         protocol,
         hostname: hostname.map(Into::into),
         allowed_routes: AllowedRoutes::default(),
+        tls: None,
     }
 }
 
