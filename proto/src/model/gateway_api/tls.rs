@@ -246,3 +246,6 @@ pub fn certified_key(secret: &Secret) -> Result<CertifiedKey, String> {
         other => format!("tls.crt and tls.key cannot be served: {other}"),
     })
 }
+
+#[cfg(test)]
+mod tests;
