@@ -254,6 +254,16 @@ impl DataPlane {
         &self.sockets
     }
 
+    /// What compiling the served table noted — routes and listeners not
+    /// served, and why — as text.
+    pub fn compile_notes(&self) -> Vec<String> {
+        self.served
+            .load()
+            .as_ref()
+            .map(|s| s.table.notes().iter().map(ToString::to_string).collect())
+            .unwrap_or_default()
+    }
+
     pub(crate) fn served(&self) -> Option<Arc<Served>> {
         self.served.load_full()
     }

@@ -8,6 +8,8 @@
 //! - [`fake_kube`]: a fake Kubernetes API server on loopback (lists,
 //!   watches, `410 Gone`, status patches, every request recorded).
 //! - [`fixtures`]: Kubernetes objects for it and for YAML tests.
+//! - [`listener_tls`]: a test CA, server certificates and their Secrets,
+//!   and verifying TLS clients, for HTTPS listener tests.
 //! - [`strategies`]: proptest strategies for the model's values, and the
 //!   proptest configuration every property file uses.
 //! - here: where the repository's test data lives (the Gateway API
@@ -20,6 +22,7 @@
 pub mod eventually;
 pub mod fake_kube;
 pub mod fixtures;
+pub mod listener_tls;
 pub mod strategies;
 
 pub use eventually::{eventually, eventually_blocking};

@@ -71,7 +71,15 @@ impl Conn {
             .await
             .with_context(|| format!("connect {addr}"))?;
         stream.set_nodelay(true)?;
-        let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
+        Conn::over(stream).await
+    }
+
+    /// Speaks HTTP/1.1 over an established stream (a TLS stream, say).
+    pub async fn over<IO>(io: IO) -> Result<Conn>
+    where
+        IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    {
+        let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(io)).await?;
         tokio::spawn(async move {
             let _ = conn.await;
         });
