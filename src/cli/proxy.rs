@@ -67,7 +67,8 @@ pub struct ProxyArgs {
     /// Upper bound from sending a request upstream to its response head (then 504).
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     pub request_timeout: Duration,
-    /// How long a client may take to send a request head (slow clients are cut off).
+    /// How long a client may take to send a request head (slow clients are cut off);
+    /// also bounds the TLS handshake on HTTPS listeners.
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     pub header_read_timeout: Duration,
     /// Largest request head accepted, in bytes (larger gets 431).
