@@ -255,3 +255,49 @@ fn cluster_labels_are_dns_labels() {
     let long = slice_name(&"a".repeat(260), "east");
     assert!(long.len() <= 253 && long.ends_with(".east"));
 }
+
+/// A `kubernetes.io/tls` Secret (its PEM is not read here).
+fn tls_secret(namespace: &str, name: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+           "metadata": {"name": name, "namespace": namespace},
+           "stringData": {"tls.crt": "cert", "tls.key": "key"}})
+}
+
+#[test]
+fn only_the_secrets_our_listeners_name_are_kept_with_grants_where_they_live() {
+    let mut https = listener("https", 443, "HTTPS");
+    https["tls"] = json!({"certificateRefs": [{"name": "local"},
+                                               {"name": "shared", "namespace": "certs"}]});
+    let mut theirs = listener("https", 443, "HTTPS");
+    theirs["tls"] = json!({"certificateRefs": [{"name": "theirs"}]});
+    let to_secrets = json!([{"group": "", "kind": "Secret"}]);
+    let mut grant = fixtures::reference_grant("certs", "gateways", "infra", to_secrets.clone());
+    grant["spec"]["from"][0]["kind"] = json!("Gateway");
+    let all = parse_documents(
+        "cluster.yaml",
+        &fixtures::yaml(&[
+            fixtures::gateway_class("ours", CONTROLLER_NAME),
+            fixtures::gateway_class("theirs", fixtures::OTHER_CONTROLLER),
+            fixtures::gateway("infra", "gw", "ours", json!([https])),
+            fixtures::gateway("infra", "other-gw", "theirs", json!([theirs])),
+            tls_secret("infra", "local"),
+            tls_secret("certs", "shared"),
+            tls_secret("infra", "theirs"),
+            tls_secret("infra", "unnamed"),
+            grant,
+            fixtures::reference_grant("elsewhere", "unrelated", "infra", to_secrets),
+        ]),
+    )
+    .unwrap();
+    let served = select_served(all, CONTROLLER_NAME);
+    assert_eq!(
+        keys(&served),
+        [
+            "GatewayClass ours",
+            "Secret certs/shared",
+            "Secret infra/local",
+            "Gateway infra/gw",
+            "ReferenceGrant certs/gateways",
+        ]
+    );
+}
