@@ -11,9 +11,12 @@
 #                          connection count (round-robin, so noise is spread)
 #   BENCH_CONNS="1 32 128" connection counts
 #   BENCH_H2=1             also run h2load (HTTP/2 prior knowledge, h2c)
+#   BENCH_TLS=0            also run HTTPS (wrk over TLS 1.3, keep-alive) against
+#                          switchyard's HTTPS listener and an nginx `ssl` server
+#                          with the same self-signed certificate (openssl)
 #   BENCH_PIN=1            pin every proxy to the last CPU and wrk/h2load and
 #                          the backend to the others (0: let the kernel schedule)
-#   BENCH_PORT_BASE=28080  first of 10 consecutive loopback ports used
+#   BENCH_PORT_BASE=28080  first of 12 consecutive loopback ports used
 #   BENCH_PROXIES="switchyard nginx haproxy envoy"
 #   SWITCHYARD_BIN=path    the switchyard binary (default: build with cargo)
 #   BENCH_OUT=path         Markdown output (default: target/bench/proxy.md)
@@ -28,6 +31,7 @@ SECS=${BENCH_SECONDS:-10}
 ROUNDS=${BENCH_ROUNDS:-3}
 CONNS=${BENCH_CONNS:-"1 32 128"}
 H2=${BENCH_H2:-1}
+TLS=${BENCH_TLS:-0}
 PIN=${BENCH_PIN:-1}
 BASE=${BENCH_PORT_BASE:-28080}
 PROXIES=${BENCH_PROXIES:-"switchyard nginx haproxy envoy"}
@@ -39,6 +43,7 @@ SY_PORT=$((BASE + 2)); SY_ADMIN=$((BASE + 3))
 NG_PORT=$((BASE + 4)); NG_H2=$((BASE + 5))
 HA_PORT=$((BASE + 6))
 EN_PORT=$((BASE + 7)); EN_ADMIN=$((BASE + 8))
+SY_TLS=$((BASE + 10)); NG_TLS=$((BASE + 11))
 
 log() { echo "[proxy-bench] $*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -51,6 +56,7 @@ command -v wrk >/dev/null || need_apt+=(wrk)
 command -v h2load >/dev/null || need_apt+=(nghttp2-client)
 command -v curl >/dev/null || need_apt+=(curl)
 command -v ss >/dev/null || need_apt+=(iproute2)
+command -v openssl >/dev/null || need_apt+=(openssl)
 if [ ${#need_apt[@]} -gt 0 ]; then
   log "installing ${need_apt[*]}"
   export DEBIAN_FRONTEND=noninteractive
@@ -94,7 +100,7 @@ if [ -z "${SWITCHYARD_BIN:-}" ]; then
 fi
 [ -x "$SWITCHYARD_BIN" ] || die "no switchyard binary at $SWITCHYARD_BIN"
 
-for p in $(seq "$BASE" $((BASE + 9))); do
+for p in $(seq "$BASE" $((BASE + 11))); do
   if ss -Htln "sport = :$p" | grep -q .; then die "port $p is in use (set BENCH_PORT_BASE)"; fi
 done
 
@@ -174,6 +180,13 @@ $(nginx_http_common "$WORK/backend")
 EOF
 } > "$WORK/backend/nginx.conf"
 
+# One self-signed certificate (ECDSA P-256) for both HTTPS servers.
+mkdir -p "$WORK/tls"
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
+  -subj "/CN=bench.example" -addext "subjectAltName=DNS:bench.example" \
+  -keyout "$WORK/tls/key.pem" -out "$WORK/tls/cert.pem" 2>/dev/null
+indent4() { sed 's/^/    /' "$1"; }
+
 mkdir -p "$WORK/nginx"
 {
   nginx_common "$WORK/nginx"
@@ -190,6 +203,18 @@ $(nginx_http_common "$WORK/nginx")
     }
     server {
         listen 127.0.0.1:$NG_PORT backlog=4096;
+        location / {
+            proxy_pass http://backend;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_buffering on;
+        }
+    }
+    server {
+        listen 127.0.0.1:$NG_TLS ssl backlog=4096;
+        ssl_certificate $WORK/tls/cert.pem;
+        ssl_certificate_key $WORK/tls/key.pem;
+        ssl_protocols TLSv1.3;
         location / {
             proxy_pass http://backend;
             proxy_http_version 1.1;
@@ -285,6 +310,17 @@ spec:
   gatewayClassName: switchyard
   listeners:
   - { name: http, port: 8080, protocol: HTTP }
+  - { name: https, port: 8443, protocol: HTTPS, tls: { certificateRefs: [ { name: bench-cert } ] } }
+---
+apiVersion: v1
+kind: Secret
+metadata: { name: bench-cert, namespace: bench }
+type: kubernetes.io/tls
+stringData:
+  tls.crt: |
+$(indent4 "$WORK/tls/cert.pem")
+  tls.key: |
+$(indent4 "$WORK/tls/key.pem")
 ---
 apiVersion: v1
 kind: Service
@@ -361,7 +397,8 @@ for p in $PROXIES; do
     switchyard)
       start_bg switchyard "$WORK/switchyard.log" "${PROXY_PIN[@]}" env TOKIO_WORKER_THREADS=1 RUST_LOG=warn \
         "$SWITCHYARD_BIN" proxy --id bench --config "$WORK/switchyard.yaml" \
-        --listener "8080=127.0.0.1:$SY_PORT" --admin-listen "127.0.0.1:$SY_ADMIN"
+        --listener "8080=127.0.0.1:$SY_PORT" --listener "8443=127.0.0.1:$SY_TLS" \
+        --admin-listen "127.0.0.1:$SY_ADMIN"
       PORT[switchyard]=$SY_PORT ;;
     nginx)
       start_bg nginx "$WORK/nginx/out.log" "${PROXY_PIN[@]}" "$NGINX" -p "$WORK/nginx" -c "$WORK/nginx/nginx.conf"
@@ -421,6 +458,8 @@ run_one() {  # proto target conns round
   local proto=$1 t=$2 c=$3 r=$4 port threads out
   port=${PORT[$t]}
   [ "$t" = nginx ] && [ "$proto" = h2c ] && port=$NG_H2
+  [ "$t" = nginx ] && [ "$proto" = https ] && port=$NG_TLS
+  [ "$t" = switchyard ] && [ "$proto" = https ] && port=$SY_TLS
   threads=$(( c < 2 ? 1 : 2 ))
   out=$WORK/run.$proto.$t.$c.$r
   local pids=${PIDS[$t]}
@@ -430,9 +469,11 @@ run_one() {  # proto target conns round
   be_peak_sampler $pids > "$out.peak" &
   local sampler=$!
   cpu0=$(cpu_ticks $pids)
-  if [ "$proto" = h1 ]; then
+  if [ "$proto" = h1 ] || [ "$proto" = https ]; then
+    local scheme=http
+    [ "$proto" = https ] && scheme=https
     timeout $((SECS + 30)) "${LOAD_PIN[@]}" wrk -t"$threads" -c"$c" -d"${SECS}s" --latency \
-      "http://127.0.0.1:$port/" > "$out" 2>&1 || true
+      "$scheme://127.0.0.1:$port/" > "$out" 2>&1 || true
   else
     timeout $((SECS + 30)) "${LOAD_PIN[@]}" h2load -t"$threads" -c"$c" -m1 -D"$SECS" \
       --log-file="$out.log" "http://127.0.0.1:$port/" > "$out" 2>&1 || true
@@ -442,7 +483,7 @@ run_one() {  # proto target conns round
   wait "$sampler" || true
   peak=$(cat "$out.peak")
   a1=$(be_accepts)
-  if [ "$proto" = h1 ]; then
+  if [ "$proto" = h1 ] || [ "$proto" = https ]; then
     reqs=$(awk '/requests in/ {print $1}' "$out")
     rps=$(awk '/^Requests\/sec/ {print $2}' "$out")
     p50=$(to_ms "$(awk '$1 == "50%" {print $2}' "$out")")
@@ -467,10 +508,13 @@ run_one() {  # proto target conns round
 
 TARGETS="backend $PROXIES"
 PROTOS=h1
-[ "$H2" = 1 ] && PROTOS="h1 h2c"
+[ "$H2" = 1 ] && PROTOS="$PROTOS h2c"
+[ "$TLS" = 1 ] && PROTOS="$PROTOS https"
 NT=$(echo $TARGETS | wc -w)
 TOTAL=$(( $(echo $CONNS | wc -w) * ROUNDS * NT ))
 [ "$H2" = 1 ] && TOTAL=$(( TOTAL + $(echo $CONNS | wc -w) * ROUNDS * (NT - 1) ))
+NTLS=$(echo " $PROXIES " | grep -o -E ' (switchyard|nginx) ' | wc -l)
+[ "$TLS" = 1 ] && TOTAL=$(( TOTAL + $(echo $CONNS | wc -w) * ROUNDS * NTLS ))
 log "$TOTAL runs of ${SECS}s (~$(( TOTAL * (SECS + 3) / 60 )) min)"
 
 # Warm-up (not measured): 2 s per target, one connection, so that upstream
@@ -487,6 +531,8 @@ for proto in $PROTOS; do
         # h2load against the backend nginx would need an h2 listener on it; the
         # direct row is for HTTP/1.1 only.
         [ "$proto" = h2c ] && [ "$t" = backend ] && continue
+        # HTTPS: switchyard and nginx only (the others have no TLS listener here).
+        [ "$proto" = https ] && [ "$t" != switchyard ] && [ "$t" != nginx ] && continue
         run_one "$proto" "$t" "$c" "$r"
       done
     done
@@ -525,7 +571,7 @@ END {
   print ""
   for (pi = 1; pi <= np; pi++) {
     pr = protos[pi]
-    printf "## %s\n\n", (pr == "h1" ? "HTTP/1.1 (wrk)" : "HTTP/2 prior knowledge, h2c (h2load)")
+    printf "## %s\n\n", (pr == "h1" ? "HTTP/1.1 (wrk)" : pr == "https" ? "HTTPS: TLS 1.3, ECDSA P-256, keep-alive (wrk)" : "HTTP/2 prior knowledge, h2c (h2load)")
     print "| proxy | conns | req/s | p50 ms | p99 ms | CPU µs/req | BE conns opened | BE conns peak | errors | req/s vs nginx | CPU/req vs nginx |"
     print "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     for (ci = 1; ci <= nc; ci++) {
