@@ -27,6 +27,7 @@ fn resources() -> Vec<Resource> {
             name: None,
             port: 80,
             target_port: None,
+            app_protocol: None,
         }],
     })];
     resources.extend((0..ROUTES).map(|i| {

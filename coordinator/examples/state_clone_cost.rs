@@ -47,6 +47,7 @@ fn objects(i: usize) -> [Resource; 3] {
                 name: None,
                 port: 80,
                 target_port: Some(8080),
+                app_protocol: None,
             }],
         }),
         Resource::EndpointSlice(EndpointSlice {

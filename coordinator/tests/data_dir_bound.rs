@@ -47,6 +47,7 @@ fn service(i: usize) -> Resource {
             name: None,
             port: 80,
             target_port: Some(8080),
+            app_protocol: None,
         }],
     })
 }

@@ -49,6 +49,7 @@ fn service(name: &str, port: u16) -> Resource {
             name: None,
             port,
             target_port: Some(8080),
+            app_protocol: None,
         }],
     })
 }

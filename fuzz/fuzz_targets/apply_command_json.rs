@@ -30,6 +30,7 @@ fn seeded() -> ReplicatedState {
             name: None,
             port: 80,
             target_port: None,
+            app_protocol: None,
         }],
     };
     let setup = [

@@ -106,6 +106,7 @@ static WORLD: LazyLock<World> = LazyLock::new(|| {
                     name: None,
                     port,
                     target_port: None,
+                    app_protocol: None,
                 })
                 .collect(),
         })

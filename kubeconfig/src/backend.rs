@@ -63,6 +63,7 @@ fn service_port(f: &str, p: K8sServicePort) -> Result<ServicePort, Problem> {
         name: port_name(p.name),
         port: number,
         target_port,
+        app_protocol: p.app_protocol.filter(|a| !a.is_empty()),
     })
 }
 

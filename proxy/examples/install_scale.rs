@@ -127,6 +127,7 @@ fn world(n: usize) -> (ConfigSnapshot, Vec<HttpRoute>) {
                 name: None,
                 port: 80,
                 target_port: Some(9),
+                app_protocol: None,
             }],
         });
         // As a coordinator's state has it: every Service changed once.

@@ -169,6 +169,7 @@ async fn setup(name: &str, data: &Value) -> Result<FileCtx> {
                 name: Some("http".to_owned()),
                 port: key.port,
                 target_port: None,
+                app_protocol: None,
             });
         }
         let count = u32::try_from(replicas(&svc))?;

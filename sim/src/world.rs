@@ -152,6 +152,7 @@ impl World {
                 name: None,
                 port: PORT,
                 target_port: Some(8080),
+                app_protocol: None,
             }],
         });
         (n, vec![service, self.slice(n)])

@@ -123,16 +123,19 @@ pub fn expected() -> Vec<Resource> {
                 name: Some("http".into()),
                 port: 80,
                 target_port: None,
+                app_protocol: None,
             },
             ServicePort {
                 name: None,
                 port: 81,
                 target_port: Some(81),
+                app_protocol: Some("kubernetes.io/h2c".into()),
             },
             ServicePort {
                 name: Some("admin".into()),
                 port: 9090,
                 target_port: Some(19090),
+                app_protocol: None,
             },
         ],
     });

@@ -83,6 +83,38 @@ pub struct ServicePort {
     /// `port`" or a named target port resolved through EndpointSlices.
     #[serde(default)]
     pub target_port: Option<u16>,
+    /// `appProtocol`: how the proxy speaks to the endpoints
+    /// ([`UpstreamProtocol::of`]); `None` is HTTP/1.1.
+    #[serde(default)]
+    pub app_protocol: Option<String>,
+}
+
+/// The protocol the proxy speaks to a Service port's endpoints, from its
+/// `appProtocol` (Gateway API GEP-1911): `kubernetes.io/h2c` is HTTP/2
+/// over cleartext with prior knowledge; anything else (none, `http`,
+/// `kubernetes.io/ws`, unknown values) is HTTP/1.1, which also carries
+/// WebSocket upgrades.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum UpstreamProtocol {
+    /// HTTP/1.1, keep-alive, upgrades.
+    #[default]
+    Http1,
+    /// HTTP/2 prior knowledge (h2c), one multiplexed connection per
+    /// endpoint.
+    H2c,
+}
+
+impl UpstreamProtocol {
+    /// The `appProtocol` value for HTTP/2 over cleartext.
+    pub const H2C: &'static str = "kubernetes.io/h2c";
+
+    /// The protocol for a port's `appProtocol`.
+    pub fn of(app_protocol: Option<&str>) -> UpstreamProtocol {
+        match app_protocol {
+            Some(p) if p.eq_ignore_ascii_case(Self::H2C) => UpstreamProtocol::H2c,
+            _ => UpstreamProtocol::Http1,
+        }
+    }
 }
 
 /// An EndpointSlice: some endpoints of one Service.

@@ -78,6 +78,7 @@ impl World {
                     name: None,
                     port,
                     target_port: None,
+                    app_protocol: None,
                 })
                 .collect(),
         });

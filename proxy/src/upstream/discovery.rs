@@ -10,7 +10,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::net::{IpAddr, SocketAddr};
 use switchyard_proto::model::{
     ANNOTATION_HEALTH_PATH, BackendKey, ConfigSnapshot, Endpoint, EndpointSlice, ObjectName,
-    Service, ServicePort,
+    Service, ServicePort, UpstreamProtocol,
 };
 
 /// Health path used when a Service has no `switchyard.io/health-path`.
@@ -29,6 +29,8 @@ pub struct EndpointSet {
     pub addrs: Vec<SocketAddr>,
     /// Path the proxy health-checks.
     pub health_path: String,
+    /// What the proxy speaks to the endpoints (the port's `appProtocol`).
+    pub protocol: UpstreamProtocol,
 }
 
 /// Resolves `backend` in `snapshot`. A missing Service or port yields an
@@ -90,6 +92,7 @@ impl<'a> Discovery<'a> {
                 generation: 0,
                 addrs: Vec::new(),
                 health_path: DEFAULT_HEALTH_PATH.to_owned(),
+                protocol: UpstreamProtocol::Http1,
             };
         };
         let health_path = health_path(service);
@@ -103,6 +106,7 @@ impl<'a> Discovery<'a> {
                 generation,
                 addrs: Vec::new(),
                 health_path,
+                protocol: UpstreamProtocol::Http1,
             };
         };
         // KEP-1669, as kube-proxy does it: ready endpoints; only when a
@@ -139,6 +143,7 @@ impl<'a> Discovery<'a> {
             generation,
             addrs: addrs.into_iter().collect(),
             health_path,
+            protocol: UpstreamProtocol::of(port.app_protocol.as_deref()),
         }
     }
 }
@@ -236,6 +241,7 @@ mod tests {
                 name: name.map(str::to_owned),
                 port: 80,
                 target_port: target,
+                app_protocol: None,
             }],
         }
     }

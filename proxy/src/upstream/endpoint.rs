@@ -10,8 +10,11 @@
 //! retry rule needs the seam the legacy client hides: a connection is
 //! obtained *before* the request is handed over, so a connect failure
 //! leaves the request (and its streaming body) in our hands to send to
-//! another endpoint. Idle connections are reused LIFO, which keeps about one
-//! upstream connection per concurrent request.
+//! another endpoint. HTTP/1.1 idle connections are reused LIFO, which
+//! keeps about one upstream connection per concurrent request. An endpoint
+//! whose Service port says `appProtocol: kubernetes.io/h2c` is spoken to
+//! over one HTTP/2 (prior knowledge) connection that every request shares
+//! as a stream, opened on first use and again once it closed.
 //!
 //! Not here: choosing among endpoints ([`super::balance`]), the request
 //! retry loop ([`super::forward`]).
@@ -22,23 +25,111 @@ use super::{BackendInfo, Context};
 use crate::body::{self, ProxyBody};
 use crate::error::ConnectError;
 use crate::metrics::BackendLabels;
+use http::{Request, Response};
 use http_body_util::BodyExt;
-use hyper::client::conn::http1::SendRequest;
-use hyper_util::rt::TokioIo;
+use hyper::body::Incoming;
+use hyper::client::conn::{TrySendError, http1, http2};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
+use switchyard_proto::model::UpstreamProtocol;
 use tokio::net::TcpStream;
 use tokio::task::AbortHandle;
 use tokio::time::Instant;
 use tracing::{debug, info};
 
-/// A ready-to-use HTTP/1 connection to an endpoint.
-pub type Sender = SendRequest<ProxyBody>;
+/// A connection to an endpoint, ready for one request: an HTTP/1.1
+/// connection of the pool, or a handle on the endpoint's shared HTTP/2
+/// connection.
+#[derive(Debug)]
+pub enum Sender {
+    /// HTTP/1.1: one request at a time, back to the pool after.
+    Http1(http1::SendRequest<ProxyBody>),
+    /// HTTP/2 prior knowledge: a stream on the shared connection.
+    Http2(http2::SendRequest<ProxyBody>),
+}
+
+impl Sender {
+    /// Sends `req`; hands it back untouched when nothing of it was written
+    /// (a stale pooled connection), so it can be sent elsewhere.
+    pub fn try_send_request(
+        &mut self,
+        req: Request<ProxyBody>,
+    ) -> impl Future<Output = Result<Response<Incoming>, TrySendError<Request<ProxyBody>>>> {
+        match self {
+            Sender::Http1(s) => futures::future::Either::Left(s.try_send_request(req)),
+            Sender::Http2(s) => futures::future::Either::Right(s.try_send_request(for_http2(req))),
+        }
+    }
+
+    /// Whether the connection is gone.
+    pub fn is_closed(&self) -> bool {
+        match self {
+            Sender::Http1(s) => s.is_closed(),
+            Sender::Http2(s) => s.is_closed(),
+        }
+    }
+
+    fn is_ready(&self) -> bool {
+        match self {
+            Sender::Http1(s) => s.is_ready(),
+            Sender::Http2(s) => s.is_ready(),
+        }
+    }
+
+    async fn ready(&mut self) -> hyper::Result<()> {
+        match self {
+            Sender::Http1(s) => s.ready().await,
+            Sender::Http2(s) => s.ready().await,
+        }
+    }
+}
+
+/// An HTTP/2 request names its target in `:scheme` and `:authority`,
+/// which the h2 layer takes from the URI: the origin-form request the
+/// server stack hands over gets `http://` and the authority of its `Host`
+/// (which HTTP/2 then does not repeat).
+fn for_http2(req: Request<ProxyBody>) -> Request<ProxyBody> {
+    let (mut parts, body) = req.into_parts();
+    if parts.uri.scheme().is_none() {
+        let authority = parts
+            .headers
+            .get(http::header::HOST)
+            .and_then(|h| h.to_str().ok())
+            .and_then(|h| h.parse::<http::uri::Authority>().ok());
+        if let Some(authority) = authority {
+            let mut uri = std::mem::take(&mut parts.uri).into_parts();
+            uri.scheme = Some(http::uri::Scheme::HTTP);
+            uri.authority = Some(authority);
+            if uri.path_and_query.is_none() {
+                uri.path_and_query = Some(http::uri::PathAndQuery::from_static("/"));
+            }
+            if let Ok(absolute) = http::Uri::from_parts(uri) {
+                parts.uri = absolute;
+                parts.headers.remove(http::header::HOST);
+            }
+        }
+    }
+    // gRPC servers expect `te: trailers` (the one TE value HTTP/2
+    // allows), which hop-by-hop hygiene removed from the client's request.
+    let grpc = parts
+        .headers
+        .get(http::header::CONTENT_TYPE)
+        .is_some_and(|t| t.as_bytes().starts_with(b"application/grpc"));
+    if grpc {
+        parts
+            .headers
+            .insert(http::header::TE, http::HeaderValue::from_static("trailers"));
+    }
+    parts.version = http::Version::HTTP_2;
+    Request::from_parts(parts, body)
+}
 
 struct IdleConn {
-    sender: Sender,
+    sender: http1::SendRequest<ProxyBody>,
     since: Instant,
 }
 
@@ -48,6 +139,10 @@ pub struct Endpoint {
     pub addr: SocketAddr,
     /// The path health checks request.
     health_path: String,
+    /// What the proxy speaks to it.
+    protocol: UpstreamProtocol,
+    /// The shared HTTP/2 connection (h2c endpoints only), once opened.
+    h2: Mutex<Option<http2::SendRequest<ProxyBody>>>,
     /// The backends whose endpoint sets list it. Empty only once retired.
     users: Mutex<Vec<Arc<BackendInfo>>>,
     ctx: Arc<Context>,
@@ -66,6 +161,7 @@ impl std::fmt::Debug for Endpoint {
         f.debug_struct("Endpoint")
             .field("addr", &self.addr)
             .field("health_path", &self.health_path)
+            .field("protocol", &self.protocol)
             .field("healthy", &self.is_healthy())
             .field("outstanding", &self.outstanding())
             .finish()
@@ -91,10 +187,17 @@ impl Drop for InFlight {
 }
 
 impl Endpoint {
-    pub(crate) fn new(addr: SocketAddr, health_path: String, ctx: Arc<Context>) -> Self {
+    pub(crate) fn new(
+        addr: SocketAddr,
+        health_path: String,
+        protocol: UpstreamProtocol,
+        ctx: Arc<Context>,
+    ) -> Self {
         Endpoint {
             addr,
             health_path,
+            protocol,
+            h2: Mutex::new(None),
             users: Mutex::new(Vec::new()),
             ctx,
             outstanding: AtomicUsize::new(0),
@@ -140,6 +243,11 @@ impl Endpoint {
     /// The path its health checks request.
     pub fn health_path(&self) -> &str {
         &self.health_path
+    }
+
+    /// What the proxy speaks to it.
+    pub fn protocol(&self) -> UpstreamProtocol {
+        self.protocol
     }
 
     /// How many backends use it.
@@ -198,41 +306,83 @@ impl Endpoint {
         *lock(&self.checker) = handle;
     }
 
-    /// A connection ready for one request: the most recently used idle one
-    /// that is still open, or a new one (counted as opened for `opener`).
+    /// A connection ready for one request: for HTTP/1.1 the most recently
+    /// used idle one that is still open, or a new one; for h2c the shared
+    /// connection, or a new one when it closed (counted as opened for
+    /// `opener`).
     pub async fn checkout(&self, opener: &BackendLabels) -> Result<Sender, ConnectError> {
+        if self.protocol == UpstreamProtocol::H2c {
+            return self.checkout_h2(opener).await;
+        }
         let settings = &self.ctx.settings;
         loop {
             let candidate = lock(&self.idle).pop();
-            let Some(mut conn) = candidate else {
+            let Some(conn) = candidate else {
                 break;
             };
             if conn.sender.is_closed() || conn.since.elapsed() > settings.pool_idle_timeout {
                 continue;
             }
-            if conn.sender.is_ready() {
-                return Ok(conn.sender);
+            let mut sender = Sender::Http1(conn.sender);
+            if sender.is_ready() {
+                return Ok(sender);
             }
             // Released a moment ago: hyper flags it ready once its connection
             // task has seen the previous response end. Closed connections
             // error out here, before any byte of a request is written.
-            if let Ok(Ok(())) =
-                tokio::time::timeout(settings.connect_timeout, conn.sender.ready()).await
+            if let Ok(Ok(())) = tokio::time::timeout(settings.connect_timeout, sender.ready()).await
             {
-                return Ok(conn.sender);
+                return Ok(sender);
             }
         }
-        self.connect(opener).await
+        self.connect_http1(opener).await
     }
 
-    async fn connect(&self, opener: &BackendLabels) -> Result<Sender, ConnectError> {
+    async fn checkout_h2(&self, opener: &BackendLabels) -> Result<Sender, ConnectError> {
+        let shared = lock(&self.h2).clone().filter(|s| !s.is_closed());
+        let mut sender = match shared {
+            Some(sender) => Sender::Http2(sender),
+            None => {
+                let fresh = self.connect_http2(opener).await?;
+                let mut slot = lock(&self.h2);
+                // Two requests may have opened one at once: keep the first
+                // one stored that is still open, and use it.
+                match slot.as_ref().filter(|s| !s.is_closed()) {
+                    Some(existing) => Sender::Http2(existing.clone()),
+                    None => {
+                        *slot = Some(fresh.clone());
+                        Sender::Http2(fresh)
+                    }
+                }
+            }
+        };
+        // Waits for room under the server's stream limit; a connection that
+        // closed meanwhile errors here, before any byte is written.
+        tokio::time::timeout(self.ctx.settings.connect_timeout, sender.ready())
+            .await
+            .map_err(|_| ConnectError::Timeout(self.ctx.settings.connect_timeout))?
+            .map_err(ConnectError::Http)?;
+        Ok(sender)
+    }
+
+    async fn tcp_connect(&self, opener: &BackendLabels) -> Result<TcpStream, ConnectError> {
         let timeout = self.ctx.settings.connect_timeout;
         let stream = tokio::time::timeout(timeout, TcpStream::connect(self.addr))
             .await
             .map_err(|_| ConnectError::Timeout(timeout))??;
         // Small request/response exchanges: do not wait for Nagle.
         let _ = stream.set_nodelay(true);
-        let (sender, conn) = hyper::client::conn::http1::Builder::new()
+        self.ctx
+            .metrics
+            .connections_opened
+            .get_or_create(opener)
+            .inc();
+        Ok(stream)
+    }
+
+    async fn connect_http1(&self, opener: &BackendLabels) -> Result<Sender, ConnectError> {
+        let stream = self.tcp_connect(opener).await?;
+        let (sender, conn) = http1::Builder::new()
             .handshake(TokioIo::new(stream))
             .await?;
         let addr = self.addr;
@@ -245,11 +395,24 @@ impl Endpoint {
                 debug!(%addr, %error, "upstream connection ended with an error");
             }
         });
-        self.ctx
-            .metrics
-            .connections_opened
-            .get_or_create(opener)
-            .inc();
+        Ok(Sender::Http1(sender))
+    }
+
+    async fn connect_http2(
+        &self,
+        opener: &BackendLabels,
+    ) -> Result<http2::SendRequest<ProxyBody>, ConnectError> {
+        let stream = self.tcp_connect(opener).await?;
+        let (sender, conn) = http2::Builder::new(TokioExecutor::new())
+            .timer(hyper_util::rt::TokioTimer::new())
+            .handshake(TokioIo::new(stream))
+            .await?;
+        let addr = self.addr;
+        self.ctx.spawn(async move {
+            if let Err(error) = conn.await {
+                debug!(%addr, %error, "upstream HTTP/2 connection ended with an error");
+            }
+        });
         Ok(sender)
     }
 
@@ -257,6 +420,10 @@ impl Endpoint {
     /// retired endpoint are closed instead (dropping the sender closes an
     /// idle hyper connection).
     pub fn release(&self, sender: Sender) {
+        // A stream handle needs no returning: the connection is shared.
+        let Sender::Http1(sender) = sender else {
+            return;
+        };
         if self.retired.load(Ordering::Relaxed) || sender.is_closed() {
             return;
         }
@@ -297,7 +464,7 @@ impl Endpoint {
                 .header(http::header::USER_AGENT, "switchyard-health-check")
                 .body(body::empty())
                 .ok()?;
-            let resp = sender.send_request(req).await.ok()?;
+            let resp = sender.try_send_request(req).await.ok()?;
             let passed = resp.status().as_u16() < 500;
             // Read the body so the connection can serve traffic next.
             if resp.into_body().collect().await.is_ok() {
@@ -381,6 +548,7 @@ impl Endpoint {
             handle.abort();
         }
         lock(&self.idle).clear();
+        lock(&self.h2).take();
     }
 }
 

@@ -206,7 +206,9 @@ impl Backend {
         let mut changed = false;
         for addr in &set.addrs {
             let same_addr = current.iter().find(|e| e.addr == *addr);
-            if let Some(existing) = same_addr.filter(|e| e.health_path() == set.health_path) {
+            if let Some(existing) = same_addr
+                .filter(|e| e.health_path() == set.health_path && e.protocol() == set.protocol)
+            {
                 next.push(Arc::clone(existing));
                 continue;
             }
@@ -214,6 +216,7 @@ impl Backend {
                 &self.ctx,
                 *addr,
                 &set.health_path,
+                set.protocol,
                 &self.info,
                 same_addr.map(|e| &**e),
             );

@@ -1,10 +1,10 @@
-//! The proxy's endpoints by address and health path, shared by every
-//! backend that lists them.
+//! The proxy's endpoints by address, health path and protocol, shared by
+//! every backend that lists them.
 //!
 //! Services often share pods (a Service per port, per version label, per
 //! route): keyed by Service, a proxy ran one health check and kept one
 //! connection pool per Service for the same `ip:port`. Here each
-//! `(ip:port, health path)` is one [`Endpoint`] however many backends use
+//! `(ip:port, health path, protocol)` is one [`Endpoint`] however many backends use
 //! it; the map holds them weakly, so it never keeps an endpoint alive that
 //! no backend lists. An endpoint retired by its last user is never handed
 //! out again (a user arriving a moment later gets a fresh one).
@@ -17,15 +17,17 @@ use super::{BackendInfo, Context, health};
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, PoisonError, Weak};
+use switchyard_proto::model::UpstreamProtocol;
 
-/// Endpoints by `(address, health path)`.
+/// Endpoints by `(address, health path, protocol)`.
 #[derive(Debug, Default)]
 pub(crate) struct SharedEndpoints {
-    by_key: Mutex<HashMap<(SocketAddr, String), Weak<Endpoint>>>,
+    by_key: Mutex<HashMap<(SocketAddr, String, UpstreamProtocol), Weak<Endpoint>>>,
 }
 
 impl SharedEndpoints {
-    /// The endpoint for `addr` probed at `health_path`, with `user` among
+    /// The endpoint for `addr` probed at `health_path` and spoken to in
+    /// `protocol`, with `user` among
     /// its users: the shared one if some backend already uses it, else a
     /// new one whose health check starts now. `seed` is an endpoint at the
     /// same address the user is leaving (its health path changed): a new
@@ -35,17 +37,23 @@ impl SharedEndpoints {
         ctx: &Arc<Context>,
         addr: SocketAddr,
         health_path: &str,
+        protocol: UpstreamProtocol,
         user: &Arc<BackendInfo>,
         seed: Option<&Endpoint>,
     ) -> Arc<Endpoint> {
         let mut map = self.by_key.lock().unwrap_or_else(PoisonError::into_inner);
-        let key = (addr, health_path.to_owned());
+        let key = (addr, health_path.to_owned(), protocol);
         if let Some(existing) = map.get(&key).and_then(Weak::upgrade)
             && existing.add_user(user)
         {
             return existing;
         }
-        let endpoint = Arc::new(Endpoint::new(addr, health_path.to_owned(), Arc::clone(ctx)));
+        let endpoint = Arc::new(Endpoint::new(
+            addr,
+            health_path.to_owned(),
+            protocol,
+            Arc::clone(ctx),
+        ));
         if let Some(seed) = seed {
             endpoint.seed_health_from(seed);
         }

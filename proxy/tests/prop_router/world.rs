@@ -144,6 +144,7 @@ fn build_world() -> World {
                     name: Some("http".to_string()),
                     port,
                     target_port: None,
+                    app_protocol: None,
                 })
                 .collect(),
         })

@@ -73,6 +73,7 @@ pub fn service(namespace: &str, name: &str, port: u16, revision: u64) -> Service
             name: Some("http".to_owned()),
             port,
             target_port: None,
+            app_protocol: None,
         }],
     }
 }

@@ -76,6 +76,7 @@ pub fn service() -> BoxedStrategy<Service> {
             name,
             port,
             target_port,
+            app_protocol: None,
         });
     (meta(false), prop::collection::vec(service_port, 0..3))
         .prop_map(|(meta, ports)| Service { meta, ports })

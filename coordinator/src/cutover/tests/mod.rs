@@ -28,6 +28,7 @@ pub(super) fn service(name: &str) -> Resource {
             name: None,
             port: 80,
             target_port: None,
+            app_protocol: None,
         }],
     })
 }

@@ -29,6 +29,7 @@ pub(super) fn service(name: &str) -> Resource {
             name: None,
             port: 80,
             target_port: Some(8080),
+            app_protocol: None,
         }],
     })
 }

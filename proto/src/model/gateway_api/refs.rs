@@ -150,6 +150,7 @@ mod tests {
                 name: None,
                 port: 8080,
                 target_port: None,
+                app_protocol: None,
             }],
         };
         ConfigSnapshot {

@@ -149,6 +149,7 @@ fn ports_clash_by_number_or_by_name() {
         name: name.map(Into::into),
         port,
         target_port: None,
+        app_protocol: None,
     };
     let ours = [port(Some("http"), 80)];
     assert_eq!(
