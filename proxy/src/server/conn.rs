@@ -85,30 +85,49 @@ pub(crate) async fn serve_connection(
             debug!(port = listener.port, %why, "closing client connection: its listener cannot be served");
         }
         Transport::Tls(config) => {
-            let timeout = dp.settings().header_read_timeout;
-            let handshake = TlsAcceptor::from(config).accept(stream);
-            match tokio::time::timeout(timeout, handshake).await {
-                Ok(Ok(tls)) => {
-                    metrics.record_tls(TlsOutcome::Handshake);
-                    serve_http(dp, builder, tls, "https", peer, listener, signals).await;
-                }
-                Ok(Err(error)) => {
-                    metrics.record_tls(TlsOutcome::Failed);
-                    debug!(%error, "closing client connection: TLS handshake failed");
-                }
-                Err(_) => {
-                    metrics.record_tls(TlsOutcome::Timeout);
-                    debug!(
-                        "closing client connection: no TLS handshake within the header read timeout"
-                    );
-                }
-            }
+            // Boxed: a TLS stream and its handshake make the future twice
+            // the size, and every plaintext connection's task would carry
+            // that space too.
+            Box::pin(serve_tls(
+                dp, builder, stream, config, peer, listener, signals,
+            ))
+            .await;
         }
     }
     // The slot first: once the gauge shows this connection gone, a new
     // one must find room.
     drop(slot);
     metrics.downstream_connections.dec();
+}
+
+/// Terminates TLS on `stream` within the header read timeout, then serves
+/// HTTP over it.
+async fn serve_tls(
+    dp: Arc<DataPlane>,
+    builder: Arc<Builder<TokioExecutor>>,
+    stream: TcpStream,
+    config: Arc<rustls::ServerConfig>,
+    peer: Option<SocketAddr>,
+    listener: Arc<ListenerKey>,
+    signals: Signals,
+) {
+    let metrics = Arc::clone(dp.metrics_arc());
+    let timeout = dp.settings().header_read_timeout;
+    let handshake = TlsAcceptor::from(config).accept(stream);
+    match tokio::time::timeout(timeout, handshake).await {
+        Ok(Ok(tls)) => {
+            metrics.record_tls(TlsOutcome::Handshake);
+            serve_http(dp, builder, tls, "https", peer, listener, signals).await;
+        }
+        Ok(Err(error)) => {
+            metrics.record_tls(TlsOutcome::Failed);
+            debug!(%error, "closing client connection: TLS handshake failed");
+        }
+        Err(_) => {
+            metrics.record_tls(TlsOutcome::Timeout);
+            debug!("closing client connection: no TLS handshake within the header read timeout");
+        }
+    }
 }
 
 /// Serves HTTP on `io` (the TCP stream or the TLS stream over it) until
