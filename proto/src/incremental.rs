@@ -49,6 +49,28 @@ pub enum SetUpdate<K, V> {
 }
 
 impl<K, V> SetUpdate<K, V> {
+    /// The same update with every key passed through `f` (a receiver
+    /// interning its keys, say).
+    pub fn map_keys<K2>(self, mut f: impl FnMut(K) -> K2) -> SetUpdate<K2, V> {
+        match self {
+            SetUpdate::Whole { seq, entries } => SetUpdate::Whole {
+                seq,
+                entries: entries.into_iter().map(|(k, v)| (f(k), v)).collect(),
+            },
+            SetUpdate::Changes {
+                base,
+                seq,
+                upserted,
+                removed,
+            } => SetUpdate::Changes {
+                base,
+                seq,
+                upserted: upserted.into_iter().map(|(k, v)| (f(k), v)).collect(),
+                removed: removed.into_iter().map(f).collect(),
+            },
+        }
+    }
+
     /// The sequence of the set this update makes.
     pub fn seq(&self) -> u64 {
         match self {

@@ -13,6 +13,7 @@ use super::{BackendEvidence, CutoverEngine, Decision, Verdict, evaluate};
 use crate::state::{DecisionBasis, ReplicatedState};
 use imbl::OrdMap;
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use switchyard_proto::model::{BackendKey, HttpRoute, ObjectName, OnTimeout, RouteRecord};
 
 /// What one pass decided, and what it cost.
@@ -33,7 +34,7 @@ struct FleetView<'a> {
     /// Live proxies, id to zone.
     live: BTreeMap<&'a str, &'a str>,
     /// Live proxies whose evidence is current, with it.
-    current: Vec<(&'a str, &'a OrdMap<BackendKey, BackendEvidence>)>,
+    current: Vec<(&'a str, &'a OrdMap<Arc<BackendKey>, BackendEvidence>)>,
     /// Per backend asked about so far: each current proxy's evidence of it.
     by_backend: BTreeMap<BackendKey, BTreeMap<&'a str, &'a BackendEvidence>>,
 }

@@ -41,6 +41,7 @@ mod evidence;
 mod faults;
 mod judge;
 mod leases;
+mod names;
 mod pass;
 mod sockets;
 mod verdict;
@@ -87,7 +88,7 @@ struct Report {
     received_ms: u64,
     /// Everything the proxy keeps warm, as it said (whole, or as changes
     /// on what it said before).
-    backends: HeldSet<BackendKey, BackendEvidence>,
+    backends: HeldSet<Arc<BackendKey>, BackendEvidence>,
 }
 
 /// What the engine made of a heartbeat or a readiness report.
@@ -133,7 +134,11 @@ pub struct CutoverEngine {
     /// does not count.
     evidence: BTreeMap<String, Arc<Report>>,
     /// Each proxy's applied generations, from its heartbeats.
-    applied: BTreeMap<String, Arc<HeldSet<ObjectName, u64>>>,
+    applied: BTreeMap<String, Arc<HeldSet<Arc<ObjectName>, u64>>>,
+    /// The route names `applied` holds, one copy each (see `names`).
+    route_names: names::Interner<ObjectName>,
+    /// The backends `evidence` holds, one copy each.
+    backend_names: names::Interner<BackendKey>,
     /// Each proxy's listener sockets, from its latest readiness report.
     sockets: FleetSockets,
     /// Per pending route: the generation and when this engine first saw it
@@ -192,6 +197,8 @@ impl CutoverEngine {
             registrations: BTreeMap::new(),
             evidence: BTreeMap::new(),
             applied: BTreeMap::new(),
+            route_names: names::Interner::default(),
+            backend_names: names::Interner::default(),
             sockets: FleetSockets::default(),
             first_seen: Arc::default(),
             paused_at_ms: None,
@@ -365,6 +372,7 @@ impl CutoverEngine {
         let Some(news) = self.heard(state, proxy, registration, now_ms) else {
             return Heard::UNKNOWN;
         };
+        let applied = applied.map_keys(|name| self.route_names.intern(name));
         let held = Arc::make_mut(self.applied.entry(proxy.to_string()).or_default());
         // Changes on another set change nothing (`NotHeld`): the answer's
         // sequence asks for the whole set.
@@ -418,6 +426,7 @@ impl CutoverEngine {
         let stale = previous.is_none_or(|r| now_ms.saturating_sub(r.received_ms) >= ttl);
         // O(1): the held set is a persistent map.
         let mut held = previous.map(|r| r.backends.clone()).unwrap_or_default();
+        let backends = backends.map_keys(|backend| self.backend_names.intern(backend));
         let changed = match held.take(backends) {
             Ok(changed) => changed,
             Err(NotHeld { held, .. }) => {
@@ -435,7 +444,8 @@ impl CutoverEngine {
         let news_here = !changed.is_empty() || stale;
         if news_here {
             self.changes += 1;
-            self.scope.narrow(changed);
+            self.scope
+                .narrow(changed.iter().map(|b| BackendKey::clone(b)));
             if stale {
                 // Everything this proxy holds counts again, and whatever
                 // it held before counted no more.
@@ -444,7 +454,7 @@ impl CutoverEngine {
                     .map()
                     .keys()
                     .chain(before.iter().flat_map(|m| m.keys()));
-                self.scope.narrow(keys.cloned());
+                self.scope.narrow(keys.map(|b| BackendKey::clone(b)));
             }
         }
         let held_seq = held.seq();
