@@ -30,29 +30,9 @@ fn binary() -> PathBuf {
 /// The demo's GatewayClass and Namespace, and its Gateway with an HTTPS
 /// listener naming Secret `shop-cert`.
 fn gateway() -> String {
-    format!(
-        r#"apiVersion: gateway.networking.k8s.io/v1
-kind: GatewayClass
-metadata: {{name: switchyard}}
-spec: {{controllerName: switchyard.io/gateway-controller}}
----
-apiVersion: v1
-kind: Namespace
-metadata: {{name: {NAMESPACE}}}
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: {{name: gateway, namespace: {NAMESPACE}}}
-spec:
-  gatewayClassName: switchyard
-  listeners:
-  - name: https
-    port: {GATEWAY_PORT}
-    protocol: HTTPS
-    tls:
-      certificateRefs: [{{name: shop-cert}}]
-"#
-    )
+    manifests::base_with_listener(&format!(
+        "  - name: https\n    port: {GATEWAY_PORT}\n    protocol: HTTPS\n    tls:\n      certificateRefs: [{{name: shop-cert}}]\n"
+    ))
 }
 
 /// The Secret `shop-cert` holding `cert`, as `kubectl create secret tls`

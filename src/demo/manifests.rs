@@ -15,6 +15,14 @@ pub const GATEWAY_PORT: u16 = 8080;
 
 /// GatewayClass, Namespace and Gateway.
 pub fn base() -> String {
+    base_with_listener(&format!(
+        "  - {{name: http, port: {GATEWAY_PORT}, protocol: HTTP}}\n"
+    ))
+}
+
+/// [`base`] with another listener on the Gateway: `listener` is its YAML
+/// list item (`  - name: ...`, indented two spaces, ending in a newline).
+pub fn base_with_listener(listener: &str) -> String {
     format!(
         r#"apiVersion: gateway.networking.k8s.io/v1
 kind: GatewayClass
@@ -31,8 +39,7 @@ metadata: {{name: gateway, namespace: {NAMESPACE}}}
 spec:
   gatewayClassName: switchyard
   listeners:
-  - {{name: http, port: {GATEWAY_PORT}, protocol: HTTP}}
-"#
+{listener}"#
     )
 }
 
