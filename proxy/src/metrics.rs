@@ -199,6 +199,11 @@ pub struct Metrics {
     tunnel_bytes_up: Counter,
     /// `tunnel_bytes` backend to client, resolved once: counted per write.
     tunnel_bytes_down: Counter,
+    /// Access log lines dropped because the writer's queue was full (or
+    /// the writer had stopped); see [`crate::access_log`].
+    pub access_log_dropped: Counter,
+    /// Writes to the access log that failed (their lines are lost).
+    pub access_log_write_errors: Counter,
 }
 
 impl Metrics {
@@ -233,6 +238,8 @@ impl Metrics {
             tunnel_bytes: Family::default(),
             tunnel_bytes_up: Counter::default(),
             tunnel_bytes_down: Counter::default(),
+            access_log_dropped: Counter::default(),
+            access_log_write_errors: Counter::default(),
         };
         let direction = |d: &str| DirectionLabels {
             direction: d.to_owned(),
@@ -369,6 +376,17 @@ impl Metrics {
             "tunnel_bytes",
             "Bytes copied through tunnels, by direction",
             m.tunnel_bytes.clone(),
+        );
+        r.register(
+            "access_log_dropped",
+            "Access log lines dropped because the writer fell behind (its queue was full); the \
+             request was served",
+            m.access_log_dropped.clone(),
+        );
+        r.register(
+            "access_log_write_errors",
+            "Writes to the access log that failed (disk full, closed pipe); their lines are lost",
+            m.access_log_write_errors.clone(),
         );
         m
     }
