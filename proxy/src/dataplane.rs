@@ -292,7 +292,8 @@ impl DataPlane {
         &self.ctx.settings
     }
 
-    pub(crate) fn metrics(&self) -> &Metrics {
+    /// The data plane's metrics, as registered by [`DataPlane::new`].
+    pub fn metrics(&self) -> &Metrics {
         &self.ctx.metrics
     }
 

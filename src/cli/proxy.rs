@@ -3,6 +3,7 @@
 
 use anyhow::{Context, bail};
 use clap::Args;
+use prometheus_client::registry::Registry;
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -196,6 +197,17 @@ fn static_config(resources: Vec<Resource>) -> ServingConfig {
     }
 }
 
+/// A proxy's data plane and its control client's metrics, both registered
+/// in the one registry its `/metrics` serves: everything a proxy process
+/// exports. `run` starts from it, and `tests/grafana_dashboard.rs` reads
+/// the exported metric names from it.
+pub fn data_plane(settings: DataPlaneSettings) -> (Arc<DataPlane>, ControlMetrics, Registry) {
+    let mut registry = Registry::default();
+    let dataplane = DataPlane::new(settings, &mut registry);
+    let control = ControlMetrics::register(&mut registry);
+    (dataplane, control, registry)
+}
+
 /// Runs a proxy until SIGTERM, then drains and exits 0.
 pub async fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
     if args.id.trim().is_empty() {
@@ -227,7 +239,6 @@ pub async fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
         }
         None => None,
     };
-    let mut registry = prometheus_client::registry::Registry::default();
     let settings = DataPlaneSettings {
         connect_timeout: args.connect_timeout,
         request_timeout: args.request_timeout,
@@ -249,13 +260,12 @@ pub async fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
         drain_timeout: args.drain_timeout,
         ..Default::default()
     };
-    let dataplane = DataPlane::new(settings, &mut registry);
+    let (dataplane, control_metrics, registry) = data_plane(settings);
     if let Some(target) = &args.access_log {
         dataplane
             .open_access_log(target)
             .context("cannot open --access-log")?;
     }
-    let control_metrics = ControlMetrics::register(&mut registry);
     let registry = Arc::new(registry);
 
     let mut line = String::from("LISTENING");
