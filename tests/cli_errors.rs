@@ -405,3 +405,43 @@ fn a_status_route_that_is_not_namespace_slash_name_is_refused_before_any_call() 
     );
     Ok(())
 }
+
+#[test]
+fn proxy_help_documents_the_access_log_and_a_bad_path_stops_the_proxy() -> anyhow::Result<()> {
+    let help = cli(&["proxy", "--help"])?;
+    assert_eq!(help.code, 0, "{}", help.stderr);
+    assert!(
+        help.stdout.contains("--access-log <PATH|->")
+            && help
+                .stdout
+                .contains("switchyard_proxy_access_log_dropped_total"),
+        "{}",
+        help.stdout
+    );
+
+    // A file that cannot be opened is a configuration error, before
+    // anything serves.
+    let dir = tempfile::tempdir()?;
+    let missing = dir.path().join("no-such-dir").join("access.json");
+    let config = write(dir.path(), "config.yaml", &route_yaml("app", "blue"));
+    let (out, took) = timed(&[
+        "proxy",
+        "--id",
+        "p1",
+        "--config",
+        &config,
+        "--listener",
+        "8080=127.0.0.1:0",
+        "--admin-listen",
+        "127.0.0.1:0",
+        "--access-log",
+        &missing.to_string_lossy(),
+    ])?;
+    fails_fast(
+        "unopenable access log",
+        &out,
+        took,
+        &["--access-log", "no-such-dir"],
+    );
+    Ok(())
+}

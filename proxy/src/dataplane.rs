@@ -13,6 +13,7 @@
 //! Not here: talking to coordinators (the control module), routing rules
 //! (the router), connection handling (the server).
 
+use crate::access_log::{AccessLog, AccessLogTarget};
 use crate::metrics::Metrics;
 use crate::router::RouteTable;
 use crate::server::sockets::{Listeners, SocketTable};
@@ -25,10 +26,11 @@ use prometheus_client::registry::Registry;
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::io;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::time::Duration;
 use switchyard_proto::model::{BackendKey, ConfigSnapshot, HttpRoute, ListenerBinding};
 use tokio::sync::watch;
-use tracing::{debug, info};
+use tracing::{debug, info, warn};
 
 pub use crate::upstream::BackendReadiness;
 
@@ -74,7 +76,12 @@ pub struct DataPlane {
     synced: watch::Sender<bool>,
     /// Which listener sockets `serve` bound.
     sockets: SocketTable,
+    /// The access log, once opened; read per request.
+    access_log: OnceLock<AccessLog>,
 }
+
+/// How long the access log's last flush may take when `serve` returns.
+const ACCESS_LOG_FINAL_FLUSH: Duration = Duration::from_secs(5);
 
 impl DataPlane {
     /// Creates a data plane with no configuration (it answers 503 until
@@ -94,6 +101,21 @@ impl DataPlane {
             mirrors,
             synced: watch::Sender::new(false),
             sockets: SocketTable::default(),
+            access_log: OnceLock::new(),
+        })
+    }
+
+    /// Starts the access log: one JSON line per request to `target` (see
+    /// [`crate::access_log`]). Off until called; call it before
+    /// [`serve`](Self::serve). Fails if the file cannot be opened or an
+    /// access log is open already.
+    pub fn open_access_log(&self, target: &AccessLogTarget) -> io::Result<()> {
+        let log = AccessLog::open(target, &self.ctx.metrics)?;
+        self.access_log.set(log).map_err(|_| {
+            io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                "the access log is open already",
+            )
         })
     }
 
@@ -230,12 +252,20 @@ impl DataPlane {
     /// (or the drain timeout passed). Sockets from [`Listeners::bind`]
     /// listen only once the data plane is [ready](Self::ready); those not
     /// bound yet are retried until they bind.
+    /// With an access log, its lines are flushed before this returns.
     pub async fn serve(
         self: Arc<Self>,
         listeners: impl Into<Listeners>,
         shutdown: impl Future<Output = ()>,
     ) -> io::Result<()> {
-        server::serve(self, listeners.into(), shutdown).await
+        let served = server::serve(Arc::clone(&self), listeners.into(), shutdown).await;
+        // Every connection is closed, so every response has sent its line.
+        if let Some(log) = self.access_log.get()
+            && !log.flush(ACCESS_LOG_FINAL_FLUSH).await
+        {
+            warn!(timeout = ?ACCESS_LOG_FINAL_FLUSH, "access log not flushed at stop: its output is stuck");
+        }
+        served
     }
 
     /// Every listener socket and whether it is bound (the last bind error
@@ -272,12 +302,17 @@ impl DataPlane {
         &self.ctx.settings
     }
 
-    pub(crate) fn metrics(&self) -> &Metrics {
+    /// The data plane's metrics, as registered by [`DataPlane::new`].
+    pub fn metrics(&self) -> &Metrics {
         &self.ctx.metrics
     }
 
     pub(crate) fn metrics_arc(&self) -> &Arc<Metrics> {
         &self.ctx.metrics
+    }
+
+    pub(crate) fn access_log(&self) -> Option<&AccessLog> {
+        self.access_log.get()
     }
 
     pub(crate) fn mirror_limiter(&self) -> &MirrorLimiter {

@@ -227,6 +227,24 @@ impl ProxyError {
         )
     }
 
+    /// The upstream endpoint the failure happened at, when one was
+    /// chosen (after retries, the last one tried).
+    pub fn endpoint(&self) -> Option<SocketAddr> {
+        match self {
+            ProxyError::Connect { endpoint, .. }
+            | ProxyError::Upstream { endpoint, .. }
+            | ProxyError::Timeout { endpoint, .. }
+            | ProxyError::BadUpgrade { endpoint, .. } => Some(*endpoint),
+            ProxyError::NoConfig
+            | ProxyError::BackendUnknown { .. }
+            | ProxyError::NoReadyEndpoint { .. }
+            | ProxyError::BadRequest(_)
+            | ProxyError::ClientTimeout { .. }
+            | ProxyError::DownstreamBody { .. }
+            | ProxyError::Draining { .. } => None,
+        }
+    }
+
     /// Short kind for metrics.
     pub fn kind(&self) -> &'static str {
         match self {

@@ -16,11 +16,13 @@
 //!   outlier ejection, active health checks, forwarding with safe retries,
 //!   request mirrors.
 //! - [`metrics`], [`settings`], [`error`], [`body`]: shared pieces.
+//! - [`access_log`]: the optional JSON access log (format, writer thread).
 //!
 //! - [`control`]: the control-plane client (watching coordinators,
 //!   reporting readiness, the apply guard). It drives the data plane only
 //!   through [`DataPlane`]'s public methods.
 
+pub mod access_log;
 pub mod body;
 pub mod control;
 pub mod dataplane;
@@ -31,6 +33,7 @@ pub mod server;
 pub mod settings;
 pub mod upstream;
 
+pub use access_log::AccessLogTarget;
 pub use dataplane::{BackendReadiness, DataPlane, ServingConfig};
 pub use server::sockets::{ListenerSpec, Listeners};
 pub use server::{BoundListener, bind_reuseport};

@@ -247,6 +247,11 @@ pub struct Metrics {
     pub tls_connections: Family<TlsLabels, Counter>,
     /// The `tls_connections` counters, indexed like [`TlsOutcome::ALL`].
     tls_counters: [Counter; 4],
+    /// Access log lines dropped because the writer's queue was full (or
+    /// the writer had stopped); see [`crate::access_log`].
+    pub access_log_dropped: Counter,
+    /// Writes to the access log that failed (their lines are lost).
+    pub access_log_write_errors: Counter,
 }
 
 impl Metrics {
@@ -283,6 +288,8 @@ impl Metrics {
             tunnel_bytes_down: Counter::default(),
             tls_connections: Family::default(),
             tls_counters: Default::default(),
+            access_log_dropped: Counter::default(),
+            access_log_write_errors: Counter::default(),
         };
         for (i, outcome) in TlsOutcome::ALL.into_iter().enumerate() {
             m.tls_counters[i] = m
@@ -433,6 +440,17 @@ impl Metrics {
             "Client connections on HTTPS listeners, by outcome: handshake, handshake_failed, \
              handshake_timeout, refused (the listener cannot be served)",
             m.tls_connections.clone(),
+        );
+        r.register(
+            "access_log_dropped",
+            "Access log lines dropped because the writer fell behind (its queue was full); the \
+             request was served",
+            m.access_log_dropped.clone(),
+        );
+        r.register(
+            "access_log_write_errors",
+            "Writes to the access log that failed (disk full, closed pipe); their lines are lost",
+            m.access_log_write_errors.clone(),
         );
         m
     }

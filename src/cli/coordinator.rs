@@ -3,6 +3,7 @@
 
 use anyhow::{Context, bail};
 use clap::Args;
+use prometheus_client::registry::Registry;
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::net::SocketAddr;
@@ -10,6 +11,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 use switchyard_coordinator::raft::{NodeConfig, RaftSettings};
+use switchyard_coordinator::server::metrics::CoordinatorMetrics;
 use switchyard_coordinator::server::{CoordinatorConfig, Limits};
 use switchyard_proto::model::{CutoverSettings, OnTimeout, ReadinessPolicy, parse_duration};
 
@@ -202,6 +204,15 @@ impl CoordinatorArgs {
     }
 }
 
+/// A coordinator's metrics and the registry its `/metrics` serves: everything
+/// a coordinator process exports. `run` starts from it, and
+/// `tests/grafana_dashboard.rs` reads the exported metric names from it.
+pub fn coordinator_metrics() -> (CoordinatorMetrics, Registry) {
+    let mut registry = Registry::default();
+    let metrics = CoordinatorMetrics::register(&mut registry);
+    (metrics, registry)
+}
+
 /// Runs a coordinator until SIGTERM.
 pub async fn run(args: CoordinatorArgs) -> anyhow::Result<ExitCode> {
     let security = args.tls.security("coordinator")?;
@@ -218,9 +229,7 @@ pub async fn run(args: CoordinatorArgs) -> anyhow::Result<ExitCode> {
     // Before anything starts: a bad kubeconfig is a configuration error.
     let live = super::kube::LiveSync::connect(&args.kube).await?;
     let config = args.into_config(bound, security)?;
-    let mut registry = prometheus_client::registry::Registry::default();
-    let metrics =
-        switchyard_coordinator::server::metrics::CoordinatorMetrics::register(&mut registry);
+    let (metrics, registry) = coordinator_metrics();
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|stop| *stop).await;

@@ -11,6 +11,9 @@ mod node_zone;
 mod proxy;
 pub mod tls;
 
+pub use coordinator::coordinator_metrics;
+pub use proxy::data_plane;
+
 use clap::{Parser, Subcommand, ValueEnum};
 use std::io::IsTerminal;
 use std::process::ExitCode;

@@ -3,6 +3,7 @@
 
 use anyhow::{Context, bail};
 use clap::Args;
+use prometheus_client::registry::Registry;
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -17,7 +18,8 @@ use switchyard_proxy::control::{self, ControlConfig, ControlMetrics};
 use switchyard_proxy::router::ListenerKey;
 use switchyard_proxy::settings::{EncodedSlashes, PathSettings};
 use switchyard_proxy::{
-    DataPlane, DataPlaneSettings, ListenerSpec, Listeners, ServingConfig, bind_reuseport,
+    AccessLogTarget, DataPlane, DataPlaneSettings, ListenerSpec, Listeners, ServingConfig,
+    bind_reuseport,
 };
 use tokio::sync::watch;
 
@@ -121,6 +123,16 @@ pub struct ProxyArgs {
     /// default: clients get a generic reason, operators the details in debug logs and metrics.
     #[arg(long)]
     pub expose_reasons: bool,
+    /// Write one JSON line per request to this file (created if missing, appended to), or to
+    /// standard output with `-`: listener, route, backend, endpoint, status, bytes, durations,
+    /// errors (README, "Access log"). Off by default.
+    ///
+    /// Lines are written by a thread of their own and never slow a request: when it falls
+    /// behind, lines are dropped and counted in switchyard_proxy_access_log_dropped_total;
+    /// failed writes are counted in switchyard_proxy_access_log_write_errors_total. Everything
+    /// is flushed at least every second and when the proxy stops.
+    #[arg(long, env = "SWITCHYARD_ACCESS_LOG", value_name = "PATH|-", value_parser = AccessLogTarget::parse)]
+    pub access_log: Option<AccessLogTarget>,
     /// TLS towards the coordinators (not needed with --config, which talks to none).
     #[command(flatten)]
     pub tls: super::tls::TlsArgs,
@@ -186,6 +198,17 @@ fn static_config(resources: Vec<Resource>) -> ServingConfig {
     }
 }
 
+/// A proxy's data plane and its control client's metrics, both registered
+/// in the one registry its `/metrics` serves: everything a proxy process
+/// exports. `run` starts from it, and `tests/grafana_dashboard.rs` reads
+/// the exported metric names from it.
+pub fn data_plane(settings: DataPlaneSettings) -> (Arc<DataPlane>, ControlMetrics, Registry) {
+    let mut registry = Registry::default();
+    let dataplane = DataPlane::new(settings, &mut registry);
+    let control = ControlMetrics::register(&mut registry);
+    (dataplane, control, registry)
+}
+
 /// Runs a proxy until SIGTERM, then drains and exits 0.
 pub async fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
     if args.id.trim().is_empty() {
@@ -217,7 +240,6 @@ pub async fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
         }
         None => None,
     };
-    let mut registry = prometheus_client::registry::Registry::default();
     let settings = DataPlaneSettings {
         connect_timeout: args.connect_timeout,
         request_timeout: args.request_timeout,
@@ -239,8 +261,12 @@ pub async fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
         drain_timeout: args.drain_timeout,
         ..Default::default()
     };
-    let dataplane = DataPlane::new(settings, &mut registry);
-    let control_metrics = ControlMetrics::register(&mut registry);
+    let (dataplane, control_metrics, registry) = data_plane(settings);
+    if let Some(target) = &args.access_log {
+        dataplane
+            .open_access_log(target)
+            .context("cannot open --access-log")?;
+    }
     let registry = Arc::new(registry);
 
     let mut line = String::from("LISTENING");
@@ -358,5 +384,24 @@ mod tests {
         assert_eq!(set.drain_timeout, Duration::from_secs(45));
         let error = proxy(&["--drain-timeout", "soon"]).expect_err("not a duration");
         assert!(error.to_string().contains("--drain-timeout"), "{error}");
+    }
+
+    #[test]
+    fn the_access_log_is_off_unless_asked_for() {
+        use switchyard_proxy::AccessLogTarget;
+        assert_eq!(proxy(&[]).expect("parses").access_log, None);
+        let stdout = proxy(&["--access-log=-"]).expect("parses").access_log;
+        assert_eq!(stdout, Some(AccessLogTarget::Stdout));
+        let file = proxy(&["--access-log", "/var/log/switchyard/access.json"])
+            .expect("parses")
+            .access_log;
+        assert_eq!(
+            file,
+            Some(AccessLogTarget::File(
+                "/var/log/switchyard/access.json".into()
+            ))
+        );
+        let error = proxy(&["--access-log="]).expect_err("empty");
+        assert!(error.to_string().contains("--access-log"), "{error}");
     }
 }

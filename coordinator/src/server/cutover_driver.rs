@@ -300,20 +300,7 @@ fn look(
 }
 
 fn refresh_live_gauge(coordinator: &Coordinator, live: &BTreeMap<String, String>) {
-    let mut per_zone: BTreeMap<&str, i64> = BTreeMap::new();
-    for zone in live.values() {
-        *per_zone.entry(zone.as_str()).or_default() += 1;
-    }
-    coordinator.metrics.live_proxies.clear();
-    for (zone, count) in per_zone {
-        coordinator
-            .metrics
-            .live_proxies
-            .get_or_create(&super::metrics::ZoneLabel {
-                zone: zone.to_string(),
-            })
-            .set(count);
-    }
+    coordinator.metrics.set_live_proxies(live);
 }
 
 fn refresh_gauges(coordinator: &Coordinator, state: &ReplicatedState) {

@@ -10,6 +10,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
+use std::collections::BTreeMap;
 
 /// Label of per-zone gauges.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -250,6 +251,23 @@ impl CoordinatorMetrics {
     /// Configuration payloads of `kind` (`delta` or `full`) encoded so far.
     pub fn config_encodings(&self, kind: &str) -> u64 {
         self.config_encoding(kind).get()
+    }
+
+    /// Sets `live_proxies` from the live proxies (id to zone): one series
+    /// per zone that has any, the others removed.
+    pub fn set_live_proxies(&self, live: &BTreeMap<String, String>) {
+        let mut per_zone: BTreeMap<&str, i64> = BTreeMap::new();
+        for zone in live.values() {
+            *per_zone.entry(zone.as_str()).or_default() += 1;
+        }
+        self.live_proxies.clear();
+        for (zone, count) in per_zone {
+            self.live_proxies
+                .get_or_create(&ZoneLabel {
+                    zone: zone.to_owned(),
+                })
+                .set(count);
+        }
     }
 
     /// Counts one request refused for `limit` (one of `LIMITS`).

@@ -22,6 +22,8 @@
 //! for later heads and idle keep-alive connections), and an HTTP/1 head
 //! hyper answered 431. Not counted: an HTTP/2 header list over the limit —
 //! h2 answers 431 on that stream itself and nothing reaches this code.
+//! The access log's line for a head hyper refused (431, 400) is sent here
+//! too: no request reached the request stack.
 //!
 //! Not here: accepting connections and waiting for all of them
 //! ([`super::serve`]), what a request does ([`super::service`]).
@@ -31,6 +33,7 @@ use super::service::{self, ConnShared};
 use crate::dataplane::DataPlane;
 use crate::metrics::{Limit, TlsOutcome};
 use crate::router::{ListenerKey, Transport};
+use http::StatusCode;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto::Builder;
 use std::convert::Infallible;
@@ -153,6 +156,7 @@ async fn serve_http<IO>(
     let shared = Arc::new(ConnShared {
         peer: peer.map(|addr| Peer::new(addr, scheme)),
         scheme,
+        client: peer,
         listener,
         draining,
         saw_h2: AtomicBool::new(false),
@@ -198,6 +202,11 @@ async fn serve_http<IO>(
                 if let Err(error) = result {
                     if let Some(limit) = limit_hit(&*error) {
                         metrics.record_limit_hit(limit);
+                    }
+                    if let Some(log) = dp.access_log()
+                        && let Some(status) = refused_head(&*error)
+                    {
+                        log.refused(&shared.listener, peer, status, &error);
                     }
                     debug!(%error, "client connection ended with an error");
                 }
@@ -253,6 +262,21 @@ async fn serve_http<IO>(
 async fn forced(force: &mut watch::Receiver<bool>) {
     if force.wait_for(|forced| *forced).await.is_err() {
         std::future::pending::<()>().await;
+    }
+}
+
+/// The status hyper answered a request head it could not take with, when
+/// it ended a connection with `error` for that: 431 for a head over the
+/// limit (also for a request target over hyper's own 64 KiB limit, which
+/// it answers 414), 400 for one it could not parse.
+fn refused_head(error: &(dyn std::error::Error + 'static)) -> Option<StatusCode> {
+    let error = error.downcast_ref::<hyper::Error>()?;
+    if error.is_parse_too_large() {
+        Some(StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE)
+    } else if error.is_parse() && !error.is_parse_version_h2() {
+        Some(StatusCode::BAD_REQUEST)
+    } else {
+        None
     }
 }
 

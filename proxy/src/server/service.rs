@@ -3,6 +3,13 @@
 //!
 //! Layers, outermost first, and why each sits where it does:
 //!
+//! 0. **Access log** (only with one open, [`crate::access_log`]) — a
+//!    [`Trail`] begun as the request arrives, told by the layers below
+//!    what they decided (settled Host and path, route and backend, the
+//!    endpoint, the error or the router's reason, a tunnel), and finished
+//!    on the response the client gets, whose body sends the line when it
+//!    ends. Outermost so that it times everything and logs the answer as
+//!    sent. Without an access log the trail is empty and costs nothing.
 //! 1. **Drain marking** — once the proxy drains, every HTTP/1 response
 //!    carries `Connection: close`, whoever produced it, so clients move to
 //!    the replacement between requests instead of having a connection cut
@@ -57,6 +64,7 @@ use super::inbound;
 use super::tunnel::Tunnel;
 use super::upgrade::{self, Requested};
 use super::upload::TimedBody;
+use crate::access_log::Trail;
 use crate::body::{self, ProxyBody};
 use crate::dataplane::{DataPlane, Served};
 use crate::error::{BadUpgrade, ProxyError};
@@ -69,6 +77,7 @@ use http::header::{self, HeaderValue};
 use http::{Request, Response, StatusCode, Uri, Version, request};
 use http_body_util::BodyExt;
 use hyper::body::{Body, Incoming};
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use switchyard_proto::model::{BackendKey, ObjectName};
@@ -82,6 +91,8 @@ pub(crate) struct ConnShared {
     pub peer: Option<Peer>,
     /// `https` when the connection terminated TLS, else `http`.
     pub scheme: Scheme,
+    /// The client's address as the socket gave it (for the access log).
+    pub client: Option<SocketAddr>,
     /// The Gateway listener this socket serves.
     pub listener: Arc<ListenerKey>,
     /// Set when the proxy starts draining.
@@ -122,8 +133,10 @@ pub(crate) async fn handle(
     if version == Version::HTTP_2 {
         conn.saw_h2.store(true, Ordering::Relaxed);
     }
+    // Layer 0: the access log's trail, when there is an access log.
+    let mut trail = Trail::begin(dp.access_log(), &conn.listener, conn.client, &req);
     // Layers 2..9.
-    let mut resp = account(&dp, &conn, req).await;
+    let mut resp = account(&dp, &conn, req, &mut trail).await;
     // Layer 1: drain marking.
     if version < Version::HTTP_2
         && resp.status() != StatusCode::SWITCHING_PROTOCOLS
@@ -132,7 +145,7 @@ pub(crate) async fn handle(
         resp.headers_mut()
             .insert(header::CONNECTION, HeaderValue::from_static("close"));
     }
-    resp
+    trail.finish(resp)
 }
 
 /// Layer 2: accounting around everything that can answer.
@@ -140,8 +153,9 @@ async fn account(
     dp: &Arc<DataPlane>,
     conn: &ConnShared,
     req: Request<Incoming>,
+    trail: &mut Trail,
 ) -> Response<ProxyBody> {
-    let (resp, accounting) = gate_and_route(dp, conn, req).await;
+    let (resp, accounting) = gate_and_route(dp, conn, req, trail).await;
     let metrics = dp.metrics();
     match accounting {
         Accounting::Unrouted => metrics.record_unrouted(resp.status()),
@@ -183,31 +197,36 @@ async fn gate_and_route(
     dp: &Arc<DataPlane>,
     conn: &ConnShared,
     mut req: Request<Incoming>,
+    trail: &mut Trail,
 ) -> (Response<ProxyBody>, Accounting) {
     let upgrade = upgrade::take(&mut req);
     let (mut parts, body) = req.into_parts();
-    if let Err(why) = inbound::settle(&mut parts, &dp.settings().paths) {
+    let settled = inbound::settle(&mut parts, &dp.settings().paths);
+    trail.request(&parts);
+    if let Err(why) = settled {
         return (
-            error_response(dp, &ProxyError::BadRequest(why)),
+            error_response(dp, trail, &ProxyError::BadRequest(why)),
             Accounting::Unrouted,
         );
     }
     let Some(served) = dp.served() else {
         return (
-            error_response(dp, &ProxyError::NoConfig),
+            error_response(dp, trail, &ProxyError::NoConfig),
             Accounting::Unrouted,
         );
     };
     match served.table.route(&conn.listener, &parts, rand::random()) {
-        Decision::Respond(direct) => (direct_response(dp, direct), Accounting::Unrouted),
+        Decision::Respond(direct) => (direct_response(dp, trail, direct), Accounting::Unrouted),
         Decision::Forward(plan) => {
+            trail.routed(&plan);
             let handle = served.backends.get(&plan.backend).cloned();
             let request = Inbound {
                 parts,
                 body,
                 upgrade,
             };
-            let resp = forward_plan(dp, conn, &served, &plan, handle.as_ref(), request).await;
+            let resp =
+                forward_plan(dp, conn, &served, &plan, handle.as_ref(), request, trail).await;
             let ForwardPlan { route, backend, .. } = plan;
             (
                 resp,
@@ -238,6 +257,7 @@ async fn forward_plan(
     plan: &ForwardPlan,
     backend: Option<&Arc<Backend>>,
     request: Inbound,
+    trail: &mut Trail,
 ) -> Response<ProxyBody> {
     let Inbound {
         mut parts,
@@ -252,7 +272,7 @@ async fn forward_plan(
         let error = ProxyError::BackendUnknown {
             backend: plan.backend.clone(),
         };
-        return error_response(dp, &error);
+        return error_response(dp, trail, &error);
     };
     if upgrade.is_some() && conn.draining.load(Ordering::Relaxed) {
         dp.metrics()
@@ -260,7 +280,7 @@ async fn forward_plan(
         let error = ProxyError::Draining {
             backend: backend.key().clone(),
         };
-        return error_response(dp, &error);
+        return error_response(dp, trail, &error);
     }
     // Layer 6: request shaping.
     shape_request(
@@ -301,7 +321,7 @@ async fn forward_plan(
         let timed = TimedBody::new(client_body, Arc::clone(&upload), idle);
         (timed.boxed_unsync(), Some(upload))
     };
-    let req = Request::from_parts(parts, body);
+    let req = Request::from_parts(parts, trail.count_upload(body));
     // Layer 8: upstream.
     let answer = forward_timed(backend, req, &client_failed, upload.as_ref()).await;
     // Layer 9: response shaping.
@@ -311,27 +331,28 @@ async fn forward_plan(
         }
     };
     match answer {
-        Ok(Answer::Response(resp)) => {
+        Ok(Answer::Response { response, endpoint }) => {
             outcome(UpgradeOutcome::Refused);
-            let (mut rparts, rbody) = resp.into_parts();
+            trail.endpoint(endpoint);
+            let (mut rparts, rbody) = response.into_parts();
             headers::strip_hop_by_hop(&mut rparts.headers);
             plan.response_headers.apply(&mut rparts.headers);
             Response::from_parts(rparts, rbody)
         }
         Ok(Answer::Switched(switched)) => match upgrade {
-            Some(requested) => switch(dp, conn, plan, backend, requested, switched),
+            Some(requested) => switch(dp, conn, plan, backend, requested, switched, trail),
             None => {
                 let error = ProxyError::BadUpgrade {
                     backend: backend.key().clone(),
                     endpoint: switched.endpoint,
                     why: BadUpgrade::Unrequested,
                 };
-                error_response(dp, &error)
+                error_response(dp, trail, &error)
             }
         },
         Err(error) => {
             outcome(UpgradeOutcome::Failed);
-            error_response(dp, &error)
+            error_response(dp, trail, &error)
         }
     }
 }
@@ -346,9 +367,12 @@ fn switch(
     backend: &Arc<Backend>,
     requested: Requested,
     switched: Switched,
+    trail: &mut Trail,
 ) -> Response<ProxyBody> {
     match upgrade::switched_response(&switched.response) {
         Ok(mut resp) => {
+            trail.endpoint(switched.endpoint);
+            trail.upgraded();
             plan.response_headers.apply(resp.headers_mut());
             conn.set_tunnel(Tunnel::new(
                 requested.client,
@@ -366,7 +390,7 @@ fn switch(
                 endpoint: switched.endpoint,
                 why,
             };
-            error_response(dp, &error)
+            error_response(dp, trail, &error)
         }
     }
 }
@@ -418,8 +442,13 @@ fn copy_request(parts: &request::Parts, body: ProxyBody) -> Option<Request<Proxy
 }
 
 /// The router's own answer, with its reason header.
-fn direct_response(dp: &DataPlane, direct: DirectResponse) -> Response<ProxyBody> {
+fn direct_response(
+    dp: &DataPlane,
+    trail: &mut Trail,
+    direct: DirectResponse,
+) -> Response<ProxyBody> {
     dp.metrics().record_direct(direct.kind);
+    trail.direct(&direct);
     debug!(status = direct.status.as_u16(), kind = direct.kind.label(), reason = %direct.reason, "answered by the router");
     let reason = if dp.settings().expose_reasons {
         direct.reason
@@ -435,8 +464,9 @@ fn direct_response(dp: &DataPlane, direct: DirectResponse) -> Response<ProxyBody
 }
 
 /// The one place a [`ProxyError`] becomes a response.
-fn error_response(dp: &DataPlane, error: &ProxyError) -> Response<ProxyBody> {
+fn error_response(dp: &DataPlane, trail: &mut Trail, error: &ProxyError) -> Response<ProxyBody> {
     debug!(%error, blame = error.blame().as_str(), kind = error.kind(), "request failed");
+    trail.failed(error);
     dp.metrics()
         .errors
         .get_or_create(&ErrorLabels {

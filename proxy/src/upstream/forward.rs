@@ -144,7 +144,12 @@ impl Upload {
 pub enum Answer {
     /// An ordinary response; its body hands the connection back to the
     /// pool when it ends.
-    Response(Response<ProxyBody>),
+    Response {
+        /// The response.
+        response: Response<ProxyBody>,
+        /// The endpoint that answered.
+        endpoint: SocketAddr,
+    },
     /// `101 Switching Protocols`: the connection left the pool for good.
     Switched(Switched),
 }
@@ -227,7 +232,7 @@ pub async fn forward(
     client_body_failed: &AtomicBool,
 ) -> Result<Response<ProxyBody>, ProxyError> {
     match forward_timed(backend, req, client_body_failed, None).await? {
-        Answer::Response(resp) => Ok(resp),
+        Answer::Response { response, .. } => Ok(response),
         Answer::Switched(switched) => {
             let (parts, _) = switched.response.into_parts();
             Ok(Response::from_parts(parts, crate::body::empty()))
@@ -325,14 +330,18 @@ pub async fn forward_timed(
                         },
                     }));
                 }
-                return Ok(Answer::Response(pooled_response(
-                    resp,
-                    sender,
-                    endpoint,
-                    in_flight,
-                    backend,
-                    upload.cloned(),
-                )));
+                let addr = endpoint.addr;
+                return Ok(Answer::Response {
+                    response: pooled_response(
+                        resp,
+                        sender,
+                        endpoint,
+                        in_flight,
+                        backend,
+                        upload.cloned(),
+                    ),
+                    endpoint: addr,
+                });
             }
             Some(Err(_)) if stalled() => {
                 // The client's pause ended the body: its fault, and the
