@@ -21,20 +21,20 @@ use std::time::Duration;
 use switchyard_proto::incremental::SetSender;
 use switchyard_proto::model::{BackendKey, ObjectName};
 use switchyard_proto::pb::{self, fleet_service_client::FleetServiceClient};
+use switchyard_proxy::control::backoff::BackoffPolicy;
 use tokio::sync::watch;
 use tonic::transport::Channel;
 
 /// The back-off ceiling after the first failed round.
 const RETRY_SOON: Duration = Duration::from_millis(100);
 
-/// The pause after `failures` failed rounds in a row: drawn uniformly
-/// below a ceiling of [`RETRY_SOON`] doubling per failure, at most
-/// `interval`.
+/// The pause after `failures` failed rounds in a row: the proxies' own
+/// policy (full jitter below a ceiling of [`RETRY_SOON`] doubling per
+/// failure), at most `interval`.
 fn retry_pause(failures: u32, interval: Duration) -> Duration {
-    let ceiling = RETRY_SOON
-        .saturating_mul(1 << failures.saturating_sub(1).min(16))
-        .min(interval);
-    ceiling.mul_f64(rand::random::<f64>())
+    BackoffPolicy::starting_at(RETRY_SOON)
+        .delay(failures, rand::random::<f64>())
+        .min(interval)
 }
 
 /// Shortest heartbeat interval kept to, whatever a coordinator says.
