@@ -145,8 +145,9 @@ pub enum Received {
     /// current at this version.
     Version(u64),
     /// A new configuration (from a snapshot, or a delta applied on the
-    /// one held), at this version.
-    Snapshot(u64, ConfigSnapshot),
+    /// one held), at this version. Boxed: it is large and the other
+    /// variants are a word.
+    Snapshot(u64, Box<ConfigSnapshot>),
 }
 
 /// Why a whole update cannot be taken.
@@ -286,7 +287,7 @@ pub fn receive(
     match decode(held, current.is_some(), resync, update)? {
         Decoded::Stale => Ok(Received::Stale),
         Decoded::Version(version) => Ok(Received::Version(version)),
-        Decoded::Snapshot(version, snapshot) => Ok(Received::Snapshot(version, snapshot)),
+        Decoded::Snapshot(version, snapshot) => Ok(Received::Snapshot(version, Box::new(snapshot))),
         Decoded::Delta(version, delta) => {
             let Some(current) = current else {
                 return Err(Refused::OutOfSequence(
@@ -300,7 +301,7 @@ pub fn receive(
             next.version = delta.base_version;
             next.apply_delta(&delta)
                 .map_err(|e| Refused::OutOfSequence(e.to_string()))?;
-            Ok(Received::Snapshot(version, next))
+            Ok(Received::Snapshot(version, Box::new(next)))
         }
     }
 }

@@ -138,7 +138,7 @@ fn a_delta_applies_on_the_version_held_and_nothing_else() {
     let new = with_service(9, "b");
     // Held at 5: applies.
     match receive("c", 5, Some(&old), false, whole_delta(&old, &new)) {
-        Ok(Received::Snapshot(9, s)) => assert_eq!(s, new),
+        Ok(Received::Snapshot(9, s)) => assert_eq!(*s, new),
         other => panic!("expected the new configuration, got {other:?}"),
     }
     // Held at 6 after a bare version: the snapshot (still saying 5) is the
