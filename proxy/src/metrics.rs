@@ -221,7 +221,7 @@ pub struct Metrics {
     /// [`record_direct`](Self::record_direct).
     pub direct_responses: Family<DirectLabels, Counter>,
     /// The `direct_responses` counters, indexed like [`RespondKind::ALL`].
-    direct_counters: [Counter; 4],
+    direct_counters: [Counter; 5],
     /// `errors{blame="downstream",kind="client_body_timeout"}`, resolved
     /// once: a reset after the response started is counted from a body.
     client_body_timeouts: Counter,

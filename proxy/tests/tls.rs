@@ -1,7 +1,9 @@
 //! HTTPS listeners through a real data plane: a client that verifies the
 //! certificate gets its answer over HTTP/1.1 and HTTP/2 (ALPN); the
 //! certificate follows SNI among the listeners of a port, and a name no
-//! listener serves gets no certificate at all; a listener whose
+//! listener serves gets no certificate at all, and a request whose Host
+//! belongs to another listener than its connection's SNI gets 421; a
+//! listener whose
 //! certificate does not resolve refuses connections and never answers in
 //! plaintext; a rotated Secret reaches new connections while clients keep
 //! sending, with no failed request.
@@ -247,6 +249,36 @@ async fn the_certificate_follows_sni_and_an_unknown_name_gets_none() {
         f.backend.count("/plaintext-probe"),
         0,
         "the backend saw the plaintext request"
+    );
+    f.proxy.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_host_of_another_listener_than_the_sni_is_misdirected() {
+    let (f, _, _) = Fixture::start().await;
+    let client = f.ca.client(&[b"http/1.1"]);
+    // The certificate for *.b.example covers shop.b.example only; a client
+    // reusing the connection for a.example (another listener, another
+    // certificate) is told to use a connection of its own.
+    let tls = connect(&client, f.https(), "shop.b.example").await.unwrap();
+    let mut conn = Conn::over(tls).await.unwrap();
+    let reply = conn.send(get("a.example", "/x")).await.unwrap();
+    assert_eq!(reply.status, 421);
+    // The same connection still serves its own listener's hosts.
+    let reply = conn.send(get("other.b.example", "/x")).await.unwrap();
+    assert_eq!(reply.status, 200);
+    assert_eq!(
+        f.backend.count("/x"),
+        1,
+        "only the request of the right listener went through"
+    );
+    let mut text = String::new();
+    encode(&mut text, &f.registry).unwrap();
+    assert!(
+        text.lines()
+            .any(|l| l
+                .starts_with("switchyard_proxy_direct_responses_total{kind=\"misdirected\"} 1")),
+        "{text}"
     );
     f.proxy.shutdown().await;
 }

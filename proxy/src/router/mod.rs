@@ -185,15 +185,20 @@ pub enum RespondKind {
     /// The matched rule cannot be served: no backendRefs, an invalid one,
     /// or all weights 0 (500).
     InvalidBackend,
+    /// Over TLS, the request's Host belongs to another listener than the
+    /// one the connection's SNI chose (421, GEP-3567): the client must use
+    /// a connection of that listener (its certificate).
+    Misdirected,
 }
 
 impl RespondKind {
     /// Every kind, in declaration order.
-    pub const ALL: [RespondKind; 4] = [
+    pub const ALL: [RespondKind; 5] = [
         RespondKind::NoListener,
         RespondKind::NoRoute,
         RespondKind::Redirect,
         RespondKind::InvalidBackend,
+        RespondKind::Misdirected,
     ];
 
     /// Label value for metrics.
@@ -203,6 +208,7 @@ impl RespondKind {
             RespondKind::NoRoute => "no_route",
             RespondKind::Redirect => "redirect",
             RespondKind::InvalidBackend => "invalid_backend",
+            RespondKind::Misdirected => "misdirected",
         }
     }
 
@@ -212,6 +218,7 @@ impl RespondKind {
             RespondKind::NoListener | RespondKind::NoRoute => "no matching route",
             RespondKind::Redirect => "redirect",
             RespondKind::InvalidBackend => "the matching route has no valid backend",
+            RespondKind::Misdirected => "misdirected request: use a connection for this host",
         }
     }
 }
@@ -309,6 +316,27 @@ impl RouteTable {
     /// How connections on `listener` are carried (see [`Transport`]).
     pub fn transport(&self, listener: &ListenerKey) -> Transport {
         self.transports.get(listener).cloned().unwrap_or_default()
+    }
+
+    /// [`RouteTable::route`] for a request on a TLS connection whose client
+    /// named `sni`: when its Host picks another listener of the port than
+    /// SNI did, 421 Misdirected Request instead (GEP-3567: the listeners
+    /// may have different certificates, so the client must not reuse a
+    /// connection made for one to reach the other). A Host no listener
+    /// takes is routed as usual (404).
+    pub fn route_over_tls(
+        &self,
+        listener: &ListenerKey,
+        sni: Option<&str>,
+        req: &http::request::Parts,
+        random: u64,
+    ) -> Decision {
+        if let Some(table) = self.ports.get(listener)
+            && let Some(misdirected) = table.misdirected(sni, req)
+        {
+            return Decision::Respond(misdirected);
+        }
+        self.route(listener, req, random)
     }
 
     /// Every backend a served rule can send traffic or mirrors to: valid

@@ -181,6 +181,31 @@ impl PortTable {
         self.listeners.values_mut().for_each(ListenerTable::finish);
     }
 
+    /// 421 when `sni` (none: the client sent no name) picks another
+    /// listener than the request's Host; `None` when they agree or the
+    /// Host picks none (see [`super::RouteTable::route_over_tls`]).
+    pub(crate) fn misdirected(
+        &self,
+        sni: Option<&str>,
+        req: &http::request::Parts,
+    ) -> Option<DirectResponse> {
+        let host = request_host(req);
+        let by_host = self.listeners.matching(&host).next()?;
+        let sni_lower = sni.map(str::to_ascii_lowercase).unwrap_or_default();
+        let by_sni = self.listeners.matching(&sni_lower).next();
+        if by_sni.is_some_and(|l| std::ptr::eq(l, by_host)) {
+            return None;
+        }
+        Some(DirectResponse {
+            status: StatusCode::MISDIRECTED_REQUEST,
+            kind: RespondKind::Misdirected,
+            headers: Vec::new(),
+            reason: format!(
+                "Host {host:?} belongs to another listener than the TLS connection's server name {sni:?}"
+            ),
+        })
+    }
+
     /// Routes one request that arrived through this port table.
     pub(crate) fn route(
         &self,

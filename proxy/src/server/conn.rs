@@ -81,7 +81,12 @@ pub(crate) async fn serve_connection(
         .unwrap_or_default();
     match transport {
         Transport::Plaintext => {
-            serve_http(dp, builder, stream, "http", peer, listener, signals).await;
+            let transport = Accepted {
+                scheme: "http",
+                sni: None,
+                peer,
+            };
+            serve_http(dp, builder, stream, transport, listener, signals).await;
         }
         Transport::Refused(why) => {
             metrics.record_tls(TlsOutcome::Refused);
@@ -120,7 +125,12 @@ async fn serve_tls(
     match tokio::time::timeout(timeout, handshake).await {
         Ok(Ok(tls)) => {
             metrics.record_tls(TlsOutcome::Handshake);
-            serve_http(dp, builder, tls, "https", peer, listener, signals).await;
+            let transport = Accepted {
+                scheme: "https",
+                sni: tls.get_ref().1.server_name().map(Box::from),
+                peer,
+            };
+            serve_http(dp, builder, tls, transport, listener, signals).await;
         }
         Ok(Err(error)) => {
             metrics.record_tls(TlsOutcome::Failed);
@@ -133,14 +143,23 @@ async fn serve_tls(
     }
 }
 
+/// What the connection is, below HTTP.
+struct Accepted {
+    /// `https` over TLS, else `http`.
+    scheme: Scheme,
+    /// The server name the TLS client asked for (SNI).
+    sni: Option<Box<str>>,
+    /// The client's address.
+    peer: Option<SocketAddr>,
+}
+
 /// Serves HTTP on `io` (the TCP stream or the TLS stream over it) until
 /// the connection ends, per the module's drain protocol.
 async fn serve_http<IO>(
     dp: Arc<DataPlane>,
     builder: Arc<Builder<TokioExecutor>>,
     io: IO,
-    scheme: Scheme,
-    peer: Option<SocketAddr>,
+    transport: Accepted,
     listener: Arc<ListenerKey>,
     signals: Signals,
 ) where
@@ -153,9 +172,11 @@ async fn serve_http<IO>(
         alive,
     } = signals;
     let _alive = alive;
+    let Accepted { scheme, sni, peer } = transport;
     let shared = Arc::new(ConnShared {
         peer: peer.map(|addr| Peer::new(addr, scheme)),
         scheme,
+        sni,
         client: peer,
         listener,
         draining,

@@ -91,6 +91,10 @@ pub(crate) struct ConnShared {
     pub peer: Option<Peer>,
     /// `https` when the connection terminated TLS, else `http`.
     pub scheme: Scheme,
+    /// Over TLS: the server name the client asked for (SNI), which
+    /// picked the certificate; a request whose Host belongs to another
+    /// listener is misdirected (421).
+    pub sni: Option<Box<str>>,
     /// The client's address as the socket gave it (for the access log).
     pub client: Option<SocketAddr>,
     /// The Gateway listener this socket serves.
@@ -215,7 +219,14 @@ async fn gate_and_route(
             Accounting::Unrouted,
         );
     };
-    match served.table.route(&conn.listener, &parts, rand::random()) {
+    let decision = if conn.scheme == "https" {
+        served
+            .table
+            .route_over_tls(&conn.listener, conn.sni.as_deref(), &parts, rand::random())
+    } else {
+        served.table.route(&conn.listener, &parts, rand::random())
+    };
+    match decision {
         Decision::Respond(direct) => (direct_response(dp, trail, direct), Accounting::Unrouted),
         Decision::Forward(plan) => {
             trail.routed(&plan);
