@@ -260,13 +260,11 @@ impl Held {
             Prepared::Done(outcome) => return Ok(outcome),
             Prepared::Payload(pending) => pending,
         };
-        if let Some((lineage, builder)) = shared.find(&pending, self.lineage, self.config.as_ref())
-        {
-            return Ok(self.install(pending.version, lineage, builder));
+        if let Some(outcome) = self.take_shared(shared, &pending) {
+            return Ok(outcome);
         }
         let builder = self.build(&pending)?;
-        let lineage = shared.remember(&pending, self.lineage, self.config.as_ref(), &builder);
-        Ok(self.install(pending.version, lineage, builder))
+        Ok(self.install_decoded(shared, &pending, builder))
     }
 
     /// [`Held::receive_sharing`] for an agent among others in one
@@ -284,8 +282,8 @@ impl Held {
             Prepared::Payload(pending) => pending,
         };
         let mut guard = shared.lock().await;
-        if let Some((lineage, builder)) = guard.find(&pending, self.lineage, self.config.as_ref()) {
-            return Ok(self.install(pending.version, lineage, builder));
+        if let Some(outcome) = self.take_shared(&mut guard, &pending) {
+            return Ok(outcome);
         }
         let builder = if pending.size() > large {
             tokio::task::block_in_place(|| self.build(&pending))?
@@ -295,16 +293,35 @@ impl Held {
             guard = shared.lock().await;
             // Another agent on this lineage may have decoded the same
             // bytes meanwhile: take its result (equal to this one), so the
-            // fleet stays on one lineage instead of splitting in two.
-            if let Some((lineage, builder)) =
-                guard.find(&pending, self.lineage, self.config.as_ref())
-            {
-                return Ok(self.install(pending.version, lineage, builder));
+            // fleet stays on one lineage instead of splitting in two. This
+            // agent decoded the payload all the same: it counts as decoded,
+            // not shared.
+            if let Some(outcome) = self.take_shared(&mut guard, &pending) {
+                guard.shared -= 1;
+                guard.decoded += 1;
+                return Ok(outcome);
             }
             builder
         };
-        let lineage = guard.remember(&pending, self.lineage, self.config.as_ref(), &builder);
-        Ok(self.install(pending.version, lineage, builder))
+        Ok(self.install_decoded(&mut guard, &pending, builder))
+    }
+
+    /// Installs the decode some agent left for `pending`, if there is one.
+    fn take_shared(&mut self, shared: &mut Shared, pending: &Pending) -> Option<Outcome> {
+        let (lineage, builder) = shared.find(pending, self.lineage, self.config.as_ref())?;
+        Some(self.install(pending.version, lineage, builder))
+    }
+
+    /// Installs `builder`, which this agent decoded from `pending`, and
+    /// leaves it for the others.
+    fn install_decoded(
+        &mut self,
+        shared: &mut Shared,
+        pending: &Pending,
+        builder: Builder,
+    ) -> Outcome {
+        let lineage = shared.remember(pending, self.lineage, self.config.as_ref(), &builder);
+        self.install(pending.version, lineage, builder)
     }
 
     /// Takes one message of the stream as far as the sequence rules go:
