@@ -49,7 +49,7 @@ async fn registrations_elsewhere_do_not_break_a_proxys_configuration_stream() ->
     }
     let last = coordinator.bound.coordinator.status().applied_index;
     eventually("the proxy to hold the newest version", WAIT, async || {
-        let held = proxy.metric("switchyard_proxy_config_version");
+        let held = proxy.metric("switchyard_proxy_config_version_received");
         holds(held >= last as f64, || {
             format!("holds {held}, newest {last}")
         })
@@ -146,7 +146,7 @@ async fn a_proxy_started_while_routes_exist_is_ready_only_once_it_serves_them() 
     blue.pause();
     let second = Proxy::start("p2", &coordinator).await?;
     eventually("the second proxy's configuration", WAIT, async || {
-        let held = second.metric("switchyard_proxy_config_version");
+        let held = second.metric("switchyard_proxy_config_version_received");
         holds(held > 0.0, || "nothing yet")
     })
     .await?;

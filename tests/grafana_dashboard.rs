@@ -517,3 +517,12 @@ fn the_checker_rejects_what_is_not_exported() {
     );
     assert!(ok("switchyard_coordinator_decision_pass_seconds_sum / switchyard_coordinator_decision_pass_seconds_count").is_ok());
 }
+
+#[test]
+fn no_metric_family_is_declared_twice() {
+    let (_, ambiguous) = exported();
+    assert!(
+        ambiguous.is_empty(),
+        "families exported twice in one process: {ambiguous:?}"
+    );
+}

@@ -103,8 +103,8 @@ impl ControlMetrics {
     pub fn register(registry: &mut Registry) -> Self {
         let m = ControlMetrics::default();
         registry.register(
-            "switchyard_proxy_config_version",
-            "Configuration version (coordinator log index) last received",
+            "switchyard_proxy_config_version_received",
+            "Configuration version (coordinator log index) last received from a coordinator (switchyard_proxy_config_version: the one served)",
             m.config_version.clone(),
         );
         registry.register(

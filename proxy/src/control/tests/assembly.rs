@@ -267,7 +267,10 @@ async fn a_chunked_snapshot_then_a_delta_reach_the_data_plane_and_a_bad_delta_as
     );
     again.send_snapshot(6, &third).await;
     coordinator.heartbeat_where(|h| h.config_version == 6).await;
-    assert_eq!(proxy.metric("switchyard_proxy_config_version"), 6.0);
+    assert_eq!(
+        proxy.metric("switchyard_proxy_config_version_received"),
+        6.0
+    );
 }
 
 #[tokio::test]

@@ -29,7 +29,10 @@ async fn a_version_only_update_keeps_the_stream_and_moves_the_version_heartbeats
     assert!(!stream.is_closed(), "the proxy dropped the stream");
     assert!(!coordinator.watched_again(), "the proxy watched again");
     assert!(proxy.dataplane.has_config());
-    assert_eq!(proxy.metric("switchyard_proxy_config_version"), 3.0);
+    assert_eq!(
+        proxy.metric("switchyard_proxy_config_version_received"),
+        3.0
+    );
     assert_eq!(proxy.coordinator_errors(), 0.0);
     proxy.stop().await;
     coordinator.next_deregister().await;
