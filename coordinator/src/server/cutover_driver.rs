@@ -154,7 +154,11 @@ async fn decide(
     if pass {
         refresh_live_gauge(coordinator, &live);
     }
-    let metrics = coordinator.metrics.clone();
+    // Only the handles the blocking thread observes (each an `Arc` inside,
+    // cheap to clone), not every coordinator metric once per look.
+    let apply_to_ready = coordinator.metrics.apply_to_ready.clone();
+    let pass_seconds = coordinator.metrics.pass_seconds.clone();
+    let pass_judged = coordinator.metrics.pass_judged.clone();
     let pass_state = state.clone();
     let mut waiting = std::mem::take(awaiting);
     let ran = tokio::task::spawn_blocking(move || {
@@ -166,7 +170,7 @@ async fn decide(
                 .is_some_and(|a| a.generation == *generation);
             if still_active && copy.ready_everywhere(&live, &pass_state, route) {
                 let seconds = now.saturating_sub(*seen_ms) as f64 / 1000.0;
-                metrics.apply_to_ready.observe(seconds);
+                apply_to_ready.observe(seconds);
                 return false;
             }
             still_active
@@ -174,10 +178,8 @@ async fn decide(
         let judgement = pass.then(|| {
             let started = std::time::Instant::now();
             let judgement = copy.run_pass(&pass_state, now);
-            metrics
-                .pass_seconds
-                .observe(started.elapsed().as_secs_f64());
-            metrics.pass_judged.inc_by(judgement.evaluated as u64);
+            pass_seconds.observe(started.elapsed().as_secs_f64());
+            pass_judged.inc_by(judgement.evaluated as u64);
             judgement
         });
         (copy, judgement, waiting)
