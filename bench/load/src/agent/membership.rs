@@ -21,20 +21,23 @@ use std::time::Duration;
 use switchyard_proto::incremental::SetSender;
 use switchyard_proto::model::{BackendKey, ObjectName};
 use switchyard_proto::pb::{self, fleet_service_client::FleetServiceClient};
-use switchyard_proxy::control::backoff::BackoffPolicy;
+use switchyard_proxy::control::backoff::{Backoff, BackoffPolicy};
 use tokio::sync::watch;
 use tonic::transport::Channel;
 
 /// The back-off ceiling after the first failed round.
 const RETRY_SOON: Duration = Duration::from_millis(100);
 
-/// The pause after `failures` failed rounds in a row: the proxies' own
-/// policy (full jitter below a ceiling of [`RETRY_SOON`] doubling per
-/// failure), at most `interval`.
-fn retry_pause(failures: u32, interval: Duration) -> Duration {
-    BackoffPolicy::starting_at(RETRY_SOON)
-        .delay(failures, rand::random::<f64>())
-        .min(interval)
+/// The back-off after failed rounds, in the proxy's own policy type: a
+/// ceiling of [`RETRY_SOON`] doubling per failure in a row, at most
+/// `interval`, the pause drawn uniformly below it. Capping the ceiling (rather than the drawn pause,
+/// as the proxy does) keeps every pause jittered when the ceiling has
+/// outgrown a short interval.
+fn round_policy(interval: Duration) -> BackoffPolicy {
+    BackoffPolicy {
+        initial: RETRY_SOON,
+        max: interval,
+    }
 }
 
 /// Shortest heartbeat interval kept to, whatever a coordinator says.
@@ -122,7 +125,7 @@ pub(super) async fn run(
         // A new registration holds nothing on the leader.
         senders.applied.reset();
         senders.evidence.reset();
-        let mut failures = 0u32;
+        let mut backoff = Backoff::new(round_policy(interval));
         loop {
             let current = views.borrow_and_update().clone();
             let holding = *hold.borrow_and_update();
@@ -161,10 +164,9 @@ pub(super) async fn run(
             // while no leader is elected must not bury the coordinators
             // in calls, each carrying whatever set changes are unsent.
             let pause = if reported_to.is_none() || heartbeat_to.is_none() {
-                failures = failures.saturating_add(1);
-                retry_pause(failures, interval)
+                backoff.next_delay()
             } else {
-                failures = 0;
+                backoff.reset();
                 interval
             };
             tokio::select! {
@@ -266,4 +268,21 @@ fn known(fleet: &FleetShared, sent: Result<bool, tonic::Status>) -> Option<bool>
         fleet.rpc_errors.fetch_add(1, Ordering::Relaxed);
     })
     .ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failed_rounds_back_off_from_retry_soon_up_to_the_interval() {
+        let ms = Duration::from_millis;
+        let policy = round_policy(ms(1000));
+        let ceilings: Vec<u128> = (1..=6).map(|n| policy.ceiling(n).as_millis()).collect();
+        assert_eq!(ceilings, [100, 200, 400, 800, 1000, 1000]);
+        // The cap is on the ceiling, so the pause stays jittered below it.
+        assert_eq!(policy.delay(9, 0.5), ms(500));
+        // An interval shorter than the first ceiling caps it at once.
+        assert_eq!(round_policy(ms(50)).ceiling(1), ms(50));
+    }
 }

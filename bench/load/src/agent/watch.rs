@@ -69,7 +69,9 @@ pub struct Shared {
     /// Lineages found to hold the same configuration as another: each
     /// then shares that one's decodes without comparing again.
     aliases: std::collections::HashMap<u64, u64>,
-    /// Payloads decoded, and payloads taken from another agent's decode.
+    /// Payloads an agent decoded itself, and payloads an agent took from
+    /// another agent's decode instead (each payload an agent received
+    /// counts once, in one of the two).
     pub decoded: u64,
     /// See `decoded`.
     pub shared: u64,
@@ -141,11 +143,7 @@ impl Shared {
                 })
             }
         };
-        let found = found.map(|d| (d.lineage, d.builder.clone()));
-        if found.is_some() {
-            self.shared += 1;
-        }
-        found
+        found.map(|d| (d.lineage, d.builder.clone()))
     }
 
     /// Remembers that `pending` made `builder` out of `before` (on
@@ -157,7 +155,6 @@ impl Shared {
         before: Option<&Builder>,
         builder: &Builder,
     ) -> u64 {
-        self.decoded += 1;
         self.lineages += 1;
         let decode = Decode {
             from: lineage,
@@ -177,6 +174,17 @@ impl Shared {
         }
         self.lineages
     }
+}
+
+/// Whether another agent may have decoded the same payload while this
+/// one did.
+#[derive(Debug, Clone, Copy)]
+enum Decoded {
+    /// With the shared decodes held throughout (`&mut` [`Shared`], or the
+    /// fleet's lock): nobody else can have.
+    Exclusively,
+    /// With the fleet's lock let go: another may have.
+    Concurrently,
 }
 
 /// The configuration one agent holds.
@@ -260,11 +268,11 @@ impl Held {
             Prepared::Done(outcome) => return Ok(outcome),
             Prepared::Payload(pending) => pending,
         };
-        if let Some(outcome) = self.take_shared(shared, &pending) {
+        if let Some(outcome) = self.reuse(&pending, shared) {
             return Ok(outcome);
         }
         let builder = self.build(&pending)?;
-        Ok(self.install_decoded(shared, &pending, builder))
+        Ok(self.keep(&pending, builder, shared, Decoded::Exclusively))
     }
 
     /// [`Held::receive_sharing`] for an agent among others in one
@@ -282,45 +290,55 @@ impl Held {
             Prepared::Payload(pending) => pending,
         };
         let mut guard = shared.lock().await;
-        if let Some(outcome) = self.take_shared(&mut guard, &pending) {
+        if let Some(outcome) = self.reuse(&pending, &mut guard) {
             return Ok(outcome);
         }
-        let builder = if pending.size() > large {
-            tokio::task::block_in_place(|| self.build(&pending))?
+        let (builder, decoded) = if pending.size() > large {
+            let builder = tokio::task::block_in_place(|| self.build(&pending))?;
+            (builder, Decoded::Exclusively)
         } else {
             drop(guard);
             let builder = self.build(&pending)?;
             guard = shared.lock().await;
-            // Another agent on this lineage may have decoded the same
-            // bytes meanwhile: take its result (equal to this one), so the
-            // fleet stays on one lineage instead of splitting in two. This
-            // agent decoded the payload all the same: it counts as decoded,
-            // not shared.
-            if let Some(outcome) = self.take_shared(&mut guard, &pending) {
-                guard.shared -= 1;
-                guard.decoded += 1;
-                return Ok(outcome);
-            }
-            builder
+            (builder, Decoded::Concurrently)
         };
-        Ok(self.install_decoded(&mut guard, &pending, builder))
+        Ok(self.keep(&pending, builder, &mut guard, decoded))
     }
 
-    /// Installs the decode some agent left for `pending`, if there is one.
-    fn take_shared(&mut self, shared: &mut Shared, pending: &Pending) -> Option<Outcome> {
+    /// Holds what another agent's decode of `pending` led to, if `shared`
+    /// has one on this agent's configuration (counted as shared).
+    fn reuse(&mut self, pending: &Pending, shared: &mut Shared) -> Option<Outcome> {
         let (lineage, builder) = shared.find(pending, self.lineage, self.config.as_ref())?;
+        shared.shared += 1;
         Some(self.install(pending.version, lineage, builder))
     }
 
-    /// Installs `builder`, which this agent decoded from `pending`, and
-    /// leaves it for the others.
-    fn install_decoded(
+    /// Holds `builder`, this agent's own decode of `pending` (counted as
+    /// decoded, whichever result is held), and leaves it in `shared` for
+    /// the others. Decoded [`Decoded::Concurrently`], another agent on
+    /// this lineage may have decoded the same bytes meanwhile: then its
+    /// result (equal to this one) is held instead, so the fleet stays on
+    /// one lineage instead of splitting in two.
+    fn keep(
         &mut self,
-        shared: &mut Shared,
         pending: &Pending,
         builder: Builder,
+        shared: &mut Shared,
+        decoded: Decoded,
     ) -> Outcome {
-        let lineage = shared.remember(pending, self.lineage, self.config.as_ref(), &builder);
+        shared.decoded += 1;
+        let theirs = match decoded {
+            Decoded::Exclusively => None,
+            Decoded::Concurrently => shared.find(pending, self.lineage, self.config.as_ref()),
+        };
+        let (lineage, builder) = match theirs {
+            Some(theirs) => theirs,
+            None => {
+                let lineage =
+                    shared.remember(pending, self.lineage, self.config.as_ref(), &builder);
+                (lineage, builder)
+            }
+        };
         self.install(pending.version, lineage, builder)
     }
 
@@ -424,6 +442,7 @@ pub fn update_bytes(update: &pb::ConfigUpdate) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::task::Poll;
 
     use switchyard_proto::model::{ConfigDelta, ConfigSnapshot, ObjectName};
 
@@ -581,5 +600,53 @@ mod tests {
         lying.base_version = 6;
         lying.version = 8;
         assert!(a.receive_sharing(lying, &mut shared).is_err());
+    }
+
+    /// Polls `f` once, as an executor woken for it would.
+    fn poll_once<F: std::future::Future>(f: std::pin::Pin<&mut F>) -> Poll<F::Output> {
+        f.poll(&mut std::task::Context::from_waker(std::task::Waker::noop()))
+    }
+
+    #[test]
+    fn a_payload_decoded_while_another_agent_decoded_it_too_counts_as_decoded() {
+        let s = ConfigSnapshot {
+            version: 5,
+            ..Default::default()
+        };
+        let shared = tokio::sync::Mutex::new(Shared::default());
+        let (mut a, mut b) = (Held::default(), Held::default());
+        {
+            // Small payloads: each agent decodes with the lock let go.
+            let mut a_gets =
+                std::pin::pin!(a.receive_in_fleet(update(5, Some(&s)), &shared, usize::MAX));
+            let mut b_gets =
+                std::pin::pin!(b.receive_in_fleet(update(5, Some(&s)), &shared, usize::MAX));
+            // The lock is fair: with both agents queued on it, each lets
+            // it go to the other while it decodes, so both find nothing
+            // shared and both decode; b comes back after a left its decode.
+            let held = shared.try_lock().unwrap();
+            assert!(poll_once(a_gets.as_mut()).is_pending());
+            assert!(poll_once(b_gets.as_mut()).is_pending());
+            drop(held);
+            assert!(poll_once(a_gets.as_mut()).is_pending(), "a decoded");
+            assert!(poll_once(b_gets.as_mut()).is_pending(), "b decoded");
+            let a_got = poll_once(a_gets.as_mut());
+            assert!(
+                matches!(a_got, Poll::Ready(Ok(Outcome::Changed))),
+                "{a_got:?}"
+            );
+            let b_got = poll_once(b_gets.as_mut());
+            assert!(
+                matches!(b_got, Poll::Ready(Ok(Outcome::Changed))),
+                "{b_got:?}"
+            );
+        }
+        let shared = shared.try_lock().unwrap();
+        // b holds a's result (the fleet stays on one lineage), but it
+        // decoded the payload itself: nothing was shared.
+        assert_eq!((shared.decoded, shared.shared), (2, 0));
+        assert_eq!(shared.lineages, 1);
+        assert_eq!(a.lineage, b.lineage);
+        assert_eq!(a.config, b.config);
     }
 }

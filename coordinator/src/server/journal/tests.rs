@@ -5,29 +5,56 @@ use super::*;
 use prometheus_client::registry::Registry;
 use switchyard_proto::model::{ConfigSnapshot, ObjectMeta, Resource, Service};
 
-fn metrics() -> CoordinatorMetrics {
-    CoordinatorMetrics::register(&mut Registry::default())
+/// A journal started at the empty state (version 0), fed states by hand.
+struct Fixture {
+    journal: Journal,
+    /// The metrics it counts encodings in.
+    metrics: CoordinatorMetrics,
+    /// The last state recorded (the empty state at first).
+    state: Arc<ReplicatedState>,
 }
 
-/// `previous` at `index`, with Service `demo/<name>` stored (its label
-/// `v` set to `label`) when `name` is given.
-fn next(
-    previous: &ReplicatedState,
-    index: u64,
-    name: Option<(&str, &str)>,
-) -> Arc<ReplicatedState> {
-    let mut state = previous.clone();
-    state.last_index = index;
-    if let Some((name, label)) = name {
-        let mut meta = ObjectMeta::named("demo", name);
-        meta.labels.insert("v".into(), label.into());
-        let service = Resource::Service(Service {
-            meta,
-            ports: Vec::new(),
-        });
-        state.resources.insert(service.key(), service);
+impl Fixture {
+    /// A journal at the empty state cutting payloads into chunks of at
+    /// most `chunk_bytes`.
+    fn new(chunk_bytes: usize) -> Fixture {
+        let metrics = CoordinatorMetrics::register(&mut Registry::default());
+        let state = Arc::new(ReplicatedState::default());
+        let journal = Journal::new(state.clone(), chunk_bytes, metrics.clone());
+        Fixture {
+            journal,
+            metrics,
+            state,
+        }
     }
-    Arc::new(state)
+
+    /// Records the last state moved to `index`, with Service `demo/<name>`
+    /// stored (its label `v` set to `label`) when `name` is given; returns
+    /// the new state.
+    fn record(&mut self, index: u64, name: Option<(&str, &str)>) -> Arc<ReplicatedState> {
+        let mut state = ReplicatedState::clone(&self.state);
+        state.last_index = index;
+        if let Some((name, label)) = name {
+            let mut meta = ObjectMeta::named("demo", name);
+            meta.labels.insert("v".into(), label.into());
+            let service = Resource::Service(Service {
+                meta,
+                ports: Vec::new(),
+            });
+            state.resources.insert(service.key(), service);
+        }
+        self.state = Arc::new(state);
+        self.journal.record(self.state.clone());
+        self.state.clone()
+    }
+
+    /// Records a bare version at each of `indexes`; returns the last state.
+    fn record_bare(&mut self, indexes: std::ops::Range<u64>) -> Arc<ReplicatedState> {
+        for index in indexes {
+            self.record(index, None);
+        }
+        self.state.clone()
+    }
 }
 
 fn decode(chunks: &[Bytes]) -> ConfigDelta {
@@ -37,21 +64,17 @@ fn decode(chunks: &[Bytes]) -> ConfigDelta {
 
 #[test]
 fn each_change_is_one_entry_and_a_version_only_change_is_bare() {
-    let m = metrics();
-    let s0 = Arc::new(ReplicatedState::default());
-    let journal = Journal::new(s0.clone(), CHUNK_BYTES, m.clone());
-    let s1 = next(&s0, 1, Some(("a", "1")));
-    let s2 = next(&s1, 2, None);
-    let s3 = next(&s2, 3, Some(("a", "2")));
-    for s in [&s1, &s2, &s3] {
-        journal.record(s.clone());
-    }
+    let mut f = Fixture::new(CHUNK_BYTES);
+    let s0 = f.state.clone();
+    f.record(1, Some(("a", "1")));
+    f.record(2, None);
+    let s3 = f.record(3, Some(("a", "2")));
     assert_eq!(
-        m.config_encodings("delta"),
+        f.metrics.config_encodings("delta"),
         2,
         "the bare version is not encoded"
     );
-    let Position::Behind(entries) = journal.position(0) else {
+    let Position::Behind(entries) = f.journal.position(0) else {
         panic!("version 0 is the first entry's base");
     };
     let spans: Vec<_> = entries
@@ -67,9 +90,9 @@ fn each_change_is_one_entry_and_a_version_only_change_is_bare() {
             .expect("the delta applies");
     }
     assert_eq!(held, s3.config_snapshot());
-    assert!(matches!(journal.position(3), Position::Current));
-    assert!(matches!(journal.position(7), Position::Ahead));
-    let Position::Behind(after_two) = journal.position(2) else {
+    assert!(matches!(f.journal.position(3), Position::Current));
+    assert!(matches!(f.journal.position(7), Position::Ahead));
+    let Position::Behind(after_two) = f.journal.position(2) else {
         panic!("version 2 is journaled");
     };
     assert_eq!(after_two.len(), 1);
@@ -77,35 +100,24 @@ fn each_change_is_one_entry_and_a_version_only_change_is_bare() {
 
 #[test]
 fn a_version_inside_a_skipped_span_or_evicted_needs_a_full_snapshot() {
-    let m = metrics();
-    let s0 = Arc::new(ReplicatedState::default());
-    let journal = Journal::new(s0.clone(), CHUNK_BYTES, m);
+    let mut f = Fixture::new(CHUNK_BYTES);
     // The state channel skipped 1..4: one entry spans 0→5.
-    let s5 = next(&s0, 5, Some(("a", "1")));
-    journal.record(s5.clone());
-    assert!(matches!(journal.position(3), Position::Lost));
-    let mut previous = s5;
-    for i in 0..RING_ENTRIES as u64 + 1 {
-        let s = next(&previous, 6 + i, None);
-        journal.record(s.clone());
-        previous = s;
-    }
+    f.record(5, Some(("a", "1")));
+    assert!(matches!(f.journal.position(3), Position::Lost));
+    f.record_bare(6..RING_ENTRIES as u64 + 7);
     assert!(
-        matches!(journal.position(0), Position::Lost),
+        matches!(f.journal.position(0), Position::Lost),
         "the oldest entry is gone once the ring holds RING_ENTRIES"
     );
-    assert!(matches!(journal.position(6), Position::Behind(_)));
+    assert!(matches!(f.journal.position(6), Position::Behind(_)));
 }
 
 #[test]
 fn a_large_delta_is_cut_into_chunks_that_reassemble() {
-    let m = metrics();
-    let s0 = Arc::new(ReplicatedState::default());
-    let journal = Journal::new(s0.clone(), 1000, m);
+    let mut f = Fixture::new(1000);
     let label = "x".repeat(5000);
-    let s1 = next(&s0, 1, Some(("big", &label)));
-    journal.record(s1.clone());
-    let Position::Behind(entries) = journal.position(0) else {
+    let s1 = f.record(1, Some(("big", &label)));
+    let Position::Behind(entries) = f.journal.position(0) else {
         panic!("version 0 is journaled");
     };
     let chunks = &entries[0].chunks;
@@ -119,14 +131,11 @@ fn a_large_delta_is_cut_into_chunks_that_reassemble() {
 
 #[tokio::test]
 async fn the_full_snapshot_is_encoded_once_per_version() {
-    let m = metrics();
-    let s0 = Arc::new(ReplicatedState::default());
-    let journal = Journal::new(s0.clone(), 100, m.clone());
-    let s1 = next(&s0, 1, Some(("a", "1")));
-    journal.record(s1.clone());
-    let first = journal.full().await.expect("encodes");
-    let second = journal.full().await.expect("encodes");
-    assert_eq!(m.config_encodings("full"), 1);
+    let mut f = Fixture::new(100);
+    let s1 = f.record(1, Some(("a", "1")));
+    let first = f.journal.full().await.expect("encodes");
+    let second = f.journal.full().await.expect("encodes");
+    assert_eq!(f.metrics.config_encodings("full"), 1);
     assert!(Arc::ptr_eq(&first, &second));
     assert_eq!(first.version, 1);
     let joined: Vec<u8> = first
@@ -137,54 +146,41 @@ async fn the_full_snapshot_is_encoded_once_per_version() {
     assert_eq!(joined, first.whole.to_vec());
     let snapshot: ConfigSnapshot = serde_json::from_slice(&first.whole).expect("decodes");
     assert_eq!(snapshot, s1.config_snapshot());
-    journal.record(next(&s1, 2, Some(("a", "2"))));
-    assert_eq!(journal.full().await.expect("encodes").version, 2);
-    assert_eq!(m.config_encodings("full"), 2);
+    f.record(2, Some(("a", "2")));
+    assert_eq!(f.journal.full().await.expect("encodes").version, 2);
+    assert_eq!(f.metrics.config_encodings("full"), 2);
 }
 
 #[tokio::test]
 async fn bare_versions_keep_the_full_snapshot_while_the_ring_leads_from_it() {
-    let m = metrics();
-    let s0 = Arc::new(ReplicatedState::default());
-    let journal = Journal::new(s0.clone(), CHUNK_BYTES, m.clone());
-    let s1 = next(&s0, 1, Some(("a", "1")));
-    journal.record(s1.clone());
-    assert_eq!(journal.full().await.expect("encodes").version, 1);
+    let mut f = Fixture::new(CHUNK_BYTES);
+    f.record(1, Some(("a", "1")));
+    assert_eq!(f.journal.full().await.expect("encodes").version, 1);
     // Registrations, say: versions proxies see nothing of.
-    let s2 = next(&s1, 2, None);
-    let s3 = next(&s2, 3, None);
-    journal.record(s2.clone());
-    journal.record(s3.clone());
-    let full = journal.full().await.expect("encodes");
+    f.record_bare(2..4);
+    let full = f.journal.full().await.expect("encodes");
     assert_eq!(full.version, 1, "the earlier encoding serves");
-    assert_eq!(m.config_encodings("full"), 1);
-    let Position::Behind(after) = journal.position(full.version) else {
+    assert_eq!(f.metrics.config_encodings("full"), 1);
+    let Position::Behind(after) = f.journal.position(full.version) else {
         panic!("the ring leads from the snapshot's version to the head");
     };
     assert!(after.iter().all(|e| e.is_bare()));
     assert_eq!(after.last().map(|e| e.version), Some(3));
     // A change proxies see: encoded afresh at the head.
-    journal.record(next(&s3, 4, Some(("a", "2"))));
-    assert_eq!(journal.full().await.expect("encodes").version, 4);
-    assert_eq!(m.config_encodings("full"), 2);
+    f.record(4, Some(("a", "2")));
+    assert_eq!(f.journal.full().await.expect("encodes").version, 4);
+    assert_eq!(f.metrics.config_encodings("full"), 2);
 }
 
 #[tokio::test]
 async fn a_kept_snapshot_the_ring_no_longer_leads_from_is_encoded_again() {
-    let m = metrics();
-    let s0 = Arc::new(ReplicatedState::default());
-    let journal = Journal::new(s0.clone(), CHUNK_BYTES, m.clone());
-    let s1 = next(&s0, 1, Some(("a", "1")));
-    journal.record(s1.clone());
-    assert_eq!(journal.full().await.expect("encodes").version, 1);
+    let mut f = Fixture::new(CHUNK_BYTES);
+    f.record(1, Some(("a", "1")));
+    assert_eq!(f.journal.full().await.expect("encodes").version, 1);
     // More bare versions than the ring keeps: the entry based on 1 is gone.
-    let mut state = s1;
-    for index in 2..(RING_ENTRIES as u64 + 3) {
-        state = next(&state, index, None);
-        journal.record(state.clone());
-    }
-    assert!(matches!(journal.position(1), Position::Lost));
-    let full = journal.full().await.expect("encodes");
+    let state = f.record_bare(2..(RING_ENTRIES as u64 + 3));
+    assert!(matches!(f.journal.position(1), Position::Lost));
+    let full = f.journal.full().await.expect("encodes");
     assert_eq!(full.version, state.last_index, "encoded at the head");
-    assert_eq!(m.config_encodings("full"), 2);
+    assert_eq!(f.metrics.config_encodings("full"), 2);
 }
