@@ -40,3 +40,21 @@ pub(crate) fn secret(o: K8sSecret) -> Result<Resource, Problem> {
         meta: object_meta(o.metadata, Kind::Secret)?,
     }))
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::parse_documents;
+
+    #[test]
+    fn a_key_that_is_not_pem_text_is_refused_naming_the_entry() {
+        // `/w==` decodes to the single byte 0xFF: not UTF-8.
+        let yaml = "apiVersion: v1\nkind: Secret\nmetadata: {name: cert, namespace: shop}\n\
+                    type: kubernetes.io/tls\ndata: {tls.crt: Y2VydA==, tls.key: /w==}\n";
+        let error = parse_documents("secret.yaml", yaml)
+            .expect_err("refused")
+            .to_string();
+        assert!(error.contains("data[tls.key]"), "{error}");
+        assert!(error.contains("PEM text"), "{error}");
+        assert!(error.contains("shop/cert"), "{error}");
+    }
+}

@@ -100,12 +100,18 @@ struct Fixture {
 
 impl Fixture {
     async fn start() -> (Fixture, ServerCert, ServerCert) {
+        Fixture::start_with(test_settings()).await
+    }
+
+    async fn start_with(
+        settings: switchyard_proxy::DataPlaneSettings,
+    ) -> (Fixture, ServerCert, ServerCert) {
         let backend = start_echo(NS, "app", 0).await;
         let ca = TestCa::new("test CA");
         let cert_a = ca.server(&["a.example"]);
         let cert_b = ca.server(&["*.b.example"]);
         let mut registry = Registry::default();
-        let dp = DataPlane::new(test_settings(), &mut registry);
+        let dp = DataPlane::new(settings, &mut registry);
         let (snapshot, routes) = config(1, &cert_a, &cert_b, backend.addr);
         dp.install(ServingConfig {
             snapshot: Arc::new(snapshot),
@@ -386,5 +392,83 @@ async fn a_rotated_certificate_reaches_new_connections_without_a_failed_request(
         "too little traffic to tell"
     );
     let f = Arc::into_inner(f).expect("clients finished");
+    f.proxy.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_conflicted_https_listener_is_refused_on_its_own_gateways_socket() {
+    let ca = TestCa::new("test CA");
+    let cert = ca.server(&["a.example"]);
+    // Two Gateways on port 9443: `a-plain` (HTTP) keeps the port, the
+    // HTTPS listener of `b-tls` is Conflicted (ProtocolConflict).
+    let yaml = format!(
+        r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {{name: a-plain, namespace: {NS}}}
+spec:
+  gatewayClassName: {CLASS}
+  listeners: [{{name: http, port: 9443, protocol: HTTP}}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {{name: b-tls, namespace: {NS}}}
+spec:
+  gatewayClassName: {CLASS}
+  listeners:
+  - {{name: https, port: 9443, protocol: HTTPS, tls: {{certificateRefs: [{{name: cert-a}}]}}}}
+"#
+    );
+    let (mut snapshot, routes) = snapshot_of(1, parse_yaml(&yaml));
+    snapshot.gateway_classes.push(gateway_class());
+    snapshot.namespaces.push(namespace(NS, &[]));
+    snapshot.secrets.push(cert.secret(NS, "cert-a"));
+    let mut registry = Registry::default();
+    let dp = DataPlane::new(test_settings(), &mut registry);
+    dp.install(ServingConfig {
+        snapshot: Arc::new(snapshot),
+        routes,
+    });
+    let loser = ListenerKey {
+        gateway: Some(switchyard_proto::model::ObjectName::new(NS, "b-tls")),
+        port: 9443,
+    };
+    let listeners = [loser, port_key(9443)]
+        .map(|key| {
+            let addr: SocketAddr = "127.0.0.1:0".parse().unwrap();
+            (key, switchyard_proxy::bind_reuseport(addr).unwrap())
+        })
+        .into();
+    let proxy = Proxy::serve(dp, listeners);
+    // The conflicted HTTPS listener's own socket: closed, no plaintext.
+    let answer = plaintext_answer(proxy.addrs[0]).await;
+    assert!(
+        answer.is_empty(),
+        "a conflicted HTTPS listener answered: {:?}",
+        String::from_utf8_lossy(&answer)
+    );
+    // The shared socket is the winner's: plain HTTP (404, no route).
+    let answer = plaintext_answer(proxy.addrs[1]).await;
+    assert!(
+        answer.starts_with(b"HTTP/1.1 404"),
+        "{:?}",
+        String::from_utf8_lossy(&answer)
+    );
+    proxy.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_client_that_never_completes_the_handshake_is_closed_at_the_header_read_timeout() {
+    let settings = switchyard_proxy::DataPlaneSettings {
+        header_read_timeout: Duration::from_millis(300),
+        ..test_settings()
+    };
+    let (f, _, _) = Fixture::start_with(settings).await;
+    let mut silent = TcpStream::connect(f.https()).await.unwrap();
+    let mut out = Vec::new();
+    let closed = tokio::time::timeout(Duration::from_secs(5), silent.read_to_end(&mut out)).await;
+    assert!(closed.is_ok(), "a silent client kept its connection");
+    assert!(out.is_empty(), "{out:?}");
+    eventually_count(&f, "handshake_timeout", 1).await;
     f.proxy.shutdown().await;
 }

@@ -14,7 +14,7 @@ use super::CompileNote;
 use super::hostname::HostPattern;
 use std::collections::HashMap;
 use switchyard_proto::model::gateway_api::{ListenerTransport, Topology};
-use switchyard_proto::model::{HttpRoute, Kind, ObjectName, ParentRef};
+use switchyard_proto::model::{HttpRoute, Kind, ListenerProtocol, ObjectName, ParentRef};
 
 /// An HTTP or HTTPS listener of a served Gateway.
 #[derive(Debug)]
@@ -81,6 +81,17 @@ impl<'t, 'a> Gateways<'t, 'a> {
                             l.name, conflict.reason
                         ),
                     ));
+                    // Not served either way; but a socket for this
+                    // Gateway alone must not answer in plaintext where the
+                    // listener speaks TLS (the winner of a socket shared by
+                    // every Gateway decides that socket's transport).
+                    if l.protocol != ListenerProtocol::Http {
+                        refused.push(RefusedListener {
+                            gateway: name.clone(),
+                            port: l.port,
+                            why: format!("listener {} is Conflicted: {conflict}", l.name),
+                        });
+                    }
                     continue;
                 }
                 let transport = match topology.listener_transport(g, l) {

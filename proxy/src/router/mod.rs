@@ -319,7 +319,7 @@ impl RouteTable {
     }
 
     /// [`RouteTable::route`] for a request on a TLS connection whose client
-    /// named `sni`: when its Host picks another listener of the port than
+    /// named `sni` (lower-case): when its Host picks another listener of the port than
     /// SNI did, 421 Misdirected Request instead (GEP-3567: the listeners
     /// may have different certificates, so the client must not reuse a
     /// connection made for one to reach the other). A Host no listener

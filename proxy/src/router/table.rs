@@ -181,7 +181,7 @@ impl PortTable {
         self.listeners.values_mut().for_each(ListenerTable::finish);
     }
 
-    /// 421 when `sni` (none: the client sent no name) picks another
+    /// 421 when `sni` (lower-case; none: the client sent no name) picks another
     /// listener than the request's Host; `None` when they agree or the
     /// Host picks none (see [`super::RouteTable::route_over_tls`]).
     pub(crate) fn misdirected(
@@ -191,8 +191,7 @@ impl PortTable {
     ) -> Option<DirectResponse> {
         let host = request_host(req);
         let by_host = self.listeners.matching(&host).next()?;
-        let sni_lower = sni.map(str::to_ascii_lowercase).unwrap_or_default();
-        let by_sni = self.listeners.matching(&sni_lower).next();
+        let by_sni = self.listeners.matching(sni.unwrap_or_default()).next();
         if by_sni.is_some_and(|l| std::ptr::eq(l, by_host)) {
             return None;
         }

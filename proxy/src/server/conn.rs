@@ -127,7 +127,11 @@ async fn serve_tls(
             metrics.record_tls(TlsOutcome::Handshake);
             let transport = Accepted {
                 scheme: "https",
-                sni: tls.get_ref().1.server_name().map(Box::from),
+                sni: tls
+                    .get_ref()
+                    .1
+                    .server_name()
+                    .map(|name| name.to_ascii_lowercase().into_boxed_str()),
                 peer,
             };
             serve_http(dp, builder, tls, transport, listener, signals).await;
@@ -147,7 +151,8 @@ async fn serve_tls(
 struct Accepted {
     /// `https` over TLS, else `http`.
     scheme: Scheme,
-    /// The server name the TLS client asked for (SNI).
+    /// The server name the TLS client asked for (SNI), lower-cased once
+    /// here rather than per request.
     sni: Option<Box<str>>,
     /// The client's address.
     peer: Option<SocketAddr>,
