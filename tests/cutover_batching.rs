@@ -32,6 +32,7 @@ fn resources() -> Vec<Resource> {
     })];
     resources.extend((0..ROUTES).map(|i| {
         Resource::HttpRoute(HttpRoute {
+            kind: Default::default(),
             meta: ObjectMeta::named("default", format!("r{i}")),
             parent_refs: vec![],
             hostnames: vec![],

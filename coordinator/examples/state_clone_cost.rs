@@ -20,6 +20,7 @@ use switchyard_proto::model::*;
 
 fn route(i: usize, path: &str) -> Resource {
     Resource::HttpRoute(HttpRoute {
+        kind: Default::default(),
         meta: ObjectMeta::named("default", format!("r{i}")),
         parent_refs: vec![],
         hostnames: vec![format!("r{i}.example.com")],

@@ -26,6 +26,7 @@ const BOUND: u64 = 10;
 
 fn route(i: usize, version: usize) -> Resource {
     Resource::HttpRoute(HttpRoute {
+        kind: Default::default(),
         meta: ObjectMeta::named("default", format!("r{i}")),
         parent_refs: vec![],
         hostnames: vec![format!("r{i}.example.com")],

@@ -28,6 +28,7 @@ fn entry(index: u64, command: Command) -> Entry {
 
 fn route(name: &str, backend: &str, path: &str) -> Resource {
     Resource::HttpRoute(HttpRoute {
+        kind: Default::default(),
         meta: ObjectMeta::named("default", name),
         parent_refs: vec![],
         hostnames: vec![],

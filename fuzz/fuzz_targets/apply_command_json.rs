@@ -16,6 +16,7 @@ use switchyard_proto::model::*;
 fn seeded() -> ReplicatedState {
     let mut state = ReplicatedState::default();
     let route = HttpRoute {
+        kind: Default::default(),
         meta: ObjectMeta::named("default", "a"),
         parent_refs: vec![],
         hostnames: vec![],

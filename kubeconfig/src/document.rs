@@ -16,7 +16,7 @@
 
 use crate::error::{Location, ParseError, Problem};
 use crate::header::{key_of, locate};
-use crate::{backend, gateway, route, secret};
+use crate::{backend, gateway, grpc_route, route, secret};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -126,6 +126,7 @@ fn typed(
         Kind::GatewayClass => gateway::gateway_class(d.decode(doc)?),
         Kind::Gateway => gateway::gateway(d.decode(doc)?),
         Kind::HTTPRoute => route::http_route(d.decode(doc)?),
+        Kind::GRPCRoute => grpc_route::grpc_route(d.decode(doc)?),
         Kind::ReferenceGrant => backend::reference_grant(d.decode(doc)?),
         Kind::Namespace => gateway::namespace(d.decode(doc)?),
         Kind::Service => backend::service(d.decode(doc)?, value),

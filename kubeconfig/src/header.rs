@@ -16,7 +16,9 @@ pub const DEFAULT_NAMESPACE: &str = "default";
 /// The apiVersions each kind is accepted under.
 pub(crate) fn api_versions(kind: Kind) -> &'static [&'static str] {
     match kind {
-        Kind::GatewayClass | Kind::Gateway | Kind::HTTPRoute => &["gateway.networking.k8s.io/v1"],
+        Kind::GatewayClass | Kind::Gateway | Kind::HTTPRoute | Kind::GRPCRoute => {
+            &["gateway.networking.k8s.io/v1"]
+        }
         // v1beta1 is the long-standing version; the gateway-api crate's
         // standard channel serves the identical schema as v1.
         Kind::ReferenceGrant => &[

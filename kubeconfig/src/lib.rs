@@ -55,6 +55,7 @@ mod document;
 pub mod error;
 mod filter;
 mod gateway;
+mod grpc_route;
 mod header;
 pub mod live;
 mod nesting;

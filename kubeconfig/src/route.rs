@@ -25,7 +25,7 @@ use gateway_api::apis::standard::httproutes::{
 };
 use switchyard_proto::model::{
     BackendRef, HeaderMatch, HttpRoute, Kind, ParentRef, PathMatch, QueryParamMatch, Resource,
-    RouteMatch, RouteRule, StringMatchType,
+    RouteKind, RouteMatch, RouteRule, StringMatchType,
 };
 
 /// Translates an HTTPRoute.
@@ -34,6 +34,7 @@ pub(crate) fn http_route(o: K8sHttpRoute) -> Result<Resource, Problem> {
     let parent_refs = indexed(o.spec.parent_refs, "spec.parentRefs", parent_ref)?;
     let rules = indexed(o.spec.rules, "spec.rules", rule)?;
     Ok(Resource::HttpRoute(HttpRoute {
+        kind: RouteKind::Http,
         meta,
         parent_refs,
         hostnames: o.spec.hostnames.unwrap_or_default(),
@@ -41,7 +42,7 @@ pub(crate) fn http_route(o: K8sHttpRoute) -> Result<Resource, Problem> {
     }))
 }
 
-fn parent_ref(f: &str, p: HttpRouteParentRefs) -> Result<ParentRef, Problem> {
+pub(crate) fn parent_ref(f: &str, p: HttpRouteParentRefs) -> Result<ParentRef, Problem> {
     Ok(ParentRef {
         group: p.group.unwrap_or_else(|| GATEWAY_GROUP.to_string()),
         kind: p.kind.unwrap_or_else(|| "Gateway".to_string()),
@@ -128,7 +129,7 @@ fn method_name(m: &Method) -> &'static str {
     }
 }
 
-fn backend_ref(f: &str, b: HttpRouteRulesBackendRefs) -> Result<BackendRef, Problem> {
+pub(crate) fn backend_ref(f: &str, b: HttpRouteRulesBackendRefs) -> Result<BackendRef, Problem> {
     Ok(BackendRef {
         group: b.group.unwrap_or_default(),
         kind: b.kind.unwrap_or_else(|| "Service".to_string()),

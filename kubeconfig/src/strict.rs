@@ -109,6 +109,7 @@ pub(crate) fn top_level_fields(kind: Kind) -> &'static [&'static str] {
         Kind::GatewayClass
         | Kind::Gateway
         | Kind::HTTPRoute
+        | Kind::GRPCRoute
         | Kind::ReferenceGrant
         | Kind::Namespace
         | Kind::Service => &["spec"],
@@ -252,7 +253,9 @@ mod tests {
     /// filled in) is in [`top_level_fields`] or is one every kind has.
     #[test]
     fn the_top_level_table_covers_every_type() {
-        use gateway_api::apis::standard::{gatewayclasses, gateways, httproutes, referencegrants};
+        use gateway_api::apis::standard::{
+            gatewayclasses, gateways, grpcroutes, httproutes, referencegrants,
+        };
         use k8s_openapi::api::core::v1::{Namespace, Service};
         use k8s_openapi::api::discovery::v1::EndpointSlice;
         let cases: Vec<(Kind, Vec<String>)> = vec![
@@ -273,6 +276,13 @@ mod tests {
             (
                 Kind::HTTPRoute,
                 top_keys(&httproutes::HttpRoute {
+                    status: Some(Default::default()),
+                    ..Default::default()
+                }),
+            ),
+            (
+                Kind::GRPCRoute,
+                top_keys(&grpcroutes::GrpcRoute {
                     status: Some(Default::default()),
                     ..Default::default()
                 }),

@@ -150,6 +150,7 @@ fn world(n: usize) -> (ConfigSnapshot, Vec<HttpRoute>) {
             cluster: None,
         });
         routes.push(HttpRoute {
+            kind: Default::default(),
             meta: ObjectMeta::named("bench", format!("r{i}")),
             parent_refs: vec![ParentRef {
                 group: "gateway.networking.k8s.io".into(),

@@ -23,12 +23,12 @@ use crate::upstream::mirror::MirrorLimiter;
 use crate::upstream::{Backend, Context, Upstreams};
 use arc_swap::ArcSwapOption;
 use prometheus_client::registry::Registry;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::future::Future;
 use std::io;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
-use switchyard_proto::model::{BackendKey, ConfigSnapshot, HttpRoute, ListenerBinding};
+use switchyard_proto::model::{BackendKey, ConfigSnapshot, HttpRoute, ListenerBinding, RouteKind};
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
@@ -59,6 +59,9 @@ struct ControlState {
     snapshot: Option<Arc<ConfigSnapshot>>,
     served: BTreeSet<BackendKey>,
     warming: BTreeSet<BackendKey>,
+    /// Backends spoken to as gRPC: those of the served GRPCRoutes and of
+    /// the snapshot's GRPCRoute generations ([`grpc_backends`]).
+    grpc: HashSet<BackendKey>,
 }
 
 /// The data plane. Create with [`DataPlane::new`], feed with
@@ -144,7 +147,21 @@ impl DataPlane {
         let served_keys = table.backends();
         let mut control = self.control.lock().unwrap_or_else(PoisonError::into_inner);
         let wanted: BTreeSet<BackendKey> = served_keys.union(&control.warming).cloned().collect();
-        let retired = self.upstreams.sync(&config.snapshot, &wanted);
+        // Backends tracked only for the previous warming set (until
+        // `set_warming` replaces it) keep the protocol they were resolved
+        // with: requests routed by the previous table may still reach them.
+        let mut grpc = grpc_backends(&config);
+        grpc.extend(
+            control
+                .warming
+                .iter()
+                .filter(|b| control.grpc.contains(*b))
+                .cloned(),
+        );
+        control.grpc = grpc;
+        let retired = self
+            .upstreams
+            .sync(&config.snapshot, &wanted, &control.grpc);
         let backends = self.upstreams.lookup(&served_keys);
         self.served
             .store(Some(Arc::new(Served { table, backends })));
@@ -182,7 +199,9 @@ impl DataPlane {
             control.served.union(&control.warming).cloned().collect();
         // Served backends are in `wanted`, so the served table's backends
         // stay the same objects; only warming ones come and go.
-        self.upstreams.sync(&snapshot, &wanted).retire();
+        self.upstreams
+            .sync(&snapshot, &wanted, &control.grpc)
+            .retire();
     }
 
     /// Readiness of one backend (served or warming) through the real data
@@ -318,4 +337,18 @@ impl DataPlane {
     pub(crate) fn mirror_limiter(&self) -> &MirrorLimiter {
         &self.mirrors
     }
+}
+
+/// The backends of GRPCRoutes, spoken to over HTTP/2 as gRPC: those the
+/// served generations send calls to — which may lag the snapshot while a
+/// committed generation waits for its backends here — and those of the
+/// snapshot's active and pending GRPCRoute generations (warming). A
+/// backend leaves the set only when no generation of either kind names
+/// it, so one is never re-resolved as HTTP/1.1 while calls still reach it.
+fn grpc_backends(config: &ServingConfig) -> HashSet<BackendKey> {
+    let mut out = crate::upstream::discovery::grpc_backends(&config.snapshot);
+    for route in config.routes.iter().filter(|r| r.kind == RouteKind::Grpc) {
+        out.extend(route.traffic_backends());
+    }
+    out
 }

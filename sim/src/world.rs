@@ -213,6 +213,7 @@ impl World {
         let mut meta = ObjectMeta::named(NAMESPACE, format!("r{r}"));
         meta.annotations = annotations;
         Resource::HttpRoute(HttpRoute {
+            kind: Default::default(),
             meta,
             parent_refs: vec![],
             hostnames: vec![],

@@ -165,7 +165,7 @@ pub async fn apply(args: ApplyArgs) -> anyhow::Result<ExitCode> {
         })
         .await?;
     for (name, generation) in &targets {
-        println!("HTTPRoute {name} ready at generation {generation}");
+        println!("route {name} ready at generation {generation}");
     }
     Ok(ExitCode::SUCCESS)
 }

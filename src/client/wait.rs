@@ -19,7 +19,7 @@ pub enum WaitError {
     #[error("status reply is not valid JSON: {0}")]
     BadStatus(String),
     /// A route's cutover ended without reaching the generation.
-    #[error("HTTPRoute {route} generation {generation} did not become active: {why}")]
+    #[error("route {route} generation {generation} did not become active: {why}")]
     Failed {
         /// The route.
         route: ObjectName,
@@ -29,7 +29,7 @@ pub enum WaitError {
         why: String,
     },
     /// The route attaches to no listener: proxies have nothing to serve.
-    #[error("HTTPRoute {route} generation {generation} is not served: {why}")]
+    #[error("route {route} generation {generation} is not served: {why}")]
     NotServed {
         /// The route.
         route: ObjectName,
@@ -41,7 +41,7 @@ pub enum WaitError {
     /// The generation became active through `on-timeout: force`, without
     /// its backends shown ready.
     #[error(
-        "HTTPRoute {route} generation {generation} was forced after its cutover timeout (its backends were not shown ready): {why}"
+        "route {route} generation {generation} was forced after its cutover timeout (its backends were not shown ready): {why}"
     )]
     Forced {
         /// The route.
@@ -53,7 +53,7 @@ pub enum WaitError {
     },
     /// A newer apply replaced the spec before it was served.
     #[error(
-        "HTTPRoute {route} generation {generation} was superseded by generation {by} before it was served"
+        "route {route} generation {generation} was superseded by generation {by} before it was served"
     )]
     Superseded {
         /// The route.
@@ -65,7 +65,7 @@ pub enum WaitError {
     },
     /// The route was deleted while waiting.
     #[error(
-        "HTTPRoute {route} no longer exists (deleted while waiting; coordinator {answered_by} at applied index {applied_index} says so)"
+        "route {route} no longer exists (deleted while waiting; coordinator {answered_by} at applied index {applied_index} says so)"
     )]
     Deleted {
         /// The route.

@@ -8,6 +8,8 @@
 //! - [`fake_kube`]: a fake Kubernetes API server on loopback (lists,
 //!   watches, `410 Gone`, status patches, every request recorded).
 //! - [`fixtures`]: Kubernetes objects for it and for YAML tests.
+//! - [`grpc`]: a gRPC backend (h2c, health service, unary and streaming)
+//!   and a tonic client, for GRPCRoute tests.
 //! - [`listener_tls`]: a test CA, server certificates and their Secrets,
 //!   and verifying TLS clients, for HTTPS listener tests.
 //! - [`strategies`]: proptest strategies for the model's values, and the
@@ -22,6 +24,7 @@
 pub mod eventually;
 pub mod fake_kube;
 pub mod fixtures;
+pub mod grpc;
 pub mod listener_tls;
 pub mod strategies;
 

@@ -39,7 +39,9 @@ impl From<CommandError> for Status {
             CommandError::NotPending { .. }
             | CommandError::StaleDecision { .. }
             | CommandError::EvidenceOutdated { .. }
-            | CommandError::StaleRegistration { .. } => Status::failed_precondition(e.to_string()),
+            | CommandError::StaleRegistration { .. }
+            // The same apply succeeds once the other route is deleted.
+            | CommandError::RouteNameTaken { .. } => Status::failed_precondition(e.to_string()),
             // Not a malformed request: the same apply succeeds once
             // something is deleted or the limit raised.
             CommandError::OverLimit { .. } | CommandError::ObjectTooLarge { .. } => {

@@ -10,7 +10,7 @@
 use super::*;
 use std::collections::BTreeSet;
 use switchyard_proto::model::{
-    CutoverSettings, HttpRoute, Kind, RouteGeneration, Transition, ValidationRules,
+    CutoverSettings, HttpRoute, RouteGeneration, Transition, ValidationRules,
     validate_resource_with,
 };
 
@@ -118,6 +118,11 @@ impl ReplicatedState {
             }
             validate_resource_with(resource, rules).map_err(|e| CommandError::Invalid(e.into()))?;
         }
+        for resource in resources {
+            if let Resource::HttpRoute(route) = resource {
+                self.check_route_name_free(route)?;
+            }
+        }
         if let Some(limits) = limits {
             self.check_limits(resources, limits)?;
         }
@@ -132,6 +137,22 @@ impl ReplicatedState {
             }
         }
         Ok(outcome)
+    }
+
+    /// Route records are keyed by `namespace/name` alone: a route whose
+    /// name a route of the other kind holds is refused rather than
+    /// replacing it.
+    fn check_route_name_free(&self, route: &HttpRoute) -> Result<(), CommandError> {
+        let name = route.meta.object_name();
+        match self.routes.get(&name) {
+            Some(record) if record.kind() != route.kind.kind() => {
+                Err(CommandError::RouteNameTaken {
+                    route: format!("{} {name}", route.kind.kind()),
+                    holder: record.kind(),
+                })
+            }
+            _ => Ok(()),
+        }
     }
 
     fn store_resource(&mut self, index: u64, resource: &Resource, outcome: &mut Outcome) {
@@ -183,6 +204,7 @@ impl ReplicatedState {
         outcome: &mut Outcome,
     ) {
         let name = route.meta.object_name();
+        let kind = route.kind.kind();
         let mut spec = route.clone();
         spec.meta.revision = 0;
         let record = self
@@ -204,7 +226,7 @@ impl ReplicatedState {
             && same(&pending.target)
         {
             outcome.changes.push(format!(
-                "HTTPRoute {name} unchanged (generation {} pending)",
+                "{kind} {name} unchanged (generation {} pending)",
                 pending.target.generation
             ));
             outcome.routes.push((name, pending.target.generation));
@@ -218,13 +240,13 @@ impl ReplicatedState {
                 Some(withdrawn) => {
                     self.touched.route(&name);
                     outcome.changes.push(format!(
-                        "HTTPRoute {name}: pending generation {} withdrawn, spec equals active generation {generation}",
+                        "{kind} {name}: pending generation {} withdrawn, spec equals active generation {generation}",
                         withdrawn.target.generation
                     ))
                 }
-                None => outcome.changes.push(format!(
-                    "HTTPRoute {name} unchanged (generation {generation})"
-                )),
+                None => outcome
+                    .changes
+                    .push(format!("{kind} {name} unchanged (generation {generation})")),
             }
             outcome.routes.push((name, generation));
             return;
@@ -253,7 +275,7 @@ impl ReplicatedState {
         });
         record.last_failure = None;
         let mut line = format!(
-            "HTTPRoute {name}: generation {generation} pending (policy {}, timeout {}ms)",
+            "{kind} {name}: generation {generation} pending (policy {}, timeout {}ms)",
             settings.policy, settings.timeout_ms
         );
         if let Some(old) = superseded {
@@ -276,9 +298,15 @@ impl ReplicatedState {
         }
         let mut outcome = Outcome::default();
         for key in keys {
-            let removed = if key.kind == Kind::HTTPRoute {
-                self.touched.route(&key.name);
-                self.routes.remove(&key.name).is_some()
+            let removed = if key.kind.is_route() {
+                // Only a route of the kind named: deleting `GRPCRoute a`
+                // never removes `HTTPRoute a`.
+                let same_kind = self.routes.get(&key.name).map(RouteRecord::kind) == Some(key.kind);
+                if same_kind {
+                    self.touched.route(&key.name);
+                    self.routes.remove(&key.name);
+                }
+                same_kind
             } else {
                 self.touched.resource(key);
                 match self.resources.remove(key) {
@@ -343,8 +371,9 @@ impl ReplicatedState {
             forced.then(|| format!("generation {generation} was forced after its cutover timeout"));
         record.forced = forced;
         let how = if forced { "forced" } else { "committed" };
+        let kind = record.kind();
         Ok(Outcome {
-            changes: vec![format!("HTTPRoute {route}: generation {generation} {how}")],
+            changes: vec![format!("{kind} {route}: generation {generation} {how}")],
             routes: vec![(route.clone(), generation)],
             ..Default::default()
         })
@@ -367,9 +396,10 @@ impl ReplicatedState {
         record.pending = None;
         record.last_failure = Some(format!("generation {generation} abandoned: {reason}"));
         let active = record.active.as_ref().map_or(0, |a| a.generation);
+        let kind = record.kind();
         Ok(Outcome {
             changes: vec![format!(
-                "HTTPRoute {route}: generation {generation} abandoned ({reason}); active stays at {active}"
+                "{kind} {route}: generation {generation} abandoned ({reason}); active stays at {active}"
             )],
             routes: vec![(route.clone(), active)],
             ..Default::default()
@@ -407,7 +437,7 @@ impl ReplicatedState {
                 return Err(format!("resource {key} is stored as {}", resource.key()));
             }
             if matches!(resource, Resource::HttpRoute(_)) {
-                return Err(format!("HTTPRoute {key} stored outside the route records"));
+                return Err(format!("route {key} stored outside the route records"));
             }
         }
         Ok(())

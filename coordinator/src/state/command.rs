@@ -10,7 +10,7 @@
 use super::limits::{StoreLimit, StoreLimits};
 use serde::{Deserialize, Serialize};
 use switchyard_proto::model::{
-    BackendKey, CutoverSettings, ObjectName, Resource, ResourceKey, ValidationError,
+    BackendKey, CutoverSettings, Kind, ObjectName, Resource, ResourceKey, ValidationError,
 };
 
 /// What a leader's decision rests on. The state machine carries the
@@ -180,6 +180,16 @@ pub enum CommandError {
     Duplicate {
         /// The repeated key.
         key: String,
+    },
+    /// A route whose `namespace/name` a route of another kind holds.
+    #[error(
+        "{route} refused: a {holder} of the same namespace and name is stored, and routes of both kinds share one name space; rename one of them"
+    )]
+    RouteNameTaken {
+        /// `Kind namespace/name` of the refused route.
+        route: String,
+        /// The kind of the stored route.
+        holder: Kind,
     },
     /// An empty apply or delete.
     #[error("nothing to do: the request names no resources")]

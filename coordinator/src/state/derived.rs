@@ -125,7 +125,7 @@ impl MayChange {
             Command::Delete { keys } => {
                 for key in keys {
                     match key.kind {
-                        Kind::HTTPRoute => {
+                        Kind::HTTPRoute | Kind::GRPCRoute => {
                             self.routes.insert(key.name.clone());
                         }
                         Kind::EndpointSlice => self.slice(state, key.clone()),

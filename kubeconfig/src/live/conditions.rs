@@ -237,7 +237,7 @@ fn resolved_refs(route: &HttpRoute, world: &World<'_>, generation: Option<i64>) 
         .rules
         .iter()
         .flat_map(|r| &r.backend_refs)
-        .filter_map(|b| world.topology.resolve(&route.meta.namespace, b).err())
+        .filter_map(|b| world.topology.resolve(route, b).err())
         .map(|why| (why.reason(), why.to_string()))
         .collect();
     match problems.first() {

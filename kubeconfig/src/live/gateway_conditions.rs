@@ -239,11 +239,12 @@ fn programmed_follows_accepted(conditions: &mut [Condition]) {
 /// The route kinds an HTTP listener supports, narrowed to what switchyard
 /// serves (`supportedKinds`), and the ones it names that switchyard does
 /// not serve (`InvalidRouteKinds`). No `allowedRoutes.kinds` means the
-/// protocol's default, HTTPRoute.
+/// protocol's default: HTTPRoute and GRPCRoute.
 fn route_kinds(l: &Listener) -> (Vec<(String, String)>, Vec<String>) {
-    let http_route = (GATEWAY_GROUP.to_string(), "HTTPRoute".to_string());
+    const SERVED: [&str; 2] = ["HTTPRoute", "GRPCRoute"];
+    let kind = |k: &str| (GATEWAY_GROUP.to_string(), k.to_string());
     if l.allowed_routes.kinds.is_empty() {
-        return (vec![http_route], Vec::new());
+        return (SERVED.map(kind).to_vec(), Vec::new());
     }
     let mut supported = Vec::new();
     let mut invalid = Vec::new();
@@ -253,9 +254,9 @@ fn route_kinds(l: &Listener) -> (Vec<(String, String)>, Vec<String>) {
         } else {
             k.group.as_str()
         };
-        if group == GATEWAY_GROUP && k.kind == "HTTPRoute" {
-            if !supported.contains(&http_route) {
-                supported.push(http_route.clone());
+        if group == GATEWAY_GROUP && SERVED.contains(&k.kind.as_str()) {
+            if !supported.contains(&kind(&k.kind)) {
+                supported.push(kind(&k.kind));
             }
         } else {
             invalid.push(format!("{group}/{}", k.kind));
@@ -300,7 +301,7 @@ spec:
   gatewayClassName: ours
   listeners:
   - {name: http, port: 80, protocol: HTTP}
-  - {name: admin, port: 8080, protocol: HTTP, allowedRoutes: {kinds: [{kind: GRPCRoute}]}}
+  - {name: admin, port: 8080, protocol: HTTP, allowedRoutes: {kinds: [{kind: TLSRoute}]}}
   - {name: tls, port: 443, protocol: HTTPS}
   - {name: mixed, port: 81, protocol: HTTP, allowedRoutes: {kinds: [{kind: FooRoute}, {kind: HTTPRoute}]}}
   - {name: tcp, port: 9000, protocol: TCP}
@@ -397,9 +398,13 @@ spec: {parentRefs: [{name: gw, sectionName: http}]}
             get(&by_name("tcp").conditions, "Accepted"),
             ("UnsupportedProtocol", ConditionStatus::False)
         );
+        // No allowedRoutes.kinds: both route kinds switchyard serves.
         assert_eq!(
             by_name("http").supported_kinds,
-            [(GATEWAY_GROUP.to_string(), "HTTPRoute".to_string())]
+            [
+                (GATEWAY_GROUP.to_string(), "HTTPRoute".to_string()),
+                (GATEWAY_GROUP.to_string(), "GRPCRoute".to_string())
+            ]
         );
     }
 

@@ -67,6 +67,8 @@ pub const REQUIRED_PERMISSIONS: &[(&str, &str, &str)] = &[
     (GATEWAY_GROUP, "httproutes", "watch"),
     (GATEWAY_GROUP, "httproutes", "get"),
     (GATEWAY_GROUP, "httproutes/status", "patch"),
+    (GATEWAY_GROUP, "grpcroutes", "list"),
+    (GATEWAY_GROUP, "grpcroutes", "watch"),
     (GATEWAY_GROUP, "referencegrants", "list"),
     (GATEWAY_GROUP, "referencegrants", "watch"),
     ("events.k8s.io", "events", "create"),
@@ -130,7 +132,7 @@ pub enum SourceRole {
 
 /// Every kind a full source's watchers read, model kinds in
 /// [`Kind::ALL`] order.
-const FULL: [Watched; 9] = [
+const FULL: [Watched; 10] = [
     Watched::Model(Kind::Namespace),
     Watched::Model(Kind::GatewayClass),
     Watched::Model(Kind::Secret),
@@ -139,6 +141,7 @@ const FULL: [Watched; 9] = [
     Watched::Model(Kind::Service),
     Watched::Model(Kind::EndpointSlice),
     Watched::Model(Kind::HTTPRoute),
+    Watched::Model(Kind::GRPCRoute),
     Watched::ServiceExport,
 ];
 
@@ -197,6 +200,7 @@ pub(crate) fn coordinates(kind: Kind) -> (&'static str, &'static str, &'static s
         Kind::GatewayClass => (GATEWAY_GROUP, "v1", "gatewayclasses"),
         Kind::Gateway => (GATEWAY_GROUP, "v1", "gateways"),
         Kind::HTTPRoute => (GATEWAY_GROUP, "v1", "httproutes"),
+        Kind::GRPCRoute => (GATEWAY_GROUP, "v1", "grpcroutes"),
         // v1beta1 is served by every Gateway API release that has
         // ReferenceGrant; v1 only by recent ones. The schema is the same.
         Kind::ReferenceGrant => (GATEWAY_GROUP, "v1beta1", "referencegrants"),

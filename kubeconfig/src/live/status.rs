@@ -266,6 +266,7 @@ fn unread_route(object: &DynamicObject, name: &ObjectName) -> HttpRoute {
     let mut meta = ObjectMeta::named(name.namespace.clone(), name.name.clone());
     meta.k8s_generation = object.metadata.generation;
     HttpRoute {
+        kind: Default::default(),
         meta,
         parent_refs,
         hostnames: Vec::new(),

@@ -17,7 +17,7 @@
 use super::cache::Object;
 use super::kinds::Watched;
 use crate::error::{Location, ParseError, Problem};
-use crate::{backend, gateway, route, secret};
+use crate::{backend, gateway, grpc_route, route, secret};
 use kube::core::DynamicObject;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -87,6 +87,7 @@ fn typed(kind: Kind, value: Value) -> Result<Resource, Problem> {
         Kind::GatewayClass => gateway::gateway_class(decode(kind, value)?),
         Kind::Gateway => gateway::gateway(decode(kind, value)?),
         Kind::HTTPRoute => route::http_route(decode(kind, value)?),
+        Kind::GRPCRoute => grpc_route::grpc_route(decode(kind, value)?),
         Kind::ReferenceGrant => backend::reference_grant(decode(kind, value)?),
         Kind::Namespace => gateway::namespace(decode(kind, value)?),
         Kind::Service => {

@@ -200,6 +200,7 @@ pub fn expected() -> Vec<Resource> {
     };
     let shadow = BackendRef::service("shadow", 8080);
     let route = Resource::HttpRoute(HttpRoute {
+        kind: Default::default(),
         meta: ObjectMeta {
             annotations: labels(&[(ANNOTATION_POLICY, "majority")]),
             ..meta("default", "store")

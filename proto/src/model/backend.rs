@@ -93,7 +93,8 @@ pub struct ServicePort {
 /// `appProtocol` (Gateway API GEP-1911): `kubernetes.io/h2c` is HTTP/2
 /// over cleartext with prior knowledge; anything else (none, `http`,
 /// `kubernetes.io/ws`, unknown values) is HTTP/1.1, which also carries
-/// WebSocket upgrades.
+/// WebSocket upgrades. A backend of a GRPCRoute is [`UpstreamProtocol::Grpc`]
+/// whatever its `appProtocol` says: gRPC needs HTTP/2.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum UpstreamProtocol {
     /// HTTP/1.1, keep-alive, upgrades.
@@ -102,6 +103,10 @@ pub enum UpstreamProtocol {
     /// HTTP/2 prior knowledge (h2c), one multiplexed connection per
     /// endpoint.
     H2c,
+    /// gRPC: h2c as [`UpstreamProtocol::H2c`], health-checked with
+    /// `grpc.health.v1.Health/Check` unless the Service names an HTTP
+    /// health path.
+    Grpc,
 }
 
 impl UpstreamProtocol {
@@ -114,6 +119,11 @@ impl UpstreamProtocol {
             Some(p) if p.eq_ignore_ascii_case(Self::H2C) => UpstreamProtocol::H2c,
             _ => UpstreamProtocol::Http1,
         }
+    }
+
+    /// Whether the endpoints are spoken to over HTTP/2.
+    pub fn is_http2(self) -> bool {
+        matches!(self, UpstreamProtocol::H2c | UpstreamProtocol::Grpc)
     }
 }
 

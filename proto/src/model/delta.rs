@@ -49,7 +49,8 @@ pub struct ConfigDelta {
     /// Route records that were created or changed, whole.
     #[serde(default)]
     pub routes: Vec<RouteRecord>,
-    /// Keys removed (routes under `Kind::HTTPRoute`).
+    /// Keys removed (routes of either kind under `Kind::HTTPRoute`: route
+    /// records are keyed by `namespace/name` alone).
     #[serde(default)]
     pub removed: Vec<ResourceKey>,
     /// Endpoint generations that appeared or changed.

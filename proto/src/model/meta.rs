@@ -13,6 +13,9 @@ pub enum Kind {
     Gateway,
     /// `gateway.networking.k8s.io/v1 HTTPRoute`.
     HTTPRoute,
+    /// `gateway.networking.k8s.io/v1 GRPCRoute` (stored as the HTTP route
+    /// it is equivalent to, [`crate::model::RouteKind::Grpc`]).
+    GRPCRoute,
     /// `gateway.networking.k8s.io/v1beta1 ReferenceGrant`.
     ReferenceGrant,
     /// `v1 Namespace` (cluster-scoped; its labels feed `allowedRoutes`).
@@ -27,7 +30,7 @@ pub enum Kind {
 
 impl Kind {
     /// Every kind, in the order an apply stores them.
-    pub const ALL: [Kind; 8] = [
+    pub const ALL: [Kind; 9] = [
         Kind::Namespace,
         Kind::GatewayClass,
         Kind::Secret,
@@ -36,7 +39,15 @@ impl Kind {
         Kind::Service,
         Kind::EndpointSlice,
         Kind::HTTPRoute,
+        Kind::GRPCRoute,
     ];
+
+    /// Whether objects of this kind are routes: kept as route records with
+    /// generations and cutovers, one record per `namespace/name` whatever
+    /// the route's kind.
+    pub fn is_route(self) -> bool {
+        matches!(self, Kind::HTTPRoute | Kind::GRPCRoute)
+    }
 
     /// Whether objects of this kind live outside namespaces.
     pub fn cluster_scoped(self) -> bool {
@@ -49,6 +60,7 @@ impl Kind {
             Kind::GatewayClass => "GatewayClass",
             Kind::Gateway => "Gateway",
             Kind::HTTPRoute => "HTTPRoute",
+            Kind::GRPCRoute => "GRPCRoute",
             Kind::ReferenceGrant => "ReferenceGrant",
             Kind::Namespace => "Namespace",
             Kind::Service => "Service",

@@ -15,7 +15,7 @@ pub enum Resource {
     GatewayClass(GatewayClass),
     /// A Gateway.
     Gateway(Gateway),
-    /// An HTTPRoute.
+    /// An HTTPRoute or a GRPCRoute (`HttpRoute::kind` says which).
     HttpRoute(HttpRoute),
     /// A ReferenceGrant.
     ReferenceGrant(ReferenceGrant),
@@ -64,7 +64,7 @@ impl Resource {
         match self {
             Resource::GatewayClass(_) => Kind::GatewayClass,
             Resource::Gateway(_) => Kind::Gateway,
-            Resource::HttpRoute(_) => Kind::HTTPRoute,
+            Resource::HttpRoute(route) => route.kind.kind(),
             Resource::ReferenceGrant(_) => Kind::ReferenceGrant,
             Resource::Namespace(_) => Kind::Namespace,
             Resource::Service(_) => Kind::Service,

@@ -5,13 +5,16 @@
 //! the proxy's router; this module is only the shape.
 
 use super::backend::{BackendKey, MCS_GROUP, service_import_name};
-use super::meta::ObjectMeta;
+use super::meta::{Kind, ObjectMeta};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 
-/// An HTTPRoute.
+/// An HTTPRoute, or a GRPCRoute in its HTTP form ([`RouteKind`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HttpRoute {
+    /// Which Gateway API kind declared the route.
+    #[serde(default)]
+    pub kind: RouteKind,
     /// Metadata (annotations may carry a cutover policy).
     pub meta: ObjectMeta,
     /// `spec.parentRefs`.
@@ -23,6 +26,37 @@ pub struct HttpRoute {
     /// `spec.rules`, in order.
     #[serde(default)]
     pub rules: Vec<RouteRule>,
+}
+
+/// The Gateway API kind a route was declared as.
+///
+/// A GRPCRoute is stored as the HTTPRoute it is equivalent to: a gRPC call
+/// is an HTTP/2 `POST /<service>/<method>`, so its method matches are path
+/// matches (`kubeconfig` translates them) and its header matches, filters
+/// and weighted backends are the HTTP ones. What the kind changes is how
+/// the proxy speaks to the backends — HTTP/2 (h2c), warmed with
+/// `grpc.health.v1.Health/Check` — and which status the route gets.
+///
+/// Routes of both kinds share one name space: the coordinator keeps one
+/// route record per `namespace/name` and refuses a route whose name is
+/// taken by a route of the other kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+pub enum RouteKind {
+    /// `HTTPRoute`.
+    #[default]
+    Http,
+    /// `GRPCRoute`.
+    Grpc,
+}
+
+impl RouteKind {
+    /// The stored kind.
+    pub fn kind(self) -> Kind {
+        match self {
+            RouteKind::Http => Kind::HTTPRoute,
+            RouteKind::Grpc => Kind::GRPCRoute,
+        }
+    }
 }
 
 impl HttpRoute {

@@ -3,7 +3,7 @@
 
 use super::backend::{BackendKey, EndpointSlice, ReferenceGrant, Service};
 use super::gateway::{Gateway, GatewayClass, Namespace};
-use super::meta::ObjectName;
+use super::meta::{Kind, ObjectName};
 use super::pairs;
 use super::policy::CutoverSettings;
 use super::resource::Resource;
@@ -58,6 +58,18 @@ pub struct RouteRecord {
 }
 
 impl RouteRecord {
+    /// The route's kind, from its newest spec (a record holds routes of
+    /// one kind: the coordinator refuses a route whose name a route of the
+    /// other kind holds). `HTTPRoute` for a record without any spec.
+    pub fn kind(&self) -> Kind {
+        let newest = self
+            .pending
+            .as_ref()
+            .map(|p| &p.target)
+            .or(self.active.as_ref());
+        newest.map_or(Kind::HTTPRoute, |g| g.spec.kind.kind())
+    }
+
     /// The newest generation this route has had (active or pending).
     pub fn newest_generation(&self) -> u64 {
         let active = self.active.as_ref().map_or(0, |a| a.generation);

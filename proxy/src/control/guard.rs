@@ -210,6 +210,7 @@ mod tests {
 
     fn spec(backend: &str) -> HttpRoute {
         HttpRoute {
+            kind: Default::default(),
             meta: ObjectMeta::named("ns", "r"),
             parent_refs: vec![],
             hostnames: vec![],

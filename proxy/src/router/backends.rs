@@ -9,7 +9,7 @@
 use std::cell::RefCell;
 use std::collections::BTreeSet;
 use switchyard_proto::model::gateway_api::Topology;
-use switchyard_proto::model::{BackendKey, BackendRef, ObjectName};
+use switchyard_proto::model::{BackendKey, BackendRef, HttpRoute, ObjectName};
 
 /// Resolves backendRefs against a topology, and remembers which Services
 /// it was asked about: a compiled route depends on exactly those (and on
@@ -28,16 +28,16 @@ impl<'t, 'a> BackendIndex<'t, 'a> {
         }
     }
 
-    /// Resolves a backendRef of a route in `route_ns` to a Service port, or
-    /// says why it is invalid (the reason ends up in logs and notes).
-    pub(crate) fn resolve(&self, route_ns: &str, r: &BackendRef) -> Result<BackendKey, String> {
-        let namespace = r.namespace.as_deref().unwrap_or(route_ns);
+    /// Resolves a backendRef of `route` to a Service port, or says why it
+    /// is invalid (the reason ends up in logs and notes).
+    pub(crate) fn resolve(&self, route: &HttpRoute, r: &BackendRef) -> Result<BackendKey, String> {
+        let namespace = r.namespace.as_deref().unwrap_or(&route.meta.namespace);
         let service = r.stored_service().unwrap_or_else(|| r.name.clone());
         self.asked
             .borrow_mut()
             .insert(ObjectName::new(namespace, service));
         self.topology
-            .resolve(route_ns, r)
+            .resolve(route, r)
             .map_err(|why| format!("{why} ({})", why.reason()))
     }
 

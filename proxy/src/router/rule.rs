@@ -64,7 +64,6 @@ impl CompiledRule {
         notes: &mut Vec<CompileNote>,
     ) -> CompiledRule {
         let name = route.meta.object_name();
-        let ns = route.meta.namespace.as_str();
         let mut problems = Vec::new();
         let matches = if rule.matches.is_empty() {
             vec![CompiledMatch::catch_all()]
@@ -75,11 +74,11 @@ impl CompiledRule {
                 .collect()
         };
         let filters = FilterSet::compile(&rule.filters, &mut problems);
-        let rule_mirrors = resolve_mirrors(&filters, ns, index, &mut problems);
+        let rule_mirrors = resolve_mirrors(&filters, route, index, &mut problems);
         let mut backends = Vec::with_capacity(rule.backend_refs.len());
         for (j, r) in rule.backend_refs.iter().enumerate() {
             let own = FilterSet::compile(&r.filters, &mut problems);
-            let target = index.resolve(ns, r);
+            let target = index.resolve(route, r);
             if let Err(why) = &target {
                 problems.push(format!("backendRef {j}: {why}; its share answers 500"));
             }
@@ -93,7 +92,7 @@ impl CompiledRule {
             let mut response = filters.response.clone();
             response.extend(&own.response);
             let mut mirrors = rule_mirrors.clone();
-            mirrors.extend(resolve_mirrors(&own, ns, index, &mut problems));
+            mirrors.extend(resolve_mirrors(&own, route, index, &mut problems));
             backends.push(CompiledBackend {
                 weight: r.weight,
                 target,
@@ -203,13 +202,13 @@ impl CompiledRule {
 
 fn resolve_mirrors(
     set: &FilterSet,
-    ns: &str,
+    route: &HttpRoute,
     index: &BackendIndex<'_, '_>,
     problems: &mut Vec<String>,
 ) -> Vec<Mirror> {
     set.mirrors
         .iter()
-        .filter_map(|m| match index.resolve(ns, &m.backend_ref) {
+        .filter_map(|m| match index.resolve(route, &m.backend_ref) {
             Ok(backend) => Some(Mirror {
                 backend,
                 threshold: m.threshold,

@@ -135,6 +135,7 @@ pub(crate) fn parent(ns: &str, name: &str) -> ParentRef {
 /// A route attached to `infra/gw` with these rules.
 pub(crate) fn route(ns: &str, name: &str, rules: Vec<RouteRule>) -> HttpRoute {
     HttpRoute {
+        kind: Default::default(),
         meta: ObjectMeta::named(ns, name),
         parent_refs: vec![parent(INFRA, "gw")],
         hostnames: Vec::new(),

@@ -33,6 +33,7 @@
 
 mod conn;
 mod forwarded;
+mod grpc_answers;
 pub mod headers;
 pub mod host;
 pub mod inbound;

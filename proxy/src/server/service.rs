@@ -59,6 +59,7 @@
 //! the kind to metrics. `expose_reasons` sends the detailed one instead.
 
 use super::forwarded::{self, Peer, Scheme};
+use super::grpc_answers;
 use super::headers::{self, REASON_HEADER};
 use super::inbound;
 use super::tunnel::Tunnel;
@@ -159,6 +160,7 @@ async fn account(
     req: Request<Incoming>,
     trail: &mut Trail,
 ) -> Response<ProxyBody> {
+    let grpc = grpc_answers::is_grpc(req.headers());
     let (resp, accounting) = gate_and_route(dp, conn, req, trail).await;
     let metrics = dp.metrics();
     match accounting {
@@ -179,7 +181,12 @@ async fn account(
             handle: None,
         } => metrics.record_request(&route.to_string(), &backend.to_string(), resp.status()),
     }
-    resp
+    // Counted by the HTTP status the proxy chose; told in gRPC's terms.
+    if grpc {
+        grpc_answers::for_grpc_client(resp)
+    } else {
+        resp
+    }
 }
 
 /// What layer 2 counts a request by.

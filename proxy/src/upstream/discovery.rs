@@ -6,15 +6,19 @@
 //! endpoints are reachable (that is the health checker's job) and keeps no
 //! state between snapshots.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::net::{IpAddr, SocketAddr};
 use switchyard_proto::model::{
     ANNOTATION_HEALTH_PATH, BackendKey, ConfigSnapshot, Endpoint, EndpointSlice, ObjectName,
-    Service, ServicePort, UpstreamProtocol,
+    RouteKind, Service, ServicePort, UpstreamProtocol,
 };
 
 /// Health path used when a Service has no `switchyard.io/health-path`.
 pub const DEFAULT_HEALTH_PATH: &str = "/";
+
+/// The gRPC health-checking protocol's method: what a gRPC backend is
+/// probed with when its Service names no health path.
+pub const GRPC_HEALTH_PATH: &str = "/grpc.health.v1.Health/Check";
 
 /// What the snapshot says about one backend.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,7 +42,27 @@ pub struct EndpointSet {
 /// of the snapshot first: to resolve many backends, build one
 /// [`Discovery`] and ask it.
 pub fn resolve(snapshot: &ConfigSnapshot, backend: &BackendKey) -> EndpointSet {
-    Discovery::new(snapshot).resolve(backend)
+    let grpc = grpc_backends(snapshot).contains(backend);
+    Discovery::new(snapshot).resolve(backend, grpc)
+}
+
+/// The backends some GRPCRoute sends calls to (its active or pending
+/// generation): they are spoken to as [`UpstreamProtocol::Grpc`]. One pass
+/// over the route records; only GRPCRoutes' backends are collected.
+pub fn grpc_backends(snapshot: &ConfigSnapshot) -> HashSet<BackendKey> {
+    let mut out = HashSet::new();
+    for record in &snapshot.routes {
+        let specs = record
+            .active
+            .iter()
+            .chain(record.pending.as_ref().map(|p| &p.target));
+        for generation in specs {
+            if generation.spec.kind == RouteKind::Grpc {
+                out.extend(generation.spec.traffic_backends());
+            }
+        }
+    }
+    out
 }
 
 /// A snapshot's Services and EndpointSlices indexed by Service, built once
@@ -85,8 +109,9 @@ impl<'a> Discovery<'a> {
             .copied()
     }
 
-    /// What the snapshot says about `backend`; see [`resolve`].
-    pub fn resolve(&self, backend: &BackendKey) -> EndpointSet {
+    /// What the snapshot says about `backend`; see [`resolve`]. `grpc`:
+    /// a GRPCRoute uses it ([`grpc_backends`]).
+    pub fn resolve(&self, backend: &BackendKey, grpc: bool) -> EndpointSet {
         let Some(service) = self.service(backend) else {
             return EndpointSet {
                 generation: 0,
@@ -95,7 +120,7 @@ impl<'a> Discovery<'a> {
                 protocol: UpstreamProtocol::Http1,
             };
         };
-        let health_path = health_path(service);
+        let health_path = health_path(service, grpc);
         let slices = self
             .slices
             .get(&(service.meta.namespace.as_str(), service.meta.name.as_str()))
@@ -143,7 +168,11 @@ impl<'a> Discovery<'a> {
             generation,
             addrs: addrs.into_iter().collect(),
             health_path,
-            protocol: UpstreamProtocol::of(port.app_protocol.as_deref()),
+            protocol: if grpc {
+                UpstreamProtocol::Grpc
+            } else {
+                UpstreamProtocol::of(port.app_protocol.as_deref())
+            },
         }
     }
 }
@@ -217,14 +246,21 @@ fn condition(endpoint: &Endpoint) -> Condition {
     }
 }
 
-fn health_path(service: &Service) -> String {
+/// The Service's `switchyard.io/health-path`, else the gRPC health method
+/// for a gRPC backend and `/` for others.
+fn health_path(service: &Service, grpc: bool) -> String {
+    let default = if grpc {
+        GRPC_HEALTH_PATH
+    } else {
+        DEFAULT_HEALTH_PATH
+    };
     service
         .meta
         .annotations
         .get(ANNOTATION_HEALTH_PATH)
         .filter(|p| p.starts_with('/'))
         .cloned()
-        .unwrap_or_else(|| DEFAULT_HEALTH_PATH.to_owned())
+        .unwrap_or_else(|| default.to_owned())
 }
 
 #[cfg(test)]

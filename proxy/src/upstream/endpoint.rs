@@ -19,6 +19,7 @@
 //! Not here: choosing among endpoints ([`super::balance`]), the request
 //! retry loop ([`super::forward`]).
 
+use super::grpc_health;
 use super::health::{HealthStatus, HealthTracker};
 use super::outlier::OutlierDetector;
 use super::{BackendInfo, Context};
@@ -311,7 +312,7 @@ impl Endpoint {
     /// connection, or a new one when it closed (counted as opened for
     /// `opener`).
     pub async fn checkout(&self, opener: &BackendLabels) -> Result<Sender, ConnectError> {
-        if self.protocol == UpstreamProtocol::H2c {
+        if self.protocol.is_http2() {
             return self.checkout_h2(opener).await;
         }
         let settings = &self.ctx.settings;
@@ -457,20 +458,31 @@ impl Endpoint {
         let Some(opener) = opener else {
             return false;
         };
+        let grpc = self.protocol == UpstreamProtocol::Grpc
+            && self.health_path == super::discovery::GRPC_HEALTH_PATH;
         let probe = async {
             let mut sender = self.checkout(&opener).await.ok()?;
-            let req = http::Request::get(self.health_path.as_str())
-                .header(http::header::HOST, self.addr.to_string())
-                .header(http::header::USER_AGENT, "switchyard-health-check")
-                .body(body::empty())
-                .ok()?;
+            let req = if grpc {
+                grpc_health::request(self.addr)?
+            } else {
+                http::Request::get(self.health_path.as_str())
+                    .header(http::header::HOST, self.addr.to_string())
+                    .header(http::header::USER_AGENT, "switchyard-health-check")
+                    .body(body::empty())
+                    .ok()?
+            };
             let resp = sender.try_send_request(req).await.ok()?;
-            let passed = resp.status().as_u16() < 500;
+            let (head, incoming) = resp.into_parts();
             // Read the body so the connection can serve traffic next.
-            if resp.into_body().collect().await.is_ok() {
+            let collected = incoming.collect().await.ok();
+            if collected.is_some() {
                 self.release(sender);
             }
-            Some(passed)
+            Some(if grpc {
+                collected.is_some_and(|body| grpc_health::serving(&head, body))
+            } else {
+                head.status.as_u16() < 500
+            })
         };
         matches!(
             tokio::time::timeout(self.ctx.settings.health.timeout, probe).await,

@@ -23,6 +23,7 @@ pub mod balance;
 pub mod discovery;
 pub mod endpoint;
 pub mod forward;
+mod grpc_health;
 pub mod health;
 pub mod mirror;
 pub mod outlier;
@@ -33,9 +34,9 @@ use crate::settings::DataPlaneSettings;
 use arc_swap::ArcSwap;
 use discovery::EndpointSet;
 use endpoint::Endpoint;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use switchyard_proto::model::{BackendKey, ConfigSnapshot};
 use tokio::runtime::Handle;
@@ -118,6 +119,8 @@ pub struct Backend {
     ctx: Arc<Context>,
     endpoints: ArcSwap<Vec<Arc<Endpoint>>>,
     generation: AtomicU64,
+    /// Whether it was last resolved as a GRPCRoute's backend.
+    grpc: AtomicBool,
     request_counters: RequestCounterCache,
 }
 
@@ -131,6 +134,7 @@ impl Backend {
             ctx,
             endpoints: ArcSwap::from_pointee(Vec::new()),
             generation: AtomicU64::new(0),
+            grpc: AtomicBool::new(false),
             request_counters: RequestCounterCache::default(),
         }
     }
@@ -290,9 +294,15 @@ impl Upstreams {
         &self.ctx
     }
 
-    /// Tracks exactly `wanted`, with endpoints from `snapshot`; returns the
-    /// backends that are no longer wanted.
-    pub fn sync(&self, snapshot: &ConfigSnapshot, wanted: &BTreeSet<BackendKey>) -> Retired {
+    /// Tracks exactly `wanted`, with endpoints from `snapshot`, speaking
+    /// gRPC to those in `grpc`; returns the backends that are no longer
+    /// wanted.
+    pub fn sync(
+        &self,
+        snapshot: &ConfigSnapshot,
+        wanted: &BTreeSet<BackendKey>,
+        grpc: &HashSet<BackendKey>,
+    ) -> Retired {
         // Built only if some backend needs resolving: an install that moved
         // no endpoint indexes nothing.
         let mut discovery = None;
@@ -308,12 +318,19 @@ impl Upstreams {
             // change to it or to any of its slices: the same non-zero
             // generation is the same endpoint set. (0 is a configuration
             // from a file, which carries no generations: always resolved.)
+            // A backend a GRPCRoute starts or stops using changes protocol
+            // with the same endpoints.
             let generation = snapshot.endpoint_generations.of(&key.service);
-            if generation != 0 && backend.generation.load(Ordering::Relaxed) == generation {
+            let is_grpc = grpc.contains(key);
+            if generation != 0
+                && backend.generation.load(Ordering::Relaxed) == generation
+                && backend.grpc.load(Ordering::Relaxed) == is_grpc
+            {
                 continue;
             }
             let discovery = discovery.get_or_insert_with(|| discovery::Discovery::new(snapshot));
-            backend.update(discovery.resolve(key), &self.shared);
+            backend.grpc.store(is_grpc, Ordering::Relaxed);
+            backend.update(discovery.resolve(key, is_grpc), &self.shared);
         }
         let gone: Vec<BackendKey> = backends
             .keys()

@@ -328,12 +328,14 @@ fn extra_routes() -> Vec<(ObjectName, HttpRoute)> {
         port: None,
     };
     let with_hosts = HttpRoute {
+        kind: Default::default(),
         meta: ObjectMeta::named(INFRA, "prop-hosts"),
         parent_refs: vec![parent.clone()],
         hostnames: vec!["*.prop.example".into(), "prop.example".into()],
         rules: rules.clone(),
     };
     let any_host = HttpRoute {
+        kind: Default::default(),
         meta: ObjectMeta::named(INFRA, "prop-any"),
         parent_refs: vec![parent],
         hostnames: Vec::new(),

@@ -123,7 +123,7 @@ struct State {
 }
 
 /// Every collection switchyard's watchers read (all namespaces).
-pub const COLLECTIONS: [&str; 8] = [
+pub const COLLECTIONS: [&str; 9] = [
     "/api/v1/namespaces",
     "/api/v1/services",
     "/api/v1/secrets",
@@ -131,6 +131,7 @@ pub const COLLECTIONS: [&str; 8] = [
     "/apis/gateway.networking.k8s.io/v1/gatewayclasses",
     "/apis/gateway.networking.k8s.io/v1/gateways",
     "/apis/gateway.networking.k8s.io/v1/httproutes",
+    "/apis/gateway.networking.k8s.io/v1/grpcroutes",
     "/apis/gateway.networking.k8s.io/v1beta1/referencegrants",
 ];
 
@@ -144,6 +145,7 @@ pub fn collection_of(api_version: &str, kind: &str) -> String {
         "GatewayClass" => "gatewayclasses",
         "Gateway" => "gateways",
         "HTTPRoute" => "httproutes",
+        "GRPCRoute" => "grpcroutes",
         "ReferenceGrant" => "referencegrants",
         // Cluster-scoped, read one at a time (`switchyard node-zone`).
         "Node" => "nodes",

@@ -208,6 +208,7 @@ pub fn http_route() -> BoxedStrategy<HttpRoute> {
         prop::collection::vec(rule(), 0..3),
     )
         .prop_map(|(meta, parent_refs, hostnames, rules)| HttpRoute {
+            kind: Default::default(),
             meta,
             parent_refs,
             hostnames,
@@ -252,6 +253,7 @@ pub fn valid_route() -> BoxedStrategy<Resource> {
                 meta.annotations.insert(ANNOTATION_POLICY.into(), p);
             }
             Resource::HttpRoute(HttpRoute {
+                kind: Default::default(),
                 meta,
                 parent_refs: Vec::new(),
                 hostnames: Vec::new(),

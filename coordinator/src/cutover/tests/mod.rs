@@ -42,6 +42,7 @@ pub(super) fn route(name: &str, backend: &str, policy: &str, on_timeout: &str) -
     meta.annotations
         .insert(ANNOTATION_ON_TIMEOUT.into(), on_timeout.into());
     Resource::HttpRoute(HttpRoute {
+        kind: Default::default(),
         meta,
         parent_refs: vec![],
         hostnames: vec![],

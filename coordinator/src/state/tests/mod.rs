@@ -12,6 +12,7 @@ mod limits;
 /// `limits_tests`).
 pub(super) fn route(name: &str, backend: &str) -> Resource {
     Resource::HttpRoute(HttpRoute {
+        kind: Default::default(),
         meta: ObjectMeta::named("default", name),
         parent_refs: vec![],
         hostnames: vec![],

@@ -114,7 +114,7 @@ impl ConfigSnapshot {
             Kind::EndpointSlice => on!(self.endpoint_slices, EndpointSlice),
             Kind::Secret => on!(self.secrets, Secret),
             // `Plan::of` files routes apart.
-            Kind::HTTPRoute => Ok(()),
+            Kind::HTTPRoute | Kind::GRPCRoute => Ok(()),
         }
     }
 }
@@ -128,7 +128,7 @@ impl<'a> Plan<'a> {
         let mut plan = Plan::default();
         for resource in &delta.upserted {
             let key = resource.key();
-            if key.kind == Kind::HTTPRoute {
+            if key.kind.is_route() {
                 return Err(DeltaError::RouteAsResource {
                     version,
                     name: key.name,
@@ -150,7 +150,7 @@ impl<'a> Plan<'a> {
             }
         }
         for key in &delta.removed {
-            let (upserted, removed) = if key.kind == Kind::HTTPRoute {
+            let (upserted, removed) = if key.kind.is_route() {
                 let p = &mut plan.routes;
                 (p.upsert.contains_key(&key.name), &mut p.remove)
             } else {

@@ -74,6 +74,7 @@ fn snapshot(version: u64, picks: &[Pick], generations: &[(u8, u64)]) -> ConfigSn
             }),
             _ => {
                 let spec = HttpRoute {
+                    kind: Default::default(),
                     meta: m(false),
                     parent_refs: Vec::new(),
                     hostnames: Vec::new(),

@@ -10,7 +10,7 @@ use super::hostname::{HostPattern, effective_hostnames};
 use super::{GATEWAY_GROUP, Topology};
 use crate::model::gateway::{Gateway, Listener, RouteNamespaces};
 use crate::model::meta::ObjectName;
-use crate::model::route::{HttpRoute, ParentRef};
+use crate::model::route::{HttpRoute, ParentRef, RouteKind};
 use std::fmt;
 
 /// A route bound to one listener.
@@ -259,20 +259,22 @@ impl<'a> Topology<'a> {
         if !ns_ok {
             return Err(format!("routes from namespace {route_ns} are not allowed"));
         }
-        if !listener_allows_http_routes(l) {
-            return Err("kind HTTPRoute is not allowed".into());
+        if !listener_allows(l, route.kind) {
+            return Err(format!("kind {} is not allowed", route.kind.kind()));
         }
         Ok(())
     }
 }
 
-/// Whether a listener's `allowedRoutes.kinds` admits HTTPRoute (empty
-/// means the protocol's default, HTTPRoute for HTTP; a missing group reads
-/// as the Gateway API group, its YAML default).
-pub fn listener_allows_http_routes(l: &Listener) -> bool {
+/// Whether a listener's `allowedRoutes.kinds` admits routes of `kind`
+/// (empty means the protocol's default: HTTPRoute and GRPCRoute for HTTP
+/// and HTTPS; a missing group reads as the Gateway API group, its YAML
+/// default).
+pub fn listener_allows(l: &Listener, kind: RouteKind) -> bool {
+    let name = kind.kind().as_str();
     l.allowed_routes.kinds.is_empty()
         || l.allowed_routes
             .kinds
             .iter()
-            .any(|k| (k.group.is_empty() || k.group == GATEWAY_GROUP) && k.kind == "HTTPRoute")
+            .any(|k| (k.group.is_empty() || k.group == GATEWAY_GROUP) && k.kind == name)
 }

@@ -22,7 +22,7 @@ mod programmed;
 mod refs;
 mod tls;
 
-pub use attach::{Attached, NotAttached, listener_allows_http_routes};
+pub use attach::{Attached, NotAttached, listener_allows};
 pub use conflicts::{
     ConflictReason, ListenerConflict, ListenerRef, gateway_precedence, listener_conflicts,
 };

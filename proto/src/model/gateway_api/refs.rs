@@ -6,7 +6,8 @@
 
 use super::{GATEWAY_GROUP, Topology};
 use crate::model::backend::{BackendKey, MCS_GROUP};
-use crate::model::route::BackendRef;
+use crate::model::meta::Kind;
+use crate::model::route::{BackendRef, HttpRoute};
 use std::fmt;
 
 /// Why a backendRef does not resolve (the route's `ResolvedRefs` is then
@@ -28,6 +29,8 @@ pub enum Unresolved {
         target: String,
         /// The route's namespace.
         from: String,
+        /// The route's kind (grants name it).
+        kind: Kind,
     },
     /// The Service, or its port, does not exist (or the ref has no port).
     BackendNotFound {
@@ -63,11 +66,11 @@ impl fmt::Display for Unresolved {
                     "backendRef {target}: kind {group}/{kind} is not supported (only core Service and {MCS_GROUP}/ServiceImport)"
                 )
             }
-            Unresolved::RefNotPermitted { target, from } => {
+            Unresolved::RefNotPermitted { target, from, kind } => {
                 let ns = target.split('/').next().unwrap_or_default();
                 write!(
                     f,
-                    "backendRef {target}: no ReferenceGrant in {ns} permits HTTPRoutes from {from}"
+                    "backendRef {target}: no ReferenceGrant in {ns} permits {kind}s from {from}"
                 )
             }
             Unresolved::BackendNotFound { target, what } => {
@@ -78,10 +81,12 @@ impl fmt::Display for Unresolved {
 }
 
 impl Topology<'_> {
-    /// Resolves a backendRef of a route in `route_namespace` to a Service
-    /// port: a core Service, or a clusterset ServiceImport (GEP-1748) as
-    /// the Service it is stored as ([`BackendRef::stored_service`]).
-    pub fn resolve(&self, route_namespace: &str, r: &BackendRef) -> Result<BackendKey, Unresolved> {
+    /// Resolves a backendRef of `route` to a Service port: a core Service,
+    /// or a clusterset ServiceImport (GEP-1748) as the Service it is stored
+    /// as ([`BackendRef::stored_service`]). A cross-namespace reference
+    /// needs a ReferenceGrant from the route's own kind.
+    pub fn resolve(&self, route: &HttpRoute, r: &BackendRef) -> Result<BackendKey, Unresolved> {
+        let route_namespace = route.meta.namespace.as_str();
         let ns = r.namespace.as_deref().unwrap_or(route_namespace);
         let target = format!("{ns}/{}", r.name);
         let Some(stored) = r.stored_service() else {
@@ -91,10 +96,11 @@ impl Topology<'_> {
                 kind: r.kind.clone(),
             });
         };
-        if ns != route_namespace && !self.granted(route_namespace, ns, r) {
+        if ns != route_namespace && !self.granted(route, ns, r) {
             return Err(Unresolved::RefNotPermitted {
                 target,
                 from: route_namespace.to_string(),
+                kind: route.kind.kind(),
             });
         }
         let not_found = |what: String| Unresolved::BackendNotFound {
@@ -117,17 +123,17 @@ impl Topology<'_> {
         Ok(BackendKey::new(ns, stored, port))
     }
 
-    /// Whether a grant living in `target_ns` lets HTTPRoutes of `route_ns`
-    /// refer to the object `r` names (its group and kind: a grant for
-    /// Services does not cover ServiceImports). Grants in other namespaces
-    /// never count.
-    fn granted(&self, route_ns: &str, target_ns: &str, r: &BackendRef) -> bool {
+    /// Whether a grant living in `target_ns` lets routes of `route`'s kind
+    /// and namespace refer to the object `r` names (its group and kind: a
+    /// grant for Services does not cover ServiceImports). Grants in other
+    /// namespaces never count.
+    fn granted(&self, route: &HttpRoute, target_ns: &str, r: &BackendRef) -> bool {
         self.grants.iter().any(|g| {
             g.meta.namespace == target_ns
                 && g.permits(
                     GATEWAY_GROUP,
-                    "HTTPRoute",
-                    route_ns,
+                    route.kind.kind().as_str(),
+                    &route.meta.namespace,
                     &r.group,
                     &r.kind,
                     &r.name,
@@ -141,6 +147,7 @@ mod tests {
     use super::*;
     use crate::model::backend::{GrantFrom, GrantTo, ReferenceGrant, Service, ServicePort};
     use crate::model::meta::ObjectMeta;
+    use crate::model::route::RouteKind;
     use crate::model::snapshot::ConfigSnapshot;
 
     fn snapshot(grants: Vec<ReferenceGrant>) -> ConfigSnapshot {
@@ -183,6 +190,59 @@ mod tests {
         }
     }
 
+    fn route_in(ns: &str) -> HttpRoute {
+        route_of(RouteKind::Http, ns)
+    }
+
+    fn route_of(kind: RouteKind, ns: &str) -> HttpRoute {
+        HttpRoute {
+            kind,
+            meta: ObjectMeta::named(ns, "r"),
+            parent_refs: Vec::new(),
+            hostnames: Vec::new(),
+            rules: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_grpc_route_needs_a_grant_from_grpc_routes() {
+        let from_http = snapshot(vec![grant(
+            "web",
+            GATEWAY_GROUP,
+            "HTTPRoute",
+            "infra",
+            "Service",
+            None,
+        )]);
+        let grpc = route_of(RouteKind::Grpc, "infra");
+        let err = Topology::of_snapshot(&from_http)
+            .resolve(&grpc, &cross("web-backend"))
+            .unwrap_err();
+        assert_eq!(err.reason(), "RefNotPermitted");
+        assert!(
+            err.to_string().contains("permits GRPCRoutes from infra"),
+            "{err}"
+        );
+        let from_grpc = snapshot(vec![grant(
+            "web",
+            GATEWAY_GROUP,
+            "GRPCRoute",
+            "infra",
+            "Service",
+            None,
+        )]);
+        assert_eq!(
+            Topology::of_snapshot(&from_grpc).resolve(&grpc, &cross("web-backend")),
+            Ok(BackendKey::new("web", "web-backend", 8080))
+        );
+        // And the other way round: a GRPCRoute grant does not cover HTTPRoutes.
+        assert!(
+            Topology::of_snapshot(&from_grpc)
+                .resolve(&route_in("infra"), &cross("web-backend"))
+                .is_err()
+        );
+    }
+
     fn cross(name: &str) -> BackendRef {
         BackendRef {
             namespace: Some("web".into()),
@@ -195,7 +255,7 @@ mod tests {
         let s = snapshot(vec![]);
         let idx = Topology::of_snapshot(&s);
         assert_eq!(
-            idx.resolve("infra", &BackendRef::service("v1", 8080)),
+            idx.resolve(&route_in("infra"), &BackendRef::service("v1", 8080)),
             Ok(BackendKey::new("infra", "v1", 8080))
         );
     }
@@ -209,16 +269,19 @@ mod tests {
             ..BackendRef::service("v1", 8080)
         };
         assert_eq!(
-            idx.resolve("infra", &kind).unwrap_err().reason(),
+            idx.resolve(&route_in("infra"), &kind).unwrap_err().reason(),
             "InvalidKind"
         );
         let group = BackendRef {
             group: "example.com".into(),
             ..BackendRef::service("v1", 8080)
         };
-        assert!(idx.resolve("infra", &group).is_err());
+        assert!(idx.resolve(&route_in("infra"), &group).is_err());
         let missing = idx
-            .resolve("infra", &BackendRef::service("nonexistent", 8080))
+            .resolve(
+                &route_in("infra"),
+                &BackendRef::service("nonexistent", 8080),
+            )
             .unwrap_err();
         assert_eq!(missing.reason(), "BackendNotFound");
         assert!(
@@ -226,7 +289,7 @@ mod tests {
             "{missing}"
         );
         assert!(
-            idx.resolve("infra", &BackendRef::service("v1", 9999))
+            idx.resolve(&route_in("infra"), &BackendRef::service("v1", 9999))
                 .unwrap_err()
                 .to_string()
                 .contains("no port 9999")
@@ -235,14 +298,14 @@ mod tests {
             port: None,
             ..BackendRef::service("v1", 8080)
         };
-        assert!(idx.resolve("infra", &no_port).is_err());
+        assert!(idx.resolve(&route_in("infra"), &no_port).is_err());
     }
 
     #[test]
     fn cross_namespace_needs_a_grant_in_the_target_namespace() {
         let without = snapshot(vec![]);
         let refused = Topology::of_snapshot(&without)
-            .resolve("infra", &cross("web-backend"))
+            .resolve(&route_in("infra"), &cross("web-backend"))
             .unwrap_err();
         assert_eq!(refused.reason(), "RefNotPermitted");
         assert!(refused.to_string().contains("ReferenceGrant"), "{refused}");
@@ -256,7 +319,7 @@ mod tests {
             None,
         )]);
         assert_eq!(
-            Topology::of_snapshot(&good).resolve("infra", &cross("web-backend")),
+            Topology::of_snapshot(&good).resolve(&route_in("infra"), &cross("web-backend")),
             Ok(BackendKey::new("web", "web-backend", 8080))
         );
         let named = snapshot(vec![grant(
@@ -269,7 +332,7 @@ mod tests {
         )]);
         assert!(
             Topology::of_snapshot(&named)
-                .resolve("infra", &cross("web-backend"))
+                .resolve(&route_in("infra"), &cross("web-backend"))
                 .is_ok()
         );
 
@@ -300,7 +363,7 @@ mod tests {
             let s = snapshot(vec![g.clone()]);
             assert!(
                 Topology::of_snapshot(&s)
-                    .resolve("infra", &cross("web-backend"))
+                    .resolve(&route_in("infra"), &cross("web-backend"))
                     .is_err(),
                 "{g:?}"
             );
@@ -321,7 +384,7 @@ mod tests {
             ..BackendRef::service("web-backend", 8080)
         };
         assert_eq!(
-            Topology::of_snapshot(&s).resolve("web", &import_ref(None)),
+            Topology::of_snapshot(&s).resolve(&route_in("web"), &import_ref(None)),
             Ok(BackendKey::new("web", "web-backend.clusterset", 8080))
         );
         // A grant for Services does not cover ServiceImports...
@@ -334,7 +397,7 @@ mod tests {
             None,
         )];
         let refused = Topology::of_snapshot(&s)
-            .resolve("infra", &import_ref(Some("web")))
+            .resolve(&route_in("infra"), &import_ref(Some("web")))
             .unwrap_err();
         assert_eq!(refused.reason(), "RefNotPermitted");
         // ... one for ServiceImports does.
@@ -342,13 +405,13 @@ mod tests {
         s.reference_grants[0].to[0].kind = "ServiceImport".into();
         assert!(
             Topology::of_snapshot(&s)
-                .resolve("infra", &import_ref(Some("web")))
+                .resolve(&route_in("infra"), &import_ref(Some("web")))
                 .is_ok()
         );
         // Nobody exports "v1": not found, saying why.
         let missing = Topology::of_snapshot(&s)
             .resolve(
-                "infra",
+                &route_in("infra"),
                 &BackendRef {
                     name: "v1".into(),
                     ..import_ref(None)

@@ -4,6 +4,7 @@ use crate::model::*;
 
 fn route(rules: Vec<RouteRule>) -> Resource {
     Resource::HttpRoute(HttpRoute {
+        kind: Default::default(),
         meta: ObjectMeta::named("default", "r"),
         parent_refs: vec![],
         hostnames: vec![],
@@ -100,6 +101,7 @@ fn regexes_are_summed_per_route() {
 #[test]
 fn names_and_annotations_are_checked() {
     let mut r = HttpRoute {
+        kind: Default::default(),
         meta: ObjectMeta::named("default", "Bad_Name"),
         parent_refs: vec![],
         hostnames: vec![],

@@ -306,6 +306,7 @@ fn topology_counts_only_our_gateways_and_attaches_nothing_to_a_conflicted_listen
     );
 
     let route = |section: Option<&str>| HttpRoute {
+        kind: Default::default(),
         meta: ObjectMeta::named("infra", "r"),
         parent_refs: vec![ParentRef {
             group: String::new(),

@@ -216,6 +216,7 @@ fn protocols_and_modes_that_are_not_served_say_unsupported_protocol() {
 fn routes_attach_to_an_https_listener_only_while_it_can_be_served() {
     use crate::model::route::{HttpRoute, ParentRef};
     let route = HttpRoute {
+        kind: Default::default(),
         meta: ObjectMeta::named("infra", "r"),
         parent_refs: vec![ParentRef {
             group: GATEWAY_GROUP.into(),
