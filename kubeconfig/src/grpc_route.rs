@@ -171,6 +171,85 @@ fn is_service_name(s: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::parse_documents;
+    use switchyard_proto::model::{BackendRef, Filter, ParentRef};
+
+    const ROUTE: &str = r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: GRPCRoute
+metadata: {name: calls, namespace: shop}
+spec:
+  parentRefs: [{name: gw, sectionName: grpc}]
+  hostnames: [calls.example]
+  rules:
+  - matches:
+    - method: {service: echo.Echo, method: Say}
+      headers: [{name: x-tier, value: gold}]
+    filters:
+    - type: RequestHeaderModifier
+      requestHeaderModifier: {set: [{name: x-via, value: gw}]}
+    backendRefs: [{name: gold, port: 9000, weight: 3}]
+  - backendRefs: [{name: echo, port: 9000}]
+"#;
+
+    #[test]
+    fn a_grpc_route_document_becomes_its_http_form() {
+        let resources = parse_documents("calls.yaml", ROUTE).unwrap();
+        let [Resource::HttpRoute(route)] = resources.as_slice() else {
+            panic!("{resources:?}");
+        };
+        assert_eq!(route.kind, RouteKind::Grpc);
+        assert_eq!(resources[0].key().to_string(), "GRPCRoute shop/calls");
+        assert_eq!(route.hostnames, ["calls.example"]);
+        assert_eq!(
+            route.parent_refs,
+            [ParentRef {
+                group: "gateway.networking.k8s.io".into(),
+                kind: "Gateway".into(),
+                namespace: None,
+                name: "gw".into(),
+                section_name: Some("grpc".into()),
+                port: None,
+            }]
+        );
+        let first = &route.rules[0];
+        assert_eq!(
+            first.matches[0].path,
+            Some(PathMatch::Exact("/echo.Echo/Say".into()))
+        );
+        assert_eq!(first.matches[0].headers[0].name, "x-tier");
+        assert!(matches!(first.filters[0], Filter::RequestHeaderModifier(_)));
+        assert_eq!(
+            first.backend_refs[0],
+            BackendRef {
+                weight: 3,
+                ..BackendRef::service("gold", 9000)
+            }
+        );
+        // No matches: every call.
+        assert_eq!(route.rules[1].matches, [every_call()]);
+    }
+
+    #[test]
+    fn unserved_filters_and_unknown_fields_are_refused() {
+        let extension = ROUTE.replace(
+            "- type: RequestHeaderModifier\n      requestHeaderModifier: {set: [{name: x-via, value: gw}]}",
+            "- type: ExtensionRef\n      extensionRef: {group: x.io, kind: Auth, name: a}",
+        );
+        assert_ne!(extension, ROUTE);
+        let err = parse_documents("calls.yaml", &extension)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("spec.rules[0].filters[0].type") && err.contains("ExtensionRef"),
+            "{err}"
+        );
+        let typo = ROUTE.replace("method: Say}", "methd: Say}");
+        let err = parse_documents("calls.yaml", &typo)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("methd"), "{err}");
+    }
 
     fn method(
         ty: Option<MethodType>,

@@ -216,6 +216,58 @@ fn rejected_applies_change_nothing_but_the_index() {
     assert_eq!(after, before);
 }
 
+/// `route` declared as a GRPCRoute.
+fn grpc_route(name: &str, backend: &str) -> Resource {
+    let mut r = route(name, backend);
+    if let Resource::HttpRoute(spec) = &mut r {
+        spec.kind = RouteKind::Grpc;
+    }
+    r
+}
+
+#[test]
+fn routes_of_both_kinds_share_one_name_space_and_are_deleted_by_their_own_kind() {
+    let mut s = ReplicatedState::default();
+    let out = ok(s.apply(at(1), &apply(vec![grpc_route("calls", "blue")])));
+    assert_eq!(
+        out.changes,
+        ["GRPCRoute default/calls: generation 1 pending (policy all, timeout 60000ms)"]
+    );
+    assert_eq!(s.routes[&name("calls")].kind(), Kind::GRPCRoute);
+
+    // An HTTPRoute of the same name is refused, with the whole apply.
+    let before = s.clone();
+    let err = s
+        .apply(
+            at(2),
+            &apply(vec![service("green"), route("calls", "green")]),
+        )
+        .0
+        .unwrap_err();
+    assert!(
+        matches!(err, CommandError::RouteNameTaken { .. }),
+        "{err:?}"
+    );
+    assert_eq!(
+        err.to_string(),
+        "HTTPRoute default/calls refused: a GRPCRoute of the same namespace and name is stored, and routes of both kinds share one name space; rename one of them"
+    );
+    assert!(s.resources.is_empty());
+    assert_eq!(s.routes, before.routes);
+
+    // Deleting the HTTPRoute of that name removes nothing; the GRPCRoute
+    // goes by its own kind, after which the name is free for either kind.
+    let delete = |key| Command::Delete { keys: vec![key] };
+    let out = ok(s.apply(at(3), &delete(route("calls", "blue").key())));
+    assert_eq!(out.changes, ["HTTPRoute default/calls not found"]);
+    assert!(s.routes.contains_key(&name("calls")));
+    let out = ok(s.apply(at(4), &delete(grpc_route("calls", "blue").key())));
+    assert_eq!(out.changes, ["GRPCRoute default/calls deleted"]);
+    assert!(s.routes.is_empty());
+    ok(s.apply(at(5), &apply(vec![route("calls", "blue")])));
+    assert_eq!(s.routes[&name("calls")].kind(), Kind::HTTPRoute);
+}
+
 #[test]
 fn resources_are_stamped_with_their_revision_and_deleted_by_key() {
     let mut s = ReplicatedState::default();
