@@ -5,8 +5,10 @@
 //! use, the file's Gateways, routes and grants parsed by the project's own
 //! Kubernetes parser, and every case judged by the suite's rules (3 passes
 //! in a row, within a deadline). Cases that require TLS are sent over TLS
-//! to the Gateway's HTTPS listener with the case's SNI; the client verifies
-//! the certificate against the runner's test CA. Nothing is skipped.
+//! to the Gateway's HTTPS listener with the case's SNI, over HTTP/1.1 or, for
+//! `protocol: h2`, HTTP/2 (`conformance_support/tls_client.rs`); the
+//! client verifies the certificate against the runner's test CA. Nothing
+//! is skipped.
 //!
 //! Secrets (`conformance_support/secrets.rs`): a file with a `secrets` key
 //! (the Gateway listener TLS tests) gets exactly the Secrets it declares,
@@ -26,6 +28,8 @@ mod listener_probes;
 #[path = "conformance_support/secrets.rs"]
 mod secrets;
 mod support;
+#[path = "conformance_support/tls_client.rs"]
+mod tls_client;
 
 use anyhow::{Context, Result, anyhow, bail, ensure};
 use bytes::Bytes;
@@ -41,7 +45,7 @@ use support::*;
 use switchyard_proto::model::*;
 use switchyard_proxy::router::ListenerKey;
 use switchyard_test_support::conformance_secrets::declares_secrets;
-use switchyard_test_support::listener_tls::{TestCa, connect};
+use switchyard_test_support::listener_tls::TestCa;
 use tokio::time::Instant;
 
 pub(crate) const PASSES_IN_A_ROW: usize = 3;
@@ -356,13 +360,15 @@ async fn attempt(ctx: &FileCtx, case: &Value) -> Result<()> {
         .unwrap_or(false)
         .then(request_id);
     let (req, path, host) = build_request(request, addr, id.as_deref())?;
+    let protocol = tls_client::Protocol::of(request)?;
     let reply = if request["requires_tls"].as_bool().unwrap_or(false) {
         let sni = request["tls"]["sni"].as_str().context("request.tls.sni")?;
-        let tls = connect(&ctx.ca.client(&[b"http/1.1"]), addr, sni)
-            .await
-            .with_context(|| format!("TLS handshake with {addr} for {sni}"))?;
-        support::client::Conn::over(tls).await?.send(req).await?
+        tls_client::send(&ctx.ca, addr, sni, protocol, req).await?
     } else {
+        ensure!(
+            protocol == tls_client::Protocol::Http1,
+            "request.protocol h2 without requires_tls (h2c is not in the schema)"
+        );
         support::client::send(addr, req).await?
     };
     judge::judge(request, expected, &reply, &path, host.as_deref())?;
