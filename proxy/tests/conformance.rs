@@ -5,10 +5,17 @@
 //! use, the file's Gateways, routes and grants parsed by the project's own
 //! Kubernetes parser, and every case judged by the suite's rules (3 passes
 //! in a row, within a deadline). Cases that require TLS are sent over TLS
-//! to the Gateway's HTTPS listener, whose certificateRefs name a Secret the
-//! runner fills with a certificate from a test CA for the names the suite's
-//! own certificate covers; the client verifies it against that CA. Nothing
+//! to the Gateway's HTTPS listener with the case's SNI, over HTTP/1.1 or, for
+//! `protocol: h2`, HTTP/2 (`conformance_support/tls_client.rs`); the
+//! client verifies the certificate against the runner's test CA. Nothing
 //! is skipped.
+//!
+//! Secrets (`conformance_support/secrets.rs`): a file with a `secrets` key
+//! (the Gateway listener TLS tests) gets exactly the Secrets it declares,
+//! and its HTTPS listeners are probed for what their expected
+//! `ResolvedRefs` implies (`conformance_support/listener_probes.rs`, the
+//! runner's own check); a file without the key gets a certificate in
+//! every Secret its HTTPS listeners name.
 // Helpers here panic to report a broken fixture, as tests do.
 #![allow(clippy::unwrap_used)]
 
@@ -16,7 +23,13 @@
 mod distribution;
 #[path = "conformance_support/judge.rs"]
 mod judge;
+#[path = "conformance_support/listener_probes.rs"]
+mod listener_probes;
+#[path = "conformance_support/secrets.rs"]
+mod secrets;
 mod support;
+#[path = "conformance_support/tls_client.rs"]
+mod tls_client;
 
 use anyhow::{Context, Result, anyhow, bail, ensure};
 use bytes::Bytes;
@@ -31,10 +44,11 @@ use support::echo::{Echo, start_echo};
 use support::*;
 use switchyard_proto::model::*;
 use switchyard_proxy::router::ListenerKey;
-use switchyard_test_support::listener_tls::{TestCa, connect};
+use switchyard_test_support::conformance_secrets::declares_secrets;
+use switchyard_test_support::listener_tls::TestCa;
 use tokio::time::Instant;
 
-const PASSES_IN_A_ROW: usize = 3;
+pub(crate) const PASSES_IN_A_ROW: usize = 3;
 const CASE_DEADLINE: Duration = Duration::from_secs(5);
 const REQUEST_ID_PARAM: &str = "gateway-api-conformance-request-id";
 
@@ -77,7 +91,9 @@ pub(crate) struct FileCtx {
     pub(crate) proxy: Proxy,
     addrs: BTreeMap<(String, u16), SocketAddr>,
     /// The CA of the listener certificates, for TLS clients.
-    ca: TestCa,
+    pub(crate) ca: TestCa,
+    /// The listeners to probe (files with `secrets` only).
+    probes: Vec<listener_probes::Probe>,
     /// `namespace/name` -> its echo pods.
     echoes: BTreeMap<String, Vec<Echo>>,
     snapshot: ConfigSnapshot,
@@ -103,7 +119,7 @@ impl Tally {
     }
 }
 
-fn objects<'a>(data: &'a Value, list: &str) -> impl Iterator<Item = &'a Value> {
+pub(crate) fn objects<'a>(data: &'a Value, list: &str) -> impl Iterator<Item = &'a Value> {
     data[list].as_array().into_iter().flatten()
 }
 
@@ -177,43 +193,29 @@ async fn setup(name: &str, data: &Value) -> Result<FileCtx> {
             warm.push((key, count));
         }
     }
+    let ca = TestCa::new("conformance CA");
+    namespaces.extend(secrets::install(
+        &mut snapshot,
+        name,
+        data,
+        &ca,
+        &mut index,
+    )?);
     for ns in namespaces {
         let labels = data["namespace_labels"].get(&ns);
         snapshot.namespaces.push(namespace_object(&ns, labels));
     }
-    // The Secrets HTTPS listeners name, with a certificate for the names
-    // the suite's own covers (`*.org`, `*.wildcard.org`) and every SNI the
-    // cases send.
-    let ca = TestCa::new("conformance CA");
-    let mut names: BTreeSet<String> = ["*.org", "*.wildcard.org"].map(String::from).into();
-    names.extend(
-        objects(data, "cases")
-            .filter_map(|c| c["request"]["tls"]["sni"].as_str())
-            .map(str::to_owned),
-    );
-    let names: Vec<&str> = names.iter().map(String::as_str).collect();
-    let certificate = ca.server(&names);
-    let mut secrets = BTreeSet::new();
-    for g in &snapshot.gateways {
-        for r in g
-            .listeners
-            .iter()
-            .filter_map(|l| l.tls.as_ref())
-            .flat_map(|t| &t.certificate_refs)
-        {
-            let ns = r
-                .namespace
-                .clone()
-                .unwrap_or_else(|| g.meta.namespace.clone());
-            secrets.insert((ns, r.name.clone()));
-        }
-    }
-    for (ns, name) in secrets {
-        snapshot.secrets.push(certificate.secret(&ns, &name));
-    }
 
-    // One socket per (Gateway, port) a case or the distribution uses.
-    let mut wanted: BTreeSet<(String, u16)> = BTreeSet::new();
+    // One socket per (Gateway, port) a case, the distribution or a probe
+    // uses.
+    let probes = if declares_secrets(data) {
+        listener_probes::probes(data, &snapshot.gateways)
+            .with_context(|| format!("{name}: probes"))?
+    } else {
+        Vec::new()
+    };
+    let mut wanted: BTreeSet<(String, u16)> =
+        probes.iter().map(|p| (p.gateway.clone(), p.port)).collect();
     let requests = objects(data, "cases")
         .map(|c| &c["request"])
         .chain(std::iter::once(&data["distribution"]["request"]));
@@ -245,6 +247,7 @@ async fn setup(name: &str, data: &Value) -> Result<FileCtx> {
         proxy,
         addrs,
         ca,
+        probes,
         echoes,
         snapshot,
         routes,
@@ -255,10 +258,15 @@ impl FileCtx {
     pub(crate) fn addr(&self, request: &Value) -> Result<SocketAddr> {
         let gw = request["gateway"].as_str().context("request.gateway")?;
         let port = u16::try_from(request["port"].as_u64().context("request.port")?)?;
+        self.addr_of(gw, port)
+    }
+
+    /// The local socket of `gateway`'s listeners on `port`.
+    pub(crate) fn addr_of(&self, gateway: &str, port: u16) -> Result<SocketAddr> {
         self.addrs
-            .get(&(gw.to_owned(), port))
+            .get(&(gateway.to_owned(), port))
             .copied()
-            .ok_or_else(|| anyhow!("no socket for {gw}:{port}"))
+            .ok_or_else(|| anyhow!("no socket for {gateway}:{port}"))
     }
 
     /// Mirror log lines equal to `uri` across the pods of `ns/name`.
@@ -266,6 +274,16 @@ impl FileCtx {
         self.echoes
             .get(id)
             .map_or(0, |pods| pods.iter().map(|p| p.count(uri)).sum())
+    }
+
+    /// Serves the file's world with `gateway` its only Gateway.
+    fn serve_only(&mut self, gateway: &str) {
+        self.snapshot.version += 1;
+        let mut alone = self.snapshot.clone();
+        alone
+            .gateways
+            .retain(|g| g.meta.object_name().to_string() == gateway);
+        self.proxy.install(alone, self.routes.clone());
     }
 
     fn before(&mut self, step: &Value) -> Result<()> {
@@ -342,13 +360,15 @@ async fn attempt(ctx: &FileCtx, case: &Value) -> Result<()> {
         .unwrap_or(false)
         .then(request_id);
     let (req, path, host) = build_request(request, addr, id.as_deref())?;
+    let protocol = tls_client::Protocol::of(request)?;
     let reply = if request["requires_tls"].as_bool().unwrap_or(false) {
         let sni = request["tls"]["sni"].as_str().context("request.tls.sni")?;
-        let tls = connect(&ctx.ca.client(&[b"http/1.1"]), addr, sni)
-            .await
-            .with_context(|| format!("TLS handshake with {addr} for {sni}"))?;
-        support::client::Conn::over(tls).await?.send(req).await?
+        tls_client::send(&ctx.ca, addr, sni, protocol, req).await?
     } else {
+        ensure!(
+            protocol == tls_client::Protocol::Http1,
+            "request.protocol h2 without requires_tls (h2c is not in the schema)"
+        );
         support::client::send(addr, req).await?
     };
     judge::judge(request, expected, &reply, &path, host.as_deref())?;
@@ -438,6 +458,16 @@ async fn run_file(name: &str, data: &Value) -> Tally {
     if dist["expected_fractions"].is_object() {
         let result = distribution::weight(&ctx, dist).await;
         tally.record(format!("{name} weight distribution"), result);
+    }
+    // One Gateway at a time (see listener_probes).
+    let probes = ctx.probes.clone();
+    let gateways: BTreeSet<&str> = probes.iter().map(|p| p.gateway.as_str()).collect();
+    for gateway in gateways {
+        ctx.serve_only(gateway);
+        for probe in probes.iter().filter(|p| p.gateway == gateway) {
+            let result = listener_probes::run(&ctx, probe, CASE_DEADLINE).await;
+            tally.record(probe.label(name), result);
+        }
     }
     ctx.proxy.shutdown().await;
     let _ = &ctx.name;

@@ -5,6 +5,8 @@
 //! - [`eventually`](mod@eventually): waiting for a condition with a
 //!   deadline (async and blocking), failing with what was waited for and
 //!   the last thing seen.
+//! - [`conformance_secrets`]: the Secrets a Gateway API conformance
+//!   file declares (`secrets`), as `v1 Secret` documents.
 //! - [`fake_kube`]: a fake Kubernetes API server on loopback (lists,
 //!   watches, `410 Gone`, status patches, every request recorded).
 //! - [`fixtures`]: Kubernetes objects for it and for YAML tests.
@@ -21,6 +23,7 @@
 //! Does not own: anything one test file alone uses (it stays next to that
 //! test), or the product's own harnesses (processes, fleets, probers).
 
+pub mod conformance_secrets;
 pub mod eventually;
 pub mod fake_kube;
 pub mod fixtures;
