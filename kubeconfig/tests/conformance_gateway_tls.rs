@@ -455,9 +455,9 @@ fn the_comparison_catches_wrong_expectations() -> Result<()> {
     );
     one(
         wrong(&|e| {
-            e["listeners"][0]["supported_kinds"] = json!(["gateway.networking.k8s.io/GRPCRoute"])
+            e["listeners"][0]["supported_kinds"] = json!(["gateway.networking.k8s.io/TLSRoute"])
         }),
-        "lack gateway.networking.k8s.io/GRPCRoute",
+        "lack gateway.networking.k8s.io/TLSRoute",
     );
     one(
         wrong(&|e| e["listeners"][0]["name"] = json!("http")),

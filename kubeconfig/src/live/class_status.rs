@@ -21,6 +21,7 @@ use serde_json::Value;
 /// requires (ascending by name).
 pub const SUPPORTED_FEATURES: &[&str] = &[
     "Gateway",
+    "GatewayHTTPSListenerDetectMisdirectedRequests",
     "GatewayPort8080",
     "HTTPRoute",
     "HTTPRoute303RedirectStatusCode",
@@ -44,7 +45,7 @@ pub const SUPPORTED_FEATURES: &[&str] = &[
 /// not claim, each with why.
 pub const UNCLAIMED_FEATURES: &[(&str, &str)] = &[(
     "TLSRoute",
-    "switchyard serves HTTPRoute only; the case naming it (HTTPRouteDisallowedKind) needs a TLSRoute listener",
+    "switchyard serves HTTPRoute and GRPCRoute, not TLSRoute; the case naming it (HTTPRouteDisallowedKind) needs a TLSRoute listener",
 )];
 
 /// A GatewayClass's status (without times).
