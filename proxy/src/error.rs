@@ -47,6 +47,10 @@ pub enum BadUpgrade {
     /// The 101 named no protocol (RFC 9110 §15.2.2 requires `Upgrade`).
     #[error("switched protocols without an Upgrade header")]
     NoProtocol,
+    /// An HTTP/2 client's WebSocket CONNECT got a success that is not a
+    /// switch: to that client a 2xx means an open tunnel.
+    #[error("answered a WebSocket CONNECT with success but did not switch protocols")]
+    NotSwitched,
 }
 
 /// Who caused a failed request.

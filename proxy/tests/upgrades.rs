@@ -415,3 +415,109 @@ async fn a_101_nobody_asked_for_is_a_bad_gateway() {
     assert_eq!(gw.tunnels_open(), 0.0);
     gw.proxy.shutdown().await;
 }
+
+/// An HTTP/2 connection to the proxy (prior knowledge).
+async fn h2_client(
+    addr: SocketAddr,
+) -> hyper::client::conn::http2::SendRequest<http_body_util::Empty<bytes::Bytes>> {
+    let stream = TcpStream::connect(addr).await.unwrap();
+    let (sender, conn) =
+        hyper::client::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())
+            .handshake(hyper_util::rt::TokioIo::new(stream))
+            .await
+            .unwrap();
+    tokio::spawn(conn);
+    sender
+}
+
+/// RFC 8441's WebSocket bootstrap: `CONNECT` with `:protocol websocket`.
+/// Sent again until the proxy's SETTINGS (which enable it) have arrived.
+async fn websocket_connect(
+    sender: &mut hyper::client::conn::http2::SendRequest<http_body_util::Empty<bytes::Bytes>>,
+) -> http::Response<hyper::body::Incoming> {
+    let mut last = String::new();
+    for _ in 0..50 {
+        let mut request = http::Request::builder()
+            .method(http::Method::CONNECT)
+            .uri(format!("http://{HOST}/chat"))
+            .header("sec-websocket-version", "13")
+            .body(http_body_util::Empty::new())
+            .unwrap();
+        request
+            .extensions_mut()
+            .insert(hyper::ext::Protocol::from_static("websocket"));
+        match sender.send_request(request).await {
+            Ok(response) => return response,
+            Err(e) => last = e.to_string(),
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("extended CONNECT never went through: {last}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http2_websocket_connect_is_tunnelled_to_an_http1_upgrade() {
+    let blue = start_upgrade_echo("blue", Mode::Switch).await;
+    let gw = Gateway::start(test_settings(), &[("blue", blue.addr)], "blue").await;
+    let mut sender = h2_client(gw.addr()).await;
+
+    let response = websocket_connect(&mut sender).await;
+    // The 200 that opens an HTTP/2 tunnel, with the backend's headers but
+    // not its answer to a key the client never sent.
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.headers()["x-pod"], "blue");
+    assert!(!response.headers().contains_key("sec-websocket-accept"));
+    assert!(!response.headers().contains_key("upgrade"));
+    // The backend got an HTTP/1.1 upgrade with a key of the right shape.
+    let seen = blue.upgrades.lock().unwrap()[0].clone();
+    assert_eq!(seen["upgrade"], "websocket");
+    assert_eq!(seen["connection"], "upgrade");
+    assert_eq!(seen["sec-websocket-version"], "13");
+    let key = seen["sec-websocket-key"].to_str().unwrap().to_owned();
+    assert_eq!(key.len(), 24, "{key}");
+    assert!(key.ends_with("=="), "{key}");
+
+    let upgraded = hyper::upgrade::on(response).await.unwrap();
+    let mut tunnel = hyper_util::rt::TokioIo::new(upgraded);
+    use tokio::io::AsyncWriteExt;
+    for message in [&b"hello"[..], &[7u8; 100_000][..], b"bye"] {
+        tunnel.write_all(message).await.unwrap();
+        let mut back = vec![0u8; message.len()];
+        tokio::time::timeout(Duration::from_secs(5), tunnel.read_exact(&mut back))
+            .await
+            .expect("echoed within 5 s")
+            .unwrap();
+        assert_eq!(back, message);
+    }
+    assert_eq!(gw.upgrades("blue", "tunnelled"), 1.0);
+    gw.wait_tunnels_open(1.0).await;
+
+    // The same connection goes on serving ordinary requests beside it.
+    let plain = http::Request::get(format!("http://{HOST}/next"))
+        .body(http_body_util::Empty::new())
+        .unwrap();
+    let next = sender.send_request(plain).await.unwrap();
+    assert_eq!(next.status(), 200);
+
+    // Closing the stream closes the backend's side.
+    tunnel.shutdown().await.unwrap();
+    drop(tunnel);
+    wait_backend_open(&blue, 0).await;
+    gw.wait_tunnels_open(0.0).await;
+    gw.proxy.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http2_websocket_connect_the_backend_does_not_switch_is_a_bad_gateway() {
+    // A 200 without a switch would look like an open tunnel to an HTTP/2
+    // client: it gets 502 instead, and the failure is counted.
+    let blue = start_upgrade_echo("blue", Mode::Refuse).await;
+    let gw = Gateway::start(test_settings(), &[("blue", blue.addr)], "blue").await;
+    let mut sender = h2_client(gw.addr()).await;
+    let response = websocket_connect(&mut sender).await;
+    assert_eq!(response.status(), 502);
+    assert_eq!(blue.upgrades.lock().unwrap().len(), 1);
+    assert_eq!(gw.upgrades("blue", "failed"), 1.0);
+    assert_eq!(gw.tunnels_open(), 0.0);
+    gw.proxy.shutdown().await;
+}

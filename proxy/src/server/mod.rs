@@ -111,6 +111,8 @@ fn http_builder(settings: &DataPlaneSettings) -> Builder<TokioExecutor> {
     builder
         .http2()
         .timer(TokioTimer::new())
+        // RFC 8441: WebSocket over HTTP/2 (`upgrade::take`).
+        .enable_connect_protocol()
         .max_header_list_size(u32::try_from(settings.max_header_bytes).unwrap_or(u32::MAX));
     builder
 }

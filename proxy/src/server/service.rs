@@ -309,6 +309,11 @@ async fn forward_plan(
         dp.settings().trusted_hops,
         upgrade.as_ref().map(|u| &u.protocol),
     );
+    if upgrade.as_ref().is_some_and(|u| u.extended_connect) {
+        parts
+            .headers
+            .insert("sec-websocket-key", upgrade::websocket_key());
+    }
     // Layer 7: mirrors.
     let mirrors: Vec<_> = plan
         .mirrors
@@ -350,6 +355,17 @@ async fn forward_plan(
     };
     match answer {
         Ok(Answer::Response { response, endpoint }) => {
+            if upgrade.as_ref().is_some_and(|u| u.extended_connect)
+                && response.status().is_success()
+            {
+                outcome(UpgradeOutcome::Failed);
+                let error = ProxyError::BadUpgrade {
+                    backend: backend.key().clone(),
+                    endpoint,
+                    why: BadUpgrade::NotSwitched,
+                };
+                return error_response(dp, trail, &error);
+            }
             outcome(UpgradeOutcome::Refused);
             trail.endpoint(endpoint);
             let (mut rparts, rbody) = response.into_parts();
@@ -387,17 +403,31 @@ fn switch(
     switched: Switched,
     trail: &mut Trail,
 ) -> Response<ProxyBody> {
-    match upgrade::switched_response(&switched.response) {
+    let client_answer = if requested.extended_connect {
+        Ok(upgrade::connect_established(&switched.response))
+    } else {
+        upgrade::switched_response(&switched.response)
+    };
+    match client_answer {
         Ok(mut resp) => {
             trail.endpoint(switched.endpoint);
             trail.upgraded();
             plan.response_headers.apply(resp.headers_mut());
-            conn.set_tunnel(Tunnel::new(
+            let tunnel = Tunnel::new(
                 requested.client,
                 switched,
                 backend.labels().clone(),
                 Arc::clone(dp.metrics_arc()),
-            ));
+            );
+            if requested.extended_connect {
+                // One stream of an HTTP/2 connection that goes on serving
+                // others: the tunnel runs beside it, and ends when its
+                // stream does — at the latest when the connection task
+                // drops the connection at the drain deadline.
+                tokio::spawn(tunnel.run());
+            } else {
+                conn.set_tunnel(tunnel);
+            }
             resp
         }
         Err(why) => {

@@ -16,8 +16,18 @@
 //! every other hop-by-hop rule (`headers`) still applies, to the request
 //! and to the 101.
 //!
-//! Not here: HTTP/2 extended CONNECT (RFC 8441), which the proxy does not
-//! offer its HTTP/2 clients.
+//! HTTP/2 clients ask with extended CONNECT (RFC 8441: `:method CONNECT`,
+//! `:protocol websocket`, which the proxy's HTTP/2 server advertises with
+//! `SETTINGS_ENABLE_CONNECT_PROTOCOL`). Backends speak HTTP/1.1 upgrades,
+//! so the ask becomes one: routed and forwarded as `GET` with
+//! `Upgrade: websocket`, `Connection: upgrade` and a fresh
+//! `Sec-WebSocket-Key` (the HTTP/2 form has none; the accept value the
+//! backend derives from it means nothing to the client and is dropped),
+//! and the backend's 101 reaches the client as the `200` that opens an
+//! HTTP/2 tunnel. A backend that answers 2xx without switching would look
+//! like an open tunnel to an HTTP/2 client: that is a bad gateway instead.
+//! Only `websocket` is translated; other `:protocol` values stay ordinary
+//! CONNECT requests, which no route serves.
 
 use super::headers;
 use crate::body::{self, ProxyBody};
@@ -32,13 +42,21 @@ use hyper::upgrade::OnUpgrade;
 pub(crate) struct Requested {
     /// The client's `Upgrade` value, sent on as it is.
     pub protocol: HeaderValue,
-    /// Resolves to the client's connection once hyper has written the 101.
+    /// Resolves to the client's connection once hyper has written the 101
+    /// (or, for extended CONNECT, the 200).
     pub client: OnUpgrade,
+    /// Asked with HTTP/2 extended CONNECT rather than HTTP/1.1 `Upgrade`.
+    pub extended_connect: bool,
 }
 
 /// The upgrade `req` asks for, if it is one the proxy tunnels (see the
 /// module docs); takes hyper's handle on the client connection out of it.
+/// An extended CONNECT for `websocket` is turned into the `GET` it stands
+/// for here, before routing, so method matches see what the backend will.
 pub(crate) fn take(req: &mut Request<Incoming>) -> Option<Requested> {
+    if let Some(requested) = take_extended_connect(req) {
+        return Some(requested);
+    }
     if req.version() != Version::HTTP_11
         || req.method() == Method::CONNECT
         || !req.body().is_end_stream()
@@ -49,7 +67,64 @@ pub(crate) fn take(req: &mut Request<Incoming>) -> Option<Requested> {
     Some(Requested {
         protocol,
         client: hyper::upgrade::on(req),
+        extended_connect: false,
     })
+}
+
+/// RFC 8441's WebSocket bootstrap, as the `GET` upgrade it stands for.
+fn take_extended_connect(req: &mut Request<Incoming>) -> Option<Requested> {
+    let websocket = req.version() == Version::HTTP_2
+        && req.method() == Method::CONNECT
+        && req
+            .extensions()
+            .get::<hyper::ext::Protocol>()
+            .is_some_and(|p| p.as_str().eq_ignore_ascii_case("websocket"));
+    if !websocket {
+        return None;
+    }
+    req.extensions_mut().remove::<hyper::ext::Protocol>();
+    *req.method_mut() = Method::GET;
+    Some(Requested {
+        protocol: HeaderValue::from_static("websocket"),
+        client: hyper::upgrade::on(req),
+        extended_connect: true,
+    })
+}
+
+/// A `Sec-WebSocket-Key` for a backend: 16 random bytes in base64 (RFC
+/// 6455 §4.1), which an HTTP/2 client's request does not carry.
+pub(crate) fn websocket_key() -> HeaderValue {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let bytes: [u8; 16] = rand::random();
+    let mut out = String::with_capacity(24);
+    for chunk in bytes.chunks(3) {
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |n, (i, b)| n | u32::from(*b) << (16 - 8 * i));
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(char::from(ALPHABET[(n >> (18 - 6 * i)) as usize & 63]));
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    HeaderValue::from_str(&out)
+        .unwrap_or_else(|_| HeaderValue::from_static("AAAAAAAAAAAAAAAAAAAAAA=="))
+}
+
+/// The HTTP/2 client's `200` that opens its tunnel, from the backend's
+/// 101: the backend's headers less hop-by-hop ones, the upgrade fields and
+/// `Sec-WebSocket-Accept` (an answer to the key the proxy made up).
+pub(crate) fn connect_established<B>(backend_101: &Response<B>) -> Response<ProxyBody> {
+    let mut resp = Response::new(body::empty());
+    let h = resp.headers_mut();
+    h.clone_from(backend_101.headers());
+    headers::strip_hop_by_hop(h);
+    h.remove(header::CONTENT_LENGTH);
+    h.remove("sec-websocket-accept");
+    resp
 }
 
 /// The `Upgrade` value of a request whose headers ask for a protocol the
@@ -129,6 +204,23 @@ mod tests {
             );
         }
         h
+    }
+
+    #[test]
+    fn websocket_keys_are_16_random_bytes_in_base64() {
+        let a = websocket_key();
+        let b = websocket_key();
+        assert_ne!(a, b);
+        for key in [a, b] {
+            let key = key.to_str().unwrap();
+            assert_eq!(key.len(), 24, "{key}");
+            assert!(key.ends_with("==") && !key[..22].contains('='), "{key}");
+            assert!(
+                key[..22]
+                    .bytes()
+                    .all(|c| c.is_ascii_alphanumeric() || c == b'+' || c == b'/')
+            );
+        }
     }
 
     #[test]
