@@ -120,9 +120,14 @@ fn append_trusted(
         }
         (Some(kept), None) => HeaderValue::try_from(kept).ok(),
     };
-    headers.remove(&name);
-    if let Some(value) = value {
-        headers.insert(name, value);
+    // `insert` replaces every field of the name: one probe, not two.
+    match value {
+        Some(value) => {
+            headers.insert(name, value);
+        }
+        None => {
+            headers.remove(&name);
+        }
     }
 }
 

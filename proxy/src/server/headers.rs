@@ -13,7 +13,8 @@ pub const REASON_HEADER: HeaderName = HeaderName::from_static("x-switchyard-reas
 
 /// Headers that describe one connection, never the message (RFC 9110
 /// §7.6.1), plus the legacy `proxy-connection` and `keep-alive`.
-const HOP_BY_HOP: [HeaderName; 7] = [
+const HOP_BY_HOP_COUNT: usize = 7;
+const HOP_BY_HOP: [HeaderName; HOP_BY_HOP_COUNT] = [
     header::CONNECTION,
     HeaderName::from_static("keep-alive"),
     HeaderName::from_static("proxy-connection"),
@@ -53,46 +54,62 @@ fn is_end_to_end(name: &str) -> bool {
 /// `is_end_to_end`). `Transfer-Encoding` goes because hyper frames each
 /// hop itself; `Content-Length` stays.
 pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
-    // Most messages carry none of these: one pass over the names, no
-    // removals (each a hash and probe) and no `Connection` parsing.
-    if !headers.keys().any(is_hop_by_hop) {
+    // One pass over the names (no hashing) finds which hop-by-hop headers
+    // are there: most requests carry none, and a keep-alive backend's
+    // response only `Connection: keep-alive`. Only those are removed —
+    // each removal is a hash and a probe.
+    let mut present = [false; HOP_BY_HOP_COUNT];
+    let mut any = false;
+    for name in headers.keys() {
+        if let Some(i) = hop_by_hop_index(name) {
+            present[i] = true;
+            any = true;
+        }
+    }
+    if !any {
         return;
     }
-    // Allocates only when `Connection` names something besides the usual
-    // `keep-alive` / `close`.
+    // `Connection` options other than the usual ones name more headers to
+    // drop; allocates only for those.
     let mut named: Vec<HeaderName> = Vec::new();
-    for value in headers.get_all(header::CONNECTION) {
-        let Ok(text) = value.to_str() else { continue };
-        for token in text.split(',') {
-            let Ok(name) = HeaderName::from_bytes(token.trim().as_bytes()) else {
-                continue;
-            };
-            if is_hop_by_hop(&name) || name == "close" || is_end_to_end(name.as_str()) {
-                continue;
+    if present[0] {
+        for value in headers.get_all(header::CONNECTION) {
+            let Ok(text) = value.to_str() else { continue };
+            for token in text.split(',').map(str::trim) {
+                if ["keep-alive", "close", "upgrade", ""]
+                    .iter()
+                    .any(|usual| token.eq_ignore_ascii_case(usual))
+                {
+                    continue;
+                }
+                let Ok(name) = HeaderName::from_bytes(token.as_bytes()) else {
+                    continue;
+                };
+                if is_hop_by_hop(&name) || is_end_to_end(name.as_str()) {
+                    continue;
+                }
+                named.push(name);
             }
-            named.push(name);
         }
     }
     for name in named {
         headers.remove(name);
     }
-    for name in HOP_BY_HOP {
-        headers.remove(name);
+    for (name, there) in HOP_BY_HOP.into_iter().zip(present) {
+        if there {
+            headers.remove(name);
+        }
     }
 }
 
 /// Whether `name` is one of [`HOP_BY_HOP`].
 fn is_hop_by_hop(name: &HeaderName) -> bool {
-    matches!(
-        name.as_str(),
-        "connection"
-            | "keep-alive"
-            | "proxy-connection"
-            | "te"
-            | "trailer"
-            | "transfer-encoding"
-            | "upgrade"
-    )
+    hop_by_hop_index(name).is_some()
+}
+
+/// The position of `name` in [`HOP_BY_HOP`], if it is one.
+fn hop_by_hop_index(name: &HeaderName) -> Option<usize> {
+    HOP_BY_HOP.iter().position(|h| h == name)
 }
 
 /// HTTP/2 clients may split `cookie` into several fields; HTTP/1.1 allows

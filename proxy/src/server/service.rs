@@ -467,13 +467,18 @@ fn shape_request(
     {
         parts.headers.insert(header::HOST, value);
     }
-    let path_and_query = plan
-        .path_and_query
-        .clone()
-        .or_else(|| parts.uri.path_and_query().map(|pq| pq.as_str().to_owned()))
-        .unwrap_or_else(|| "/".to_owned());
-    // Origin form for the upstream HTTP/1.1 request line.
-    parts.uri = Uri::try_from(path_and_query).unwrap_or_else(|_| Uri::from_static("/"));
+    // Origin form for the upstream HTTP/1.1 request line. An HTTP/1.1
+    // client's target already is one, and stays as it is unless a filter
+    // rewrote the path (no copy, no re-parse per request).
+    let origin_form = parts.uri.scheme().is_none() && parts.uri.authority().is_none();
+    if plan.path_and_query.is_some() || !origin_form {
+        let path_and_query = plan
+            .path_and_query
+            .clone()
+            .or_else(|| parts.uri.path_and_query().map(|pq| pq.as_str().to_owned()))
+            .unwrap_or_else(|| "/".to_owned());
+        parts.uri = Uri::try_from(path_and_query).unwrap_or_else(|_| Uri::from_static("/"));
+    }
     parts.version = Version::HTTP_11;
 }
 

@@ -8,7 +8,12 @@
 /// distinct candidates drawn with `random`, the less loaded one wins (the
 /// first drawn on a tie). `None` when there is no candidate.
 pub fn p2c(loads: &[usize], random: u64) -> Option<usize> {
-    let n = loads.len();
+    p2c_by(loads.len(), random, |i| loads[i])
+}
+
+/// [`p2c`] over `n` candidates whose loads `load` reads by index: asked for
+/// at most the two drawn, so a caller need not collect every load first.
+pub fn p2c_by(n: usize, random: u64, load: impl Fn(usize) -> usize) -> Option<usize> {
     match n {
         0 => None,
         1 => Some(0),
@@ -19,7 +24,7 @@ pub fn p2c(loads: &[usize], random: u64) -> Option<usize> {
             if b >= a {
                 b += 1;
             }
-            Some(if loads[b] < loads[a] { b } else { a })
+            Some(if load(b) < load(a) { b } else { a })
         }
     }
 }

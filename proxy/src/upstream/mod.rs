@@ -169,23 +169,23 @@ impl Backend {
     /// every healthy one, the healthy ones are used anyway (ejecting a whole
     /// backend would turn a partial failure into a total one).
     pub fn select(&self, tried: &[SocketAddr]) -> Option<Arc<Endpoint>> {
+        // Counted, then the two drawn found by position: no list of
+        // candidates or loads is allocated per request.
         let endpoints = self.endpoints.load();
-        let healthy: Vec<&Arc<Endpoint>> = endpoints
-            .iter()
-            .filter(|e| e.is_healthy() && !tried.contains(&e.addr))
-            .collect();
-        if healthy.is_empty() {
-            return None;
-        }
         let now = Instant::now();
-        let active: Vec<&Arc<Endpoint>> = healthy
-            .iter()
-            .copied()
-            .filter(|e| !e.is_ejected(now))
-            .collect();
-        let pool = if active.is_empty() { healthy } else { active };
-        let loads: Vec<usize> = pool.iter().map(|e| e.outstanding()).collect();
-        balance::p2c(&loads, rand::random()).map(|i| Arc::clone(pool[i]))
+        let healthy = |e: &Arc<Endpoint>| e.is_healthy() && !tried.contains(&e.addr);
+        let active = |e: &Arc<Endpoint>| healthy(e) && !e.is_ejected(now);
+        let mut eligible: &dyn Fn(&Arc<Endpoint>) -> bool = &active;
+        let mut n = endpoints.iter().filter(|e| active(e)).count();
+        if n == 0 {
+            eligible = &healthy;
+            n = endpoints.iter().filter(|e| healthy(e)).count();
+        }
+        let nth = |i: usize| endpoints.iter().filter(|e| eligible(e)).nth(i);
+        let pick = balance::p2c_by(n, rand::random(), |i| {
+            nth(i).map_or(usize::MAX, |e| e.outstanding())
+        })?;
+        nth(pick).cloned()
     }
 
     /// Readiness as of now.
