@@ -352,3 +352,102 @@ fn grpc_backends(config: &ServingConfig) -> HashSet<BackendKey> {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::router::testkit::{World, prefix, route, rule, svc};
+    use switchyard_proto::model::{
+        Endpoint, EndpointPort, EndpointSlice, ObjectMeta, ObjectName, RouteGeneration,
+        RouteRecord, SERVICE_NAME_LABEL, Transition, UpstreamProtocol,
+    };
+
+    /// A GRPCRoute `infra/calls` sending every call to `backend`.
+    fn grpc_to(backend: &str) -> HttpRoute {
+        let mut r = route(
+            "infra",
+            "calls",
+            vec![rule(prefix("/"), vec![svc(backend, 1)])],
+        );
+        r.kind = RouteKind::Grpc;
+        r
+    }
+
+    fn slice(service: &str, port: u16) -> EndpointSlice {
+        let mut meta = ObjectMeta::named("infra", &format!("{service}-1"));
+        meta.labels
+            .insert(SERVICE_NAME_LABEL.to_string(), service.to_string());
+        EndpointSlice {
+            meta,
+            address_type: "IPv4".into(),
+            ports: vec![EndpointPort { name: None, port }],
+            endpoints: vec![Endpoint {
+                addresses: vec!["127.0.0.1".into()],
+                ready: true,
+                serving: true,
+                terminating: false,
+                zone: None,
+            }],
+            cluster: None,
+        }
+    }
+
+    /// The snapshot of a GRPCRoute with `active` committed and `pending`
+    /// in transition, and Services v1 and v2 with an endpoint each.
+    fn config(active: &str, pending: Option<&str>) -> ServingConfig {
+        let mut world = World::new();
+        world.snapshot.endpoint_slices = vec![slice("v1", 1), slice("v2", 2)];
+        world.snapshot.routes = vec![RouteRecord {
+            name: ObjectName::new("infra", "calls"),
+            active: Some(RouteGeneration {
+                generation: 1,
+                spec: grpc_to(active),
+            }),
+            pending: pending.map(|p| Transition {
+                target: RouteGeneration {
+                    generation: 2,
+                    spec: grpc_to(p),
+                },
+                settings: Default::default(),
+            }),
+            last_failure: None,
+            forced: false,
+        }];
+        ServingConfig {
+            snapshot: Arc::new(world.snapshot),
+            routes: vec![grpc_to(active)],
+        }
+    }
+
+    fn protocols(dp: &DataPlane, backend: &BackendKey) -> Vec<UpstreamProtocol> {
+        let found = dp.upstreams.lookup(&BTreeSet::from([backend.clone()]));
+        found[backend]
+            .endpoints()
+            .iter()
+            .map(|e| e.protocol())
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn a_grpc_backend_left_by_a_cutover_keeps_speaking_grpc_until_it_is_retired() {
+        let dp = DataPlane::new(DataPlaneSettings::default(), &mut Registry::default());
+        let (v1, v2) = (
+            BackendKey::new("infra", "v1", 8080),
+            BackendKey::new("infra", "v2", 8080),
+        );
+        // Serving v1, warming v2 for the pending generation.
+        dp.install(config("v1", Some("v2")));
+        dp.set_warming(BTreeSet::from([v1.clone(), v2.clone()]));
+        assert_eq!(protocols(&dp, &v1), [UpstreamProtocol::Grpc]);
+        assert_eq!(protocols(&dp, &v2), [UpstreamProtocol::Grpc]);
+        // The cutover: the snapshot and the served routes name only v2,
+        // while the previous warming set still holds v1 until
+        // `set_warming` replaces it — requests routed by the previous
+        // table may reach v1 meanwhile, and must not be sent HTTP/1.1.
+        dp.install(config("v2", None));
+        assert_eq!(protocols(&dp, &v1), [UpstreamProtocol::Grpc]);
+        assert_eq!(protocols(&dp, &v2), [UpstreamProtocol::Grpc]);
+        dp.set_warming(BTreeSet::from([v2.clone()]));
+        assert!(dp.upstreams.lookup(&BTreeSet::from([v1])).is_empty());
+    }
+}
