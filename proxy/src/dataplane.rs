@@ -374,7 +374,7 @@ mod tests {
     }
 
     fn slice(service: &str, port: u16) -> EndpointSlice {
-        let mut meta = ObjectMeta::named("infra", &format!("{service}-1"));
+        let mut meta = ObjectMeta::named("infra", format!("{service}-1"));
         meta.labels
             .insert(SERVICE_NAME_LABEL.to_string(), service.to_string());
         EndpointSlice {
