@@ -348,7 +348,7 @@ impl DataPlane {
 fn grpc_backends(config: &ServingConfig) -> HashSet<BackendKey> {
     let mut out = crate::upstream::discovery::grpc_backends(&config.snapshot);
     for route in config.routes.iter().filter(|r| r.kind == RouteKind::Grpc) {
-        out.extend(route.traffic_backends());
+        out.extend(route.reached_backends());
     }
     out
 }

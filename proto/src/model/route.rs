@@ -77,6 +77,29 @@ impl HttpRoute {
             })
             .collect()
     }
+
+    /// The Service ports of [`HttpRoute::traffic_backends`] plus those
+    /// `RequestMirror` filters copy requests to (on rules and on
+    /// backendRefs): every backend the route's requests reach.
+    pub fn reached_backends(&self) -> BTreeSet<BackendKey> {
+        let mut out = self.traffic_backends();
+        for rule in &self.rules {
+            let filters = rule
+                .filters
+                .iter()
+                .chain(rule.backend_refs.iter().flat_map(|b| &b.filters));
+            for filter in filters {
+                if let Filter::RequestMirror(m) = filter {
+                    let b = &m.backend_ref;
+                    let namespace = b.namespace.as_deref().unwrap_or(&self.meta.namespace);
+                    if let (Some(service), Some(port)) = (b.stored_service(), b.port) {
+                        out.insert(BackendKey::new(namespace, service, port));
+                    }
+                }
+            }
+        }
+        out
+    }
 }
 
 /// A reference from a route to a Gateway (or one of its listeners).
@@ -328,5 +351,42 @@ impl BackendRef {
         } else {
             None
         }
+    }
+}
+
+#[cfg(test)]
+mod reached_tests {
+    use super::*;
+
+    fn mirror_to(name: &str) -> Filter {
+        Filter::RequestMirror(RequestMirror {
+            backend_ref: BackendRef::service(name, 9000),
+            percent: None,
+            fraction: None,
+        })
+    }
+
+    #[test]
+    fn reached_backends_add_mirrors_on_rules_and_backend_refs() {
+        let route = HttpRoute {
+            kind: RouteKind::Grpc,
+            meta: ObjectMeta::named("shop", "calls"),
+            parent_refs: Vec::new(),
+            hostnames: Vec::new(),
+            rules: vec![RouteRule {
+                filters: vec![mirror_to("audit")],
+                backend_refs: vec![BackendRef {
+                    filters: vec![mirror_to("shadow")],
+                    ..BackendRef::service("echo", 9000)
+                }],
+                ..RouteRule::default()
+            }],
+        };
+        let key = |n: &str| BackendKey::new("shop", n, 9000);
+        assert_eq!(route.traffic_backends(), BTreeSet::from([key("echo")]));
+        assert_eq!(
+            route.reached_backends(),
+            BTreeSet::from([key("audit"), key("echo"), key("shadow")])
+        );
     }
 }

@@ -46,7 +46,7 @@ pub fn resolve(snapshot: &ConfigSnapshot, backend: &BackendKey) -> EndpointSet {
     Discovery::new(snapshot).resolve(backend, grpc)
 }
 
-/// The backends some GRPCRoute sends calls to (its active or pending
+/// The backends some GRPCRoute sends or mirrors calls to (its active or pending
 /// generation): they are spoken to as [`UpstreamProtocol::Grpc`]. One pass
 /// over the route records; only GRPCRoutes' backends are collected.
 pub fn grpc_backends(snapshot: &ConfigSnapshot) -> HashSet<BackendKey> {
@@ -58,7 +58,7 @@ pub fn grpc_backends(snapshot: &ConfigSnapshot) -> HashSet<BackendKey> {
             .chain(record.pending.as_ref().map(|p| &p.target));
         for generation in specs {
             if generation.spec.kind == RouteKind::Grpc {
-                out.extend(generation.spec.traffic_backends());
+                out.extend(generation.spec.reached_backends());
             }
         }
     }
