@@ -14,7 +14,9 @@ use switchyard_kubeconfig::live::{
     REQUIRED_PERMISSIONS, StatusPublisher, World, WriteOutcome, route_parent_statuses,
     watch_clusters_with, write_route_status,
 };
-use switchyard_proto::model::{CONTROLLER_NAME, HttpRoute, ObjectName, Resource, RouteStatus};
+use switchyard_proto::model::{
+    CONTROLLER_NAME, HttpRoute, Kind, ObjectName, Resource, RouteStatus,
+};
 use switchyard_test_support::eventually;
 use switchyard_test_support::fake_kube::{FakeApiServer, Recorded};
 use switchyard_test_support::fixtures::{GW, shop};
@@ -115,9 +117,17 @@ async fn route_status_is_server_side_applied_keeping_other_controllers_entries()
     let name = ObjectName::new("shop", "app");
     let before = server.requests().len();
 
-    let outcome = write_route_status(&client, "east", &name, CONTROLLER_NAME, &parents, 1)
-        .await
-        .expect("status written");
+    let outcome = write_route_status(
+        &client,
+        "east",
+        Kind::HTTPRoute,
+        &name,
+        CONTROLLER_NAME,
+        &parents,
+        1,
+    )
+    .await
+    .expect("status written");
     assert_eq!(outcome, WriteOutcome::Written);
     let requests: Vec<Recorded> = server.requests().split_off(before);
     let shape: Vec<(&str, &str)> = requests
@@ -175,6 +185,7 @@ async fn route_status_is_server_side_applied_keeping_other_controllers_entries()
     let outcome = write_route_status(
         &client,
         "east",
+        Kind::HTTPRoute,
         &name,
         CONTROLLER_NAME,
         &route_parent_statuses(&route, &world, Some(&ready_row()), None, CONTROLLER_NAME),
@@ -209,6 +220,7 @@ async fn a_conflict_is_retried_from_a_fresh_read() {
     let outcome = write_route_status(
         &server.client("status"),
         "east",
+        Kind::HTTPRoute,
         &ObjectName::new("shop", "app"),
         CONTROLLER_NAME,
         &parents,
@@ -360,4 +372,46 @@ async fn a_route_no_longer_served_loses_our_entry_and_keeps_theirs() {
     let before = server.requests().len();
     publish_clean(&mut publisher, &state, &[], &fleet(1), &LEADING).await;
     assert_eq!(server.requests().len(), before);
+}
+
+#[tokio::test]
+async fn a_grpc_routes_status_is_written_to_the_grpc_route() {
+    let mut objects = shop::cluster();
+    for o in &mut objects {
+        if o["kind"] == "HTTPRoute" {
+            o["kind"] = json!("GRPCRoute");
+        }
+    }
+    let server = FakeApiServer::start(objects).await;
+    let state = desired(&server).await;
+    assert!(
+        state
+            .resources
+            .iter()
+            .any(|r| r.key().to_string() == "GRPCRoute shop/app"),
+        "the GRPCRoute is served"
+    );
+    let mut publisher = StatusPublisher::new(vec![server.source("east")], CONTROLLER_NAME);
+    let before = server.requests().len();
+    publish_clean(&mut publisher, &state, &[ready_row()], &fleet(3), &LEADING).await;
+    let new = server.requests().split_off(before);
+    let path = "/apis/gateway.networking.k8s.io/v1/namespaces/shop/grpcroutes/app/status";
+    let patch = new
+        .iter()
+        .find(|r| r.method == "PATCH" && r.path == path)
+        .unwrap_or_else(|| panic!("no status patch of the GRPCRoute in {new:#?}"));
+    assert_server_side_apply(patch, path);
+    let parents = &body_of(patch)["status"]["parents"];
+    assert_eq!(parents[0]["controllerName"], CONTROLLER_NAME);
+    let accepted = parents[0]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "Accepted")
+        .unwrap();
+    assert_eq!(accepted["status"], "True", "{parents}");
+    assert!(
+        !new.iter().any(|r| r.path.contains("/httproutes/")),
+        "nothing written to an HTTPRoute"
+    );
 }

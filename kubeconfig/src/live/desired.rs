@@ -44,6 +44,9 @@ pub struct DesiredState {
     /// ServiceExports left out of their ServiceImport (conflicts, oldest
     /// export wins).
     pub export_conflicts: Vec<ExportConflict>,
+    /// GRPCRoutes not served because an HTTPRoute has their namespace and
+    /// name (the HTTPRoute wins).
+    pub route_name_collisions: Vec<ObjectName>,
     /// Every ServiceExport of every listed cluster: where export status
     /// (`Valid`, `Conflict`) is written.
     pub exports: Vec<ExportOrigin>,
@@ -172,7 +175,7 @@ pub(crate) fn desired_state(
     let served_all: BTreeSet<ResourceKey> = merged.resources.iter().map(Resource::key).collect();
     let served: BTreeSet<&ResourceKey> = served_all
         .iter()
-        .filter(|k| matches!(k.kind, Kind::Gateway | Kind::HTTPRoute))
+        .filter(|k| k.kind == Kind::Gateway || k.kind.is_route())
         .collect();
     let mut origins: BTreeMap<ResourceKey, Vec<Origin>> = BTreeMap::new();
     let mut rejected = Vec::new();
@@ -189,7 +192,7 @@ pub(crate) fn desired_state(
             // (whether they are ours is unknown); not every unrelated
             // object in the cluster that switchyard could not read.
             let reportable = served_all.contains(&key)
-                || (entry.good.is_none() && matches!(kind, Kind::Gateway | Kind::HTTPRoute));
+                || (entry.good.is_none() && (kind == Kind::Gateway || kind.is_route()));
             if let Some(message) = entry.rejected.as_ref().filter(|_| reportable) {
                 rejected.push(Rejected {
                     cluster: cache.name.clone(),
@@ -222,6 +225,7 @@ pub(crate) fn desired_state(
         rejected,
         origins,
         export_conflicts: merged.conflicts,
+        route_name_collisions: merged.route_collisions,
         exports,
     })
 }

@@ -23,12 +23,12 @@ pub const FIELD_MANAGER: &str = "switchyard.io/gateway-controller";
 /// ClusterRole in `deploy/` (a test checks the role grants exactly these):
 ///
 /// - `list` and `watch` on each watched kind (the watchers);
-/// - `get` on `httproutes`, `gateways` and `gatewayclasses` (the status
+/// - `get` on `httproutes`, `grpcroutes`, `gateways` and `gatewayclasses` (the status
 ///   writers read the current status first, to keep other controllers'
 ///   `parents[]` entries, unchanged `lastTransitionTime`s and check the
 ///   term fence; Events read the route's uid and its Gateways'
 ///   `spec.infrastructure`);
-/// - `patch` on `httproutes/status`, `gateways/status` and
+/// - `patch` on `httproutes/status`, `grpcroutes/status`, `gateways/status` and
 ///   `gatewayclasses/status` (server-side apply of status);
 /// - `get` on `services` (the proxies' LoadBalancer Service: Gateway
 ///   addresses);
@@ -69,6 +69,8 @@ pub const REQUIRED_PERMISSIONS: &[(&str, &str, &str)] = &[
     (GATEWAY_GROUP, "httproutes/status", "patch"),
     (GATEWAY_GROUP, "grpcroutes", "list"),
     (GATEWAY_GROUP, "grpcroutes", "watch"),
+    (GATEWAY_GROUP, "grpcroutes", "get"),
+    (GATEWAY_GROUP, "grpcroutes/status", "patch"),
     (GATEWAY_GROUP, "referencegrants", "list"),
     (GATEWAY_GROUP, "referencegrants", "watch"),
     ("events.k8s.io", "events", "create"),

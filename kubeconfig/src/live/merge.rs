@@ -72,6 +72,34 @@ pub struct Merged {
     /// Exports left out of a ServiceImport because they conflict with an
     /// older one.
     pub conflicts: Vec<ExportConflict>,
+    /// GRPCRoutes left out because an HTTPRoute has their namespace and
+    /// name ([`drop_route_name_collisions`]).
+    pub route_collisions: Vec<ObjectName>,
+}
+
+/// Route records are keyed by `namespace/name` whatever the route's kind,
+/// and the coordinators refuse a route whose name a route of the other
+/// kind holds — with the whole apply. So an HTTPRoute and a GRPCRoute of
+/// one name (in one cluster or across clusters) cannot both be published:
+/// the HTTPRoute wins, the GRPCRoute is left out (and named, for a
+/// warning), and the rest of the clusters' objects are published as usual.
+/// Only served routes count: an HTTPRoute of another controller's Gateway
+/// takes nothing away.
+fn drop_route_name_collisions(resources: &mut Vec<Resource>) -> Vec<ObjectName> {
+    let http: BTreeSet<ObjectName> = resources
+        .iter()
+        .filter(|r| r.kind() == Kind::HTTPRoute)
+        .map(|r| r.meta().object_name())
+        .collect();
+    let mut dropped = Vec::new();
+    resources.retain(|r| {
+        let collides = r.kind() == Kind::GRPCRoute && http.contains(&r.meta().object_name());
+        if collides {
+            dropped.push(r.meta().object_name());
+        }
+        !collides
+    });
+    dropped
 }
 
 /// Merges clusters (earlier ones win for everything but EndpointSlices)
@@ -94,6 +122,7 @@ pub fn merge_clusters(clusters: &[ClusterObjects], controller_name: &str) -> Mer
     for resource in imports.resources {
         by_key.entry(resource.key()).or_insert(resource);
     }
+
     // A Service's own endpoints are those of the cluster its Service came
     // from; an import's slices are those of every exporting cluster.
     let winners: BTreeMap<ObjectName, Option<String>> = by_key
@@ -116,7 +145,8 @@ pub fn merge_clusters(clusters: &[ClusterObjects], controller_name: &str) -> Mer
         }
         _ => true,
     });
-    let resources = select_served(by_key.into_values().collect(), controller_name);
+    let mut resources = select_served(by_key.into_values().collect(), controller_name);
+    let route_collisions = drop_route_name_collisions(&mut resources);
     let mut contributed: BTreeMap<String, BTreeSet<String>> = clusters
         .iter()
         .filter(|c| !c.name.is_empty())
@@ -137,6 +167,7 @@ pub fn merge_clusters(clusters: &[ClusterObjects], controller_name: &str) -> Mer
             .map(|(k, v)| (k, v.into_iter().collect()))
             .collect(),
         conflicts: imports.conflicts,
+        route_collisions,
     }
 }
 
@@ -204,7 +235,11 @@ pub fn select_served(all: Vec<Resource>, controller_name: &str) -> Vec<Resource>
             _ => None,
         })
         .collect();
-    let served_routes: BTreeSet<ObjectName> = routes.iter().map(|r| r.meta.object_name()).collect();
+    // By kind and name: an HTTPRoute and a GRPCRoute may share a name.
+    let served_routes: BTreeSet<(Kind, ObjectName)> = routes
+        .iter()
+        .map(|r| (r.kind.kind(), r.meta.object_name()))
+        .collect();
     let services: BTreeSet<ObjectName> = routes
         .iter()
         .flat_map(|route| {
@@ -248,7 +283,9 @@ pub fn select_served(all: Vec<Resource>, controller_name: &str) -> Vec<Resource>
     let keep = |r: &Resource| match r {
         Resource::GatewayClass(c) => classes.contains(c.meta.name.as_str()),
         Resource::Gateway(g) => gateways.contains(&g.meta.object_name()),
-        Resource::HttpRoute(route) => served_routes.contains(&route.meta.object_name()),
+        Resource::HttpRoute(route) => {
+            served_routes.contains(&(route.kind.kind(), route.meta.object_name()))
+        }
         Resource::ReferenceGrant(g) => backend_namespaces.contains(g.meta.namespace.as_str()),
         Resource::Namespace(n) => namespaces.contains(n.meta.name.as_str()),
         Resource::Service(s) => services.contains(&s.meta.object_name()),

@@ -247,7 +247,7 @@ impl StatusPublisher {
             if run.out.stopped.is_some() {
                 break;
             }
-            if r.key.kind == Kind::HTTPRoute && !served.contains(&r.key) {
+            if r.key.kind.is_route() && !served.contains(&r.key) {
                 let slot = (r.cluster.clone(), r.key.clone());
                 self.write(&mut run, slot, Written::Unread(r.message.clone()), &world)
                     .await;
@@ -286,12 +286,30 @@ impl StatusPublisher {
                 write_class_status(client, cluster, &name.name, controller, term).await
             }
             Written::Route(parents) => {
-                write_route_status(client, cluster, name, controller, parents, term).await
+                write_route_status(
+                    client,
+                    cluster,
+                    slot.1.kind,
+                    name,
+                    controller,
+                    parents,
+                    term,
+                )
+                .await
             }
             Written::Unread(why) => {
                 let statuses =
                     |stub: &_| unread_route_parent_statuses(stub, world, why, controller);
-                write_unread_route_status(client, cluster, name, controller, statuses, term).await
+                write_unread_route_status(
+                    client,
+                    cluster,
+                    slot.1.kind,
+                    name,
+                    controller,
+                    statuses,
+                    term,
+                )
+                .await
             }
             Written::Gateway(status, fleet) => {
                 write_gateway_status(client, cluster, name, status, fleet.as_ref(), term).await

@@ -69,20 +69,22 @@ pub enum WriteOutcome {
     Fenced(Fenced),
 }
 
-/// Replaces our entries of an HTTPRoute's `status.parents` in `cluster`
+/// Replaces our entries of a route's (`kind`: HTTPRoute or GRPCRoute, whose
+/// `status.parents` have one shape) `status.parents` in `cluster`
 /// with `parents` (all of them carrying `controller_name`), keeping every
 /// other controller's entry, as the leader of Raft term `term`. Empty
 /// `parents` removes our entries.
 pub async fn write_route_status(
     client: &kube::Client,
     cluster: &str,
+    kind: Kind,
     route: &ObjectName,
     controller_name: &str,
     parents: &[RouteParentStatus],
     term: u64,
 ) -> Result<WriteOutcome, LiveError> {
     let now = now();
-    write(client, cluster, Kind::HTTPRoute, route, |current| {
+    write(client, cluster, kind, route, |current| {
         let existing = current.data.pointer("/status/parents");
         route_parents_patch(existing, parents, controller_name, term, &now)
             .map(|p| p.map(|parents| json!({ "parents": parents })))
@@ -96,13 +98,14 @@ pub async fn write_route_status(
 pub async fn write_unread_route_status(
     client: &kube::Client,
     cluster: &str,
+    kind: Kind,
     route: &ObjectName,
     controller_name: &str,
     statuses: impl Fn(&HttpRoute) -> Vec<RouteParentStatus>,
     term: u64,
 ) -> Result<WriteOutcome, LiveError> {
     let now = now();
-    write(client, cluster, Kind::HTTPRoute, route, |current| {
+    write(client, cluster, kind, route, |current| {
         let parents = statuses(&unread_route(current, route));
         let existing = current.data.pointer("/status/parents");
         route_parents_patch(existing, &parents, controller_name, term, &now)

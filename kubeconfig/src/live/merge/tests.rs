@@ -301,3 +301,47 @@ fn only_the_secrets_our_listeners_name_are_kept_with_grants_where_they_live() {
         ]
     );
 }
+
+/// `route` (an HTTPRoute fixture) declared as a GRPCRoute.
+fn as_grpc(mut route: Value) -> Value {
+    route["kind"] = json!("GRPCRoute");
+    route
+}
+
+#[test]
+fn a_grpc_route_named_like_a_served_http_route_is_left_out_and_named() {
+    let on_gw = |backend: &str| {
+        json!({"parentRefs": [{"name": "gw", "namespace": "infra"}],
+               "rules": [{"backendRefs": [{"name": backend, "port": 80}]}]})
+    };
+    let extra = fixtures::yaml(&[
+        // Same name as the served HTTPRoute shop/app: left out.
+        as_grpc(fixtures::route("shop", "app", on_gw("blue"))),
+        // Same name as an HTTPRoute of another controller's Gateway only:
+        // served.
+        as_grpc(fixtures::route("shop", "not-ours", on_gw("blue"))),
+        as_grpc(fixtures::route("shop", "calls", on_gw("blue"))),
+    ]);
+    let text = format!("{}---\n{extra}", cluster());
+    let cluster = ClusterObjects {
+        name: "east".into(),
+        resources: parse_documents("cluster.yaml", &text).unwrap(),
+        ..Default::default()
+    };
+    let merged = merge_clusters(&[cluster], CONTROLLER_NAME);
+    let routes: Vec<String> = keys(&merged.resources)
+        .into_iter()
+        .filter(|k| k.contains("Route "))
+        .collect();
+    assert_eq!(
+        routes,
+        [
+            "HTTPRoute shop/app",
+            "GRPCRoute shop/calls",
+            "GRPCRoute shop/not-ours"
+        ]
+    );
+    assert_eq!(merged.route_collisions, [ObjectName::new("shop", "app")]);
+    // Everything else of the cluster is still served.
+    assert!(keys(&merged.resources).contains(&"Service shop/blue".to_string()));
+}

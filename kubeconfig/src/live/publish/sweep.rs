@@ -28,7 +28,7 @@ impl StatusPublisher {
             .cloned()
             .collect();
         for slot in stale {
-            if slot.1.kind != Kind::HTTPRoute {
+            if !slot.1.kind.is_route() {
                 // A Gateway or class that left our class is the new
                 // controller's to report on; ours are overwritten by it.
                 self.last.remove(&slot);
@@ -40,8 +40,8 @@ impl StatusPublisher {
         }
     }
 
-    /// Lists every cluster's HTTPRoutes, when due, and clears our entries
-    /// from those not served now.
+    /// Lists every cluster's HTTPRoutes and GRPCRoutes, when due, and
+    /// clears our entries from those not served now.
     pub(super) async fn sweep(&mut self, run: &mut Run<'_, impl Lease>) {
         if self
             .swept
@@ -51,20 +51,22 @@ impl StatusPublisher {
             return;
         }
         let mut complete = true;
-        for i in 0..self.sources.len() {
+        let lists =
+            (0..self.sources.len()).flat_map(|i| [(i, Kind::HTTPRoute), (i, Kind::GRPCRoute)]);
+        for (i, kind) in lists {
             let source = self.sources[i].clone();
-            let api: Api<DynamicObject> =
-                Api::all_with(source.client.clone(), &api_resource(Kind::HTTPRoute));
+            let api: Api<DynamicObject> = Api::all_with(source.client.clone(), &api_resource(kind));
             let routes = match api.list(&ListParams::default()).await {
                 Ok(list) => list.items,
-                // No HTTPRoute kind in that cluster (no Gateway API CRDs):
-                // nothing of ours can be there.
+                // No such kind in that cluster (no Gateway API CRDs, or
+                // an older release without GRPCRoute): nothing of ours
+                // can be there.
                 Err(kube::Error::Api(s)) if s.is_not_found() => Vec::new(),
                 Err(e) => {
                     complete = false;
                     run.out.errors.push(crate::live::LiveError::Status {
                         cluster: source.name.clone(),
-                        kind: "HTTPRoute",
+                        kind: kind.as_str(),
                         object: "(list, to remove stale status entries)".to_string(),
                         cause: Box::new(e),
                     });
@@ -86,13 +88,7 @@ impl StatusPublisher {
                     route.metadata.namespace.clone().unwrap_or_default(),
                     route.metadata.name.clone().unwrap_or_default(),
                 );
-                let slot = (
-                    source.name.clone(),
-                    ResourceKey {
-                        kind: Kind::HTTPRoute,
-                        name,
-                    },
-                );
+                let slot = (source.name.clone(), ResourceKey { kind, name });
                 if ours && !run.visited.contains(&slot) && !self.clear(run, &slot).await {
                     complete = false;
                 }
@@ -112,6 +108,7 @@ impl StatusPublisher {
         let result = write_route_status(
             &source.client,
             &source.name,
+            slot.1.kind,
             &slot.1.name,
             &self.controller_name,
             &[],
