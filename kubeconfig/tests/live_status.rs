@@ -414,4 +414,16 @@ async fn a_grpc_routes_status_is_written_to_the_grpc_route() {
         !new.iter().any(|r| r.path.contains("/httproutes/")),
         "nothing written to an HTTPRoute"
     );
+    // A cutover that starts is an Event regarding the GRPCRoute.
+    let pending = RouteStatus {
+        pending_generation: Some(8),
+        ready: false,
+        ..ready_row()
+    };
+    publish_clean(&mut publisher, &state, &[pending], &fleet(3), &LEADING).await;
+    let events = server.events();
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0]["reason"], "CutoverStarted");
+    assert_eq!(events[0]["regarding"]["kind"], "GRPCRoute");
+    assert_eq!(events[0]["regarding"]["uid"], "uid-shop-app");
 }

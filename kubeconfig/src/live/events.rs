@@ -167,13 +167,14 @@ pub fn transitions(before: Option<&RouteStatus>, after: &RouteStatus) -> Vec<Cut
     out
 }
 
-/// Creates `event` on HTTPRoute `route` (uid `uid`) in `cluster`, with
+/// Creates `event` on route `route` of `kind` (uid `uid`) in `cluster`, with
 /// `labels` and `annotations` (the route's Gateways' infrastructure).
 /// An Event of that name already there counts as created.
 #[allow(clippy::too_many_arguments)] // each is one field of the Event
 pub(crate) async fn create_cutover_event(
     client: &kube::Client,
     cluster: &str,
+    kind: Kind,
     route: &ObjectName,
     uid: Option<String>,
     event: &CutoverEvent,
@@ -200,7 +201,7 @@ pub(crate) async fn create_cutover_event(
         reporting_instance: Some(format!("{controller_name}/coordinator")),
         regarding: Some(ObjectReference {
             api_version: Some("gateway.networking.k8s.io/v1".to_string()),
-            kind: Some("HTTPRoute".to_string()),
+            kind: Some(kind.as_str().to_string()),
             name: Some(route.name.clone()),
             namespace: Some(route.namespace.clone()),
             uid,
@@ -220,13 +221,15 @@ pub(crate) async fn create_cutover_event(
     }
 }
 
-/// Emits `event` on HTTPRoute `name` in `source`, reading the route's uid
+/// Emits `event` on the route (`kind`: HTTPRoute or GRPCRoute) `name` in
+/// `source`, reading the route's uid
 /// (so `kubectl describe` finds the Event) and the `spec.infrastructure`
 /// labels and annotations of its parent Gateways that are ours (`route`
 /// is its served version, `None` when not served). A route gone is no
 /// error.
 pub(crate) async fn emit(
     source: &ClusterSource,
+    kind: Kind,
     name: &ObjectName,
     route: Option<&HttpRoute>,
     world: &World<'_>,
@@ -248,7 +251,7 @@ pub(crate) async fn emit(
                 cause: Box::new(e),
             })
     };
-    let Some(stored) = get(Kind::HTTPRoute, name.clone()).await? else {
+    let Some(stored) = get(kind, name.clone()).await? else {
         return Ok(());
     };
     let (mut labels, mut annotations) = (BTreeMap::new(), BTreeMap::new());
@@ -274,6 +277,7 @@ pub(crate) async fn emit(
     create_cutover_event(
         &source.client,
         &source.name,
+        kind,
         name,
         stored.metadata.uid,
         event,

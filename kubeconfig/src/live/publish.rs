@@ -335,14 +335,16 @@ impl StatusPublisher {
         for row in routes {
             let name = ObjectName::new(row.namespace.clone(), row.name.clone());
             let events: Vec<CutoverEvent> = transitions(self.rows.get(&name), row);
-            let key = ResourceKey {
-                kind: Kind::HTTPRoute,
-                name: name.clone(),
-            };
+            // One served route per name, of either kind (the merge leaves
+            // out a GRPCRoute named like an HTTPRoute).
             let route = desired.resources.iter().find_map(|r| match r {
-                Resource::HttpRoute(route) if r.key() == key => Some(route),
+                Resource::HttpRoute(route) if route.meta.object_name() == name => Some(route),
                 _ => None,
             });
+            let key = ResourceKey {
+                kind: route.map_or(Kind::HTTPRoute, |r| r.kind.kind()),
+                name: name.clone(),
+            };
             let origins = desired.origins.get(&key).map_or(&[][..], Vec::as_slice);
             let mut done = true;
             for event in &events {
@@ -356,6 +358,7 @@ impl StatusPublisher {
                     };
                     let emitted = super::events::emit(
                         source,
+                        key.kind,
                         &name,
                         route,
                         world,
