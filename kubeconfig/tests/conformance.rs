@@ -1,4 +1,4 @@
-//! Every Gateway, HTTPRoute and ReferenceGrant of the Gateway API
+//! Every Gateway, HTTPRoute, GRPCRoute, ReferenceGrant and declared Service of the Gateway API
 //! conformance data (`tests/data/gateway-api/*.yaml` of the repository)
 //! parses and translates, both one object at a time
 //! (`parse_object`) and as a multi-document stream (`parse_documents`), and
@@ -12,7 +12,7 @@ use switchyard_kubeconfig::{parse_documents, parse_object};
 use switchyard_proto::model::*;
 
 /// The lists of objects a conformance file carries.
-const LISTS: [&str; 3] = ["gateways", "routes", "reference_grants"];
+const LISTS: [&str; 4] = ["gateways", "routes", "reference_grants", "services"];
 
 fn conformance_dir() -> Result<PathBuf> {
     Ok(switchyard_test_support::gateway_api_cases())
@@ -310,6 +310,45 @@ fn paths_methods_redirects_and_listeners_translate() -> Result<()> {
             group: "gateway.networking.k8s.io".into(),
             kind: "TLSRoute".into(),
         }]
+    );
+    Ok(())
+}
+
+#[test]
+fn grpc_method_matches_translate_to_paths() -> Result<()> {
+    let all = load_all()?;
+    let Resource::HttpRoute(r) = find(
+        &all,
+        "GRPCExactMethodMatching.yaml",
+        Kind::GRPCRoute,
+        "exact-matching",
+    )?
+    else {
+        bail!("not a route")
+    };
+    assert_eq!(r.kind, RouteKind::Grpc);
+    assert_eq!(
+        r.rules[1].matches[0].path,
+        Some(PathMatch::Exact(
+            "/gateway_api_conformance.echo_basic.grpcecho.GrpcEcho/EchoTwo".into()
+        ))
+    );
+    let Resource::Service(s) = find(
+        &all,
+        "GRPCExactMethodMatching.yaml",
+        Kind::Service,
+        "grpc-infra-backend-v1",
+    )?
+    else {
+        bail!("not a Service")
+    };
+    assert_eq!(
+        s.ports[0].app_protocol.as_deref(),
+        Some("kubernetes.io/h2c")
+    );
+    assert_eq!(
+        (s.ports[0].port, s.ports[0].target_port),
+        (8080, Some(3000))
     );
     Ok(())
 }

@@ -8,7 +8,9 @@
 //! to the Gateway's HTTPS listener with the case's SNI, over HTTP/1.1 or, for
 //! `protocol: h2`, HTTP/2 (`conformance_support/tls_client.rs`); the
 //! client verifies the certificate against the runner's test CA. Nothing
-//! is skipped.
+//! is skipped. The GRPCRoute files (a GRPCRoute among their routes) are
+//! run by `conformance_support/grpc_cases.rs`: gRPC backends, tonic calls
+//! over h2c, the suite's gRPC judge.
 //!
 //! Secrets (`conformance_support/secrets.rs`): a file with a `secrets` key
 //! (the Gateway listener TLS tests) gets exactly the Secrets it declares,
@@ -21,6 +23,8 @@
 
 #[path = "conformance_support/distribution.rs"]
 mod distribution;
+#[path = "conformance_support/grpc_cases.rs"]
+mod grpc_cases;
 #[path = "conformance_support/judge.rs"]
 mod judge;
 #[path = "conformance_support/listener_probes.rs"]
@@ -58,7 +62,7 @@ fn conformance_dir() -> PathBuf {
 
 /// Labels of the suite's base namespaces (README table), plus the label
 /// Kubernetes puts on every namespace.
-fn namespace_object(name: &str, file_labels: Option<&Value>) -> Namespace {
+pub(crate) fn namespace_object(name: &str, file_labels: Option<&Value>) -> Namespace {
     let base = match name {
         "gateway-conformance-infra" => Some("infra"),
         "gateway-conformance-app-backend" | "gateway-conformance-web-backend" => Some("backend"),
@@ -101,14 +105,14 @@ pub(crate) struct FileCtx {
 }
 
 #[derive(Default)]
-struct Tally {
+pub(crate) struct Tally {
     passed: usize,
     failed: usize,
     failures: Vec<String>,
 }
 
 impl Tally {
-    fn record(&mut self, what: String, result: Result<()>) {
+    pub(crate) fn record(&mut self, what: String, result: Result<()>) {
         match result {
             Ok(()) => self.passed += 1,
             Err(error) => {
@@ -495,7 +499,11 @@ async fn gateway_api_conformance_cases() {
             .unwrap()
             .replace("{GATEWAY_CLASS_NAME}", CLASS);
         let data: Value = yaml_serde::from_str(&text).unwrap();
-        let tally = run_file(&name, &data).await;
+        let tally = if grpc_cases::is_grpc_file(&data) {
+            grpc_cases::run_file(&name, &data, CASE_DEADLINE).await
+        } else {
+            run_file(&name, &data).await
+        };
         println!("{name}: passed {}, failed {}", tally.passed, tally.failed);
         for failure in &tally.failures {
             println!("  FAIL {failure}");

@@ -23,8 +23,8 @@ use hyper::body::{Frame, Incoming};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 use tokio::net::TcpListener;
 use tonic::codegen::http::uri::PathAndQuery;
@@ -41,6 +41,8 @@ pub struct GrpcBackend {
 struct Stats {
     health_checks: AtomicU64,
     calls: AtomicU64,
+    /// The `:authority` of the last call other than a health check.
+    last_authority: Mutex<Option<String>>,
 }
 
 impl Drop for GrpcBackend {
@@ -92,6 +94,16 @@ impl GrpcBackend {
     pub fn calls(&self) -> u64 {
         self.stats.calls.load(Ordering::Relaxed)
     }
+
+    /// The `:authority` of the last call other than a health check
+    /// (`None` before the first, or when it came without one).
+    pub fn last_authority(&self) -> Option<String> {
+        self.stats
+            .last_authority
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
 }
 
 struct Backend {
@@ -123,6 +135,7 @@ impl hyper::body::Body for GrpcBody {
 impl Backend {
     async fn answer(&self, req: Request<Incoming>) -> Response<GrpcBody> {
         let path = req.uri().path().to_string();
+        let authority = req.uri().authority().map(|a| a.to_string());
         let Ok(body) = req.into_body().collect().await else {
             return reply(Vec::new(), 13, "request body failed");
         };
@@ -135,6 +148,11 @@ impl Backend {
             return reply(vec![Bytes::from(vec![0x08, status])], 0, "");
         }
         self.stats.calls.fetch_add(1, Ordering::Relaxed);
+        *self
+            .stats
+            .last_authority
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = authority;
         if !serving {
             return reply(Vec::new(), 14, "not serving yet");
         }
@@ -225,6 +243,26 @@ pub struct GrpcClient {
     inner: tonic::client::Grpc<tonic::transport::Channel>,
 }
 
+/// Why [`GrpcClient::connect_exact`] could not connect.
+#[derive(Debug)]
+pub enum ConnectError {
+    /// The `:authority` is not a valid URI authority.
+    Authority(String),
+    /// The connection failed.
+    Transport(tonic::transport::Error),
+}
+
+impl std::fmt::Display for ConnectError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ConnectError::Authority(a) => write!(f, "{a:?} is not a URI authority"),
+            ConnectError::Transport(e) => write!(f, "connect: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for ConnectError {}
+
 impl GrpcClient {
     /// Connects (h2c, prior knowledge).
     pub async fn connect(
@@ -240,6 +278,65 @@ impl GrpcClient {
         Ok(GrpcClient {
             inner: tonic::client::Grpc::new(channel),
         })
+    }
+
+    /// [`GrpcClient::connect`], sending exactly `authority` as
+    /// `:authority` (grpc-go's `WithAuthority`): one that is not a URI
+    /// authority is an error, never replaced.
+    pub async fn connect_exact(
+        addr: SocketAddr,
+        authority: &str,
+    ) -> Result<GrpcClient, ConnectError> {
+        let origin: tonic::codegen::http::Uri = format!("http://{authority}")
+            .parse()
+            .map_err(|_| ConnectError::Authority(authority.to_string()))?;
+        if origin.authority().map(|a| a.as_str()) != Some(authority) {
+            return Err(ConnectError::Authority(authority.to_string()));
+        }
+        let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+            .map_err(ConnectError::Transport)?
+            .origin(origin)
+            .connect_timeout(Duration::from_secs(5))
+            .timeout(Duration::from_secs(10))
+            .connect()
+            .await
+            .map_err(ConnectError::Transport)?;
+        Ok(GrpcClient {
+            inner: tonic::client::Grpc::new(channel),
+        })
+    }
+
+    /// A unary call of any `path` (`/<service>/<method>`) with metadata
+    /// whose names are only known at run time; names are lower-cased, as
+    /// grpc-go's `metadata.New` does. A path or a metadata entry that
+    /// cannot be sent is `INVALID_ARGUMENT` from the client, never dropped.
+    pub async fn call(
+        &mut self,
+        path: &str,
+        message: &str,
+        metadata: &[(&str, &str)],
+    ) -> Result<String, tonic::Status> {
+        let path = PathAndQuery::try_from(path.to_string())
+            .map_err(|_| tonic::Status::invalid_argument(format!("path {path:?}")))?;
+        let mut request = tonic::Request::new(message.to_string());
+        for (name, value) in metadata {
+            let key =
+                tonic::metadata::AsciiMetadataKey::from_bytes(name.to_ascii_lowercase().as_bytes())
+                    .map_err(|_| {
+                        tonic::Status::invalid_argument(format!("metadata name {name:?}"))
+                    })?;
+            let value = value
+                .parse()
+                .map_err(|_| tonic::Status::invalid_argument(format!("metadata {name}")))?;
+            request.metadata_mut().insert(key, value);
+        }
+        self.inner
+            .ready()
+            .await
+            .map_err(|e| tonic::Status::unavailable(e.to_string()))?;
+        let codec = tonic_prost::ProstCodec::<String, String>::default();
+        let response = self.inner.unary(request, path, codec).await?;
+        Ok(response.into_inner())
     }
 
     /// A unary call of `path` (`/<service>/<method>`); the answer's string.
@@ -345,5 +442,30 @@ mod tests {
         let mut client = GrpcClient::connect(late.addr, "b2.test").await.unwrap();
         let refused = client.unary("/echo.Echo/Say", "hi").await.unwrap_err();
         assert_eq!(refused.code(), tonic::Code::Unavailable);
+    }
+
+    #[tokio::test]
+    async fn an_exact_authority_and_run_time_metadata_reach_the_backend() {
+        let backend = GrpcBackend::start("b1").await.unwrap();
+        // The conformance suite's authority: a gRPC service name.
+        let authority = "gateway_api_conformance.echo_basic.grpcecho.GrpcEcho";
+        let mut client = GrpcClient::connect_exact(backend.addr, authority)
+            .await
+            .unwrap();
+        let path = String::from("/a.B/Echo");
+        assert_eq!(
+            client
+                .call(&path, "", &[("Version", "one"), ("x-b", "2")])
+                .await
+                .unwrap(),
+            "b1 /a.B/Echo"
+        );
+        assert_eq!(backend.last_authority().as_deref(), Some(authority));
+        let bad = client.call("/a.B/Echo", "", &[("bad name", "v")]).await;
+        assert_eq!(bad.unwrap_err().code(), tonic::Code::InvalidArgument);
+        assert!(matches!(
+            GrpcClient::connect_exact(backend.addr, "a b").await,
+            Err(ConnectError::Authority(_))
+        ));
     }
 }

@@ -20,6 +20,9 @@ use serde_json::Value;
 /// The Gateway API features switchyard supports, sorted as GEP-2162
 /// requires (ascending by name).
 pub const SUPPORTED_FEATURES: &[&str] = &[
+    "GRPCRoute",
+    "GRPCRouteNamedRouteRule",
+    "GRPCRouteRequestHeaderModifier",
     "Gateway",
     "GatewayHTTPSListenerDetectMisdirectedRequests",
     "GatewayPort8080",
