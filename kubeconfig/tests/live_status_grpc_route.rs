@@ -1,10 +1,6 @@
-//! Pins a known difference (`tests/data/gateway-api/README.md`, "Known
-//! differences"): on a live cluster switchyard serves a GRPCRoute but does
-//! not write its status, where the conformance suite waits for
-//! `status.parents` `Accepted` `True` before its first call. The route's
-//! twin as an HTTPRoute gets its status from the same publish. When the
-//! publisher learns GRPCRoutes this test fails: remove the README entry
-//! and turn the assertion around.
+//! On a live cluster a GRPCRoute gets our `status.parents` entry exactly
+//! as its twin as an HTTPRoute does: the conformance suite waits for it
+//! (`Accepted` `True`) before its first call.
 // Helpers here panic to report a broken fixture, as tests do.
 #![allow(clippy::unwrap_used)]
 
@@ -50,11 +46,7 @@ async fn published_entries(kind: &str) -> usize {
 }
 
 #[tokio::test]
-async fn a_grpc_route_is_served_but_its_status_is_not_written_yet() {
+async fn a_grpc_routes_status_is_written_as_an_http_routes_is() {
     assert_eq!(published_entries("HTTPRoute").await, 1);
-    assert_eq!(
-        published_entries("GRPCRoute").await,
-        0,
-        "GRPCRoute status is written now: remove the README's known difference"
-    );
+    assert_eq!(published_entries("GRPCRoute").await, 1);
 }
