@@ -73,7 +73,7 @@ pub struct Merged {
     /// older one.
     pub conflicts: Vec<ExportConflict>,
     /// GRPCRoutes left out because an HTTPRoute has their namespace and
-    /// name ([`drop_route_name_collisions`]).
+    /// name (see `drop_route_name_collisions`).
     pub route_collisions: Vec<ObjectName>,
 }
 
