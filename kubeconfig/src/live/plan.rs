@@ -39,6 +39,27 @@ impl Plan {
     pub fn is_empty(&self) -> bool {
         self.apply.is_empty() && self.delete.is_empty()
     }
+
+    /// The deletes that must go *before* the applies: stored routes whose
+    /// `namespace/name` a route of the other kind in `apply` takes (a
+    /// GRPCRoute replaced by an HTTPRoute of its name, or the reverse).
+    /// The coordinators keep one route record per name and refuse a route
+    /// whose name the other kind holds, so applying first would be refused
+    /// and the switch would wait for the next sync.
+    pub fn kind_switches(&self) -> Vec<ResourceKey> {
+        self.delete
+            .iter()
+            .filter(|k| {
+                k.kind.is_route()
+                    && self.apply.iter().any(|r| {
+                        r.kind().is_route()
+                            && r.kind() != k.kind
+                            && r.meta().object_name() == k.name
+                    })
+            })
+            .cloned()
+            .collect()
+    }
 }
 
 /// Diffs `desired` (from the clusters) against `stored` (the replicated
@@ -197,6 +218,19 @@ spec:
             vec![gone],
             "a spec-less route still desired stays"
         );
+    }
+
+    #[test]
+    fn a_route_whose_name_changes_kind_is_a_kind_switch() {
+        let desired = parse_documents("d", SET).unwrap();
+        let grpc = SET.replace("kind: HTTPRoute", "kind: GRPCRoute");
+        let stored = stored_as_the_state_machine_would(&parse_documents("d", &grpc).unwrap());
+        let p = plan(&desired, &stored);
+        let switched: Vec<String> = p.kind_switches().iter().map(|k| k.to_string()).collect();
+        assert_eq!(switched, ["GRPCRoute shop/app"]);
+        // An ordinary delete is none.
+        let stored = stored_as_the_state_machine_would(&desired);
+        assert!(plan(&[], &stored).kind_switches().is_empty());
     }
 
     #[test]

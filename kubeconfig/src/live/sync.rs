@@ -232,14 +232,17 @@ async fn sleep_until(at: Option<Instant>) {
 
 /// Plans against the store and proposes the difference: applies first (in
 /// apply order), then deletes (routes first), in chunks within the store's
-/// per-request limit.
+/// per-request limit — except the deletes of routes whose name changes
+/// kind ([`Plan::kind_switches`]), which go first.
 async fn sync_once<S: Store>(
     store: &S,
     desired: &DesiredState,
     first_of_term: bool,
 ) -> Result<(), SyncError<S::Error>> {
     let stored = store.stored();
-    let Plan { apply, delete } = plan(&desired.resources, &stored);
+    let planned = plan(&desired.resources, &stored);
+    let switched = planned.kind_switches();
+    let Plan { apply, delete } = planned;
     if first_of_term {
         // Says whether a new leader found the previous one's work intact.
         info!(
@@ -257,19 +260,28 @@ async fn sync_once<S: Store>(
         );
     }
     let chunk = store.max_objects_per_request().max(1);
+    let delete_in = async |keys: &[ResourceKey]| {
+        for batch in keys.chunks(chunk) {
+            let keys: Vec<ResourceKey> = batch.to_vec();
+            let what = format!("delete of {} object(s)", keys.len());
+            let answer = store
+                .delete(keys)
+                .await
+                .map_err(|reason| SyncError::Store { what, reason })?;
+            log_answer("deleted", answer);
+        }
+        Ok::<(), SyncError<S::Error>>(())
+    };
+    delete_in(&switched).await?;
     let mut refused = 0;
     for batch in apply.chunks(chunk) {
         refused += apply_batch(store, batch.to_vec()).await?;
     }
-    for batch in delete.chunks(chunk) {
-        let keys: Vec<ResourceKey> = batch.to_vec();
-        let what = format!("delete of {} object(s)", keys.len());
-        let answer = store
-            .delete(keys)
-            .await
-            .map_err(|reason| SyncError::Store { what, reason })?;
-        log_answer("deleted", answer);
-    }
+    let rest: Vec<ResourceKey> = delete
+        .into_iter()
+        .filter(|k| !switched.contains(k))
+        .collect();
+    delete_in(&rest).await?;
     if refused > 0 {
         return Err(SyncError::Refused { count: refused });
     }
@@ -347,7 +359,9 @@ mod tests {
     use std::sync::Mutex;
 
     /// A store in memory that refuses any command carrying an object named
-    /// `bad`, and records every command's size.
+    /// `bad`, or a route whose name a stored route of the other kind holds
+    /// (the coordinators' one route name space, `RouteNameTaken`), and
+    /// records every command's size.
     #[derive(Default)]
     struct FakeStore {
         stored: Mutex<Vec<Resource>>,
@@ -379,8 +393,22 @@ mod tests {
             if resources.iter().any(|r| r.meta().name == "bad") {
                 return Ok(Err("bad is refused".into()));
             }
+            let stored = self.stored.lock().unwrap().clone();
+            let taken = resources.iter().find(|r| {
+                stored.iter().any(|s| {
+                    r.kind().is_route()
+                        && s.kind().is_route()
+                        && r.kind() != s.kind()
+                        && r.meta().object_name() == s.meta().object_name()
+                })
+            });
+            if let Some(r) = taken {
+                return Ok(Err(format!("{} is taken by another route kind", r.key())));
+            }
             let changes = resources.iter().map(|r| r.key().to_string()).collect();
-            self.stored.lock().unwrap().extend(resources);
+            let mut stored = self.stored.lock().unwrap();
+            stored.retain(|s| !resources.iter().any(|r| r.key() == s.key()));
+            stored.extend(resources);
             Ok(Ok(changes))
         }
         async fn delete(
@@ -435,5 +463,31 @@ mod tests {
         sync_once(&store, &namespaces(&["c"]), false).await.unwrap();
         assert_eq!(*store.commands.lock().unwrap(), [1], "one delete of a");
         assert_eq!(store.stored().resources.len(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_route_whose_name_changes_kind_is_deleted_before_the_new_one_is_applied() {
+        let route = |kind: &str| {
+            format!(
+                "apiVersion: gateway.networking.k8s.io/v1\nkind: {kind}\nmetadata: {{name: app, namespace: shop}}\nspec: {{parentRefs: [{{name: gw}}]}}\n"
+            )
+        };
+        let store = FakeStore::default();
+        *store.stored.lock().unwrap() = parse_documents("t", &route("GRPCRoute")).unwrap();
+        let mut desired = namespaces(&["shop"]);
+        desired
+            .resources
+            .extend(parse_documents("t", &route("HTTPRoute")).unwrap());
+        // Applied first, the HTTPRoute would be refused for its name.
+        sync_once(&store, &desired, false).await.unwrap();
+        let keys: Vec<String> = store
+            .stored()
+            .resources
+            .iter()
+            .map(|r| r.key().to_string())
+            .collect();
+        assert_eq!(keys, ["Namespace shop", "HTTPRoute shop/app"]);
+        // The delete, then one apply of both: nothing refused.
+        assert_eq!(*store.commands.lock().unwrap(), [1, 2]);
     }
 }
