@@ -16,7 +16,7 @@
 
 use crate::error::{Location, ParseError, Problem};
 use crate::header::{key_of, locate};
-use crate::{backend, gateway, grpc_route, route, secret};
+use crate::{backend, backend_tls, gateway, grpc_route, route, secret};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -132,6 +132,8 @@ fn typed(
         Kind::Service => backend::service(d.decode(doc)?, value),
         Kind::EndpointSlice => backend::endpoint_slice(d.decode(doc)?, value),
         Kind::Secret => secret::secret(d.decode(doc)?),
+        Kind::ConfigMap => backend_tls::config_map(d.decode(doc)?),
+        Kind::BackendTLSPolicy => backend_tls::backend_tls_policy(d.decode(doc)?),
     }
 }
 

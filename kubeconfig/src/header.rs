@@ -25,7 +25,8 @@ pub(crate) fn api_versions(kind: Kind) -> &'static [&'static str] {
             "gateway.networking.k8s.io/v1beta1",
             "gateway.networking.k8s.io/v1",
         ],
-        Kind::Namespace | Kind::Service | Kind::Secret => &["v1"],
+        Kind::BackendTLSPolicy => &["gateway.networking.k8s.io/v1"],
+        Kind::Namespace | Kind::Service | Kind::Secret | Kind::ConfigMap => &["v1"],
         Kind::EndpointSlice => &["discovery.k8s.io/v1"],
     }
 }

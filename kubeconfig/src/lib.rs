@@ -50,6 +50,7 @@
 //! - [`node_zone`]: a node's zone label, for `switchyard node-zone`.
 
 mod backend;
+mod backend_tls;
 mod convert;
 mod document;
 pub mod error;

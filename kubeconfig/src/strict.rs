@@ -106,19 +106,21 @@ pub(crate) fn top_level_fields(kind: Kind) -> &'static [&'static str] {
     match kind {
         Kind::EndpointSlice => &["addressType", "endpoints", "ports"],
         Kind::Secret => &["data", "immutable", "stringData", "type"],
+        Kind::ConfigMap => &["binaryData", "data", "immutable"],
         Kind::GatewayClass
         | Kind::Gateway
         | Kind::HTTPRoute
         | Kind::GRPCRoute
         | Kind::ReferenceGrant
         | Kind::Namespace
-        | Kind::Service => &["spec"],
+        | Kind::Service
+        | Kind::BackendTLSPolicy => &["spec"],
     }
 }
 
 /// Whether `kind` has a top-level `status` (accepted and ignored).
 pub(crate) fn has_status(kind: Kind) -> bool {
-    !matches!(kind, Kind::EndpointSlice | Kind::Secret)
+    !matches!(kind, Kind::EndpointSlice | Kind::Secret | Kind::ConfigMap)
 }
 
 fn refuse_unknown(kind: Kind, input: &Value, round_trip: &Value) -> Result<(), Problem> {

@@ -45,9 +45,9 @@ fn cases() -> Vec<Case> {
         },
         Case {
             what: "unknown kind",
-            text: "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n".into(),
+            text: "apiVersion: v1\nkind: Pod\nmetadata: {name: x}\n".into(),
             expect: &[
-                "unknown kind \"ConfigMap\"",
+                "unknown kind \"Pod\"",
                 "supported kinds",
                 "HTTPRoute (gateway.networking.k8s.io/v1)",
                 "EndpointSlice (discovery.k8s.io/v1)",

@@ -53,6 +53,10 @@ pub const REQUIRED_PERMISSIONS: &[(&str, &str, &str)] = &[
     // Listener certificates (`kubernetes.io/tls` only, by field selector).
     ("", "secrets", "list"),
     ("", "secrets", "watch"),
+    // Authorities BackendTLSPolicies trust (`ca.crt`); only the ones a
+    // served policy names are kept.
+    ("", "configmaps", "list"),
+    ("", "configmaps", "watch"),
     ("discovery.k8s.io", "endpointslices", "list"),
     ("discovery.k8s.io", "endpointslices", "watch"),
     (GATEWAY_GROUP, "gatewayclasses", "list"),
@@ -71,6 +75,8 @@ pub const REQUIRED_PERMISSIONS: &[(&str, &str, &str)] = &[
     (GATEWAY_GROUP, "grpcroutes", "watch"),
     (GATEWAY_GROUP, "grpcroutes", "get"),
     (GATEWAY_GROUP, "grpcroutes/status", "patch"),
+    (GATEWAY_GROUP, "backendtlspolicies", "list"),
+    (GATEWAY_GROUP, "backendtlspolicies", "watch"),
     (GATEWAY_GROUP, "referencegrants", "list"),
     (GATEWAY_GROUP, "referencegrants", "watch"),
     ("events.k8s.io", "events", "create"),
@@ -134,13 +140,15 @@ pub enum SourceRole {
 
 /// Every kind a full source's watchers read, model kinds in
 /// [`Kind::ALL`] order.
-const FULL: [Watched; 10] = [
+const FULL: [Watched; 12] = [
     Watched::Model(Kind::Namespace),
     Watched::Model(Kind::GatewayClass),
     Watched::Model(Kind::Secret),
+    Watched::Model(Kind::ConfigMap),
     Watched::Model(Kind::Gateway),
     Watched::Model(Kind::ReferenceGrant),
     Watched::Model(Kind::Service),
+    Watched::Model(Kind::BackendTLSPolicy),
     Watched::Model(Kind::EndpointSlice),
     Watched::Model(Kind::HTTPRoute),
     Watched::Model(Kind::GRPCRoute),
@@ -198,6 +206,8 @@ pub(crate) fn coordinates(kind: Kind) -> (&'static str, &'static str, &'static s
         Kind::Namespace => ("", "v1", "namespaces"),
         Kind::Service => ("", "v1", "services"),
         Kind::Secret => ("", "v1", "secrets"),
+        Kind::ConfigMap => ("", "v1", "configmaps"),
+        Kind::BackendTLSPolicy => (GATEWAY_GROUP, "v1", "backendtlspolicies"),
         Kind::EndpointSlice => ("discovery.k8s.io", "v1", "endpointslices"),
         Kind::GatewayClass => (GATEWAY_GROUP, "v1", "gatewayclasses"),
         Kind::Gateway => (GATEWAY_GROUP, "v1", "gateways"),

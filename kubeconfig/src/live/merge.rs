@@ -38,7 +38,7 @@ mod mcs;
 
 use std::collections::{BTreeMap, BTreeSet};
 use switchyard_proto::model::{
-    BackendRef, Filter, HttpRoute, Kind, ObjectMeta, ObjectName, Resource, ResourceKey,
+    BackendRef, BackendTlsPolicy, Filter, HttpRoute, Kind, ObjectMeta, ObjectName, Resource, ResourceKey,
 };
 
 use super::kinds::GATEWAY_GROUP;
@@ -268,6 +268,33 @@ pub fn select_served(all: Vec<Resource>, controller_name: &str) -> Vec<Resource>
                 })
         })
         .collect();
+    // The BackendTLSPolicies that target a served Service, and the
+    // ConfigMaps they trust (policies and their CAs share a namespace).
+    let policies: Vec<&BackendTlsPolicy> = all
+        .iter()
+        .filter_map(|r| match r {
+            Resource::BackendTlsPolicy(p) => Some(p),
+            _ => None,
+        })
+        .filter(|p| {
+            p.target_refs.iter().any(|t| {
+                t.group.is_empty()
+                    && t.kind == "Service"
+                    && services.contains(&ObjectName::new(&p.meta.namespace, &t.name))
+            })
+        })
+        .collect();
+    let served_policies: BTreeSet<ObjectName> =
+        policies.iter().map(|p| p.meta.object_name()).collect();
+    let config_maps: BTreeSet<ObjectName> = policies
+        .iter()
+        .flat_map(|p| {
+            p.validation
+                .ca_certificate_refs
+                .iter()
+                .map(|r| ObjectName::new(&p.meta.namespace, &r.name))
+        })
+        .collect();
     // ReferenceGrants matter where a backendRef or a certificateRef
     // points across namespaces.
     let backend_namespaces: BTreeSet<&str> = services
@@ -293,6 +320,8 @@ pub fn select_served(all: Vec<Resource>, controller_name: &str) -> Vec<Resource>
             .service_name()
             .is_some_and(|svc| services.contains(&ObjectName::new(&s.meta.namespace, svc))),
         Resource::Secret(s) => secrets.contains(&s.meta.object_name()),
+        Resource::ConfigMap(m) => config_maps.contains(&m.meta.object_name()),
+        Resource::BackendTlsPolicy(p) => served_policies.contains(&p.meta.object_name()),
     };
     let mut out: Vec<Resource> = all.iter().filter(|r| keep(r)).cloned().collect();
     out.sort_by_key(apply_order);

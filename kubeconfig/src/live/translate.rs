@@ -17,7 +17,7 @@
 use super::cache::Object;
 use super::kinds::Watched;
 use crate::error::{Location, ParseError, Problem};
-use crate::{backend, gateway, grpc_route, route, secret};
+use crate::{backend, backend_tls, gateway, grpc_route, route, secret};
 use kube::core::DynamicObject;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -99,6 +99,8 @@ fn typed(kind: Kind, value: Value) -> Result<Resource, Problem> {
             backend::endpoint_slice(decode(kind, value)?, &raw)
         }
         Kind::Secret => secret::secret(decode(kind, value)?),
+        Kind::ConfigMap => backend_tls::config_map(decode(kind, value)?),
+        Kind::BackendTLSPolicy => backend_tls::backend_tls_policy(decode(kind, value)?),
     }
 }
 

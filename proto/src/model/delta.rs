@@ -28,6 +28,7 @@ use super::gateway::{Gateway, GatewayClass, Namespace};
 use super::meta::{Kind, ObjectName, ResourceKey};
 use super::pairs;
 use super::resource::Resource;
+use super::backend_tls::{BackendTlsPolicy, ConfigMap};
 use super::secret::Secret;
 use super::snapshot::{ConfigSnapshot, RouteRecord};
 use serde::{Deserialize, Serialize};
@@ -207,6 +208,18 @@ impl ConfigDelta {
             Resource::EndpointSlice,
         );
         delta.diff_kind(Kind::Secret, &old.secrets, &new.secrets, Resource::Secret);
+        delta.diff_kind(
+            Kind::ConfigMap,
+            &old.config_maps,
+            &new.config_maps,
+            Resource::ConfigMap,
+        );
+        delta.diff_kind(
+            Kind::BackendTLSPolicy,
+            &old.backend_tls_policies,
+            &new.backend_tls_policies,
+            Resource::BackendTlsPolicy,
+        );
         diff_sorted(
             sorted(&old.routes),
             sorted(&new.routes),
@@ -281,7 +294,9 @@ keyed_by_meta!(
     ReferenceGrant,
     Service,
     EndpointSlice,
-    Secret
+    Secret,
+    ConfigMap,
+    BackendTlsPolicy
 );
 
 impl Keyed for RouteRecord {

@@ -26,17 +26,23 @@ pub enum Kind {
     EndpointSlice,
     /// `v1 Secret` (`kubernetes.io/tls`: listener certificates).
     Secret,
+    /// `v1 ConfigMap` (`ca.crt`: authorities a BackendTLSPolicy trusts).
+    ConfigMap,
+    /// `gateway.networking.k8s.io/v1 BackendTLSPolicy`.
+    BackendTLSPolicy,
 }
 
 impl Kind {
     /// Every kind, in the order an apply stores them.
-    pub const ALL: [Kind; 9] = [
+    pub const ALL: [Kind; 11] = [
         Kind::Namespace,
         Kind::GatewayClass,
         Kind::Secret,
+        Kind::ConfigMap,
         Kind::Gateway,
         Kind::ReferenceGrant,
         Kind::Service,
+        Kind::BackendTLSPolicy,
         Kind::EndpointSlice,
         Kind::HTTPRoute,
         Kind::GRPCRoute,
@@ -66,6 +72,8 @@ impl Kind {
             Kind::Service => "Service",
             Kind::EndpointSlice => "EndpointSlice",
             Kind::Secret => "Secret",
+            Kind::ConfigMap => "ConfigMap",
+            Kind::BackendTLSPolicy => "BackendTLSPolicy",
         }
     }
 

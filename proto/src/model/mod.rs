@@ -10,6 +10,7 @@
 //! a resource is well formed, and its errors name the object and the field.
 
 pub mod backend;
+pub mod backend_tls;
 pub mod delta;
 pub mod gateway;
 pub mod gateway_api;
@@ -24,6 +25,7 @@ pub mod status;
 pub mod validate;
 
 pub use backend::*;
+pub use backend_tls::*;
 pub use delta::{ConfigDelta, DeltaError, diff_sorted};
 pub use gateway::*;
 pub use meta::*;

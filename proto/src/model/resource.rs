@@ -2,6 +2,7 @@
 //! `delete`.
 
 use super::backend::{EndpointSlice, ReferenceGrant, Service};
+use super::backend_tls::{BackendTlsPolicy, ConfigMap};
 use super::gateway::{Gateway, GatewayClass, Namespace};
 use super::meta::{Kind, ObjectMeta, ResourceKey};
 use super::route::HttpRoute;
@@ -27,6 +28,10 @@ pub enum Resource {
     EndpointSlice(EndpointSlice),
     /// A Secret (a listener certificate).
     Secret(Secret),
+    /// A ConfigMap (authorities a BackendTLSPolicy trusts).
+    ConfigMap(ConfigMap),
+    /// A BackendTLSPolicy.
+    BackendTlsPolicy(BackendTlsPolicy),
 }
 
 impl Resource {
@@ -41,6 +46,8 @@ impl Resource {
             Resource::Service(o) => &o.meta,
             Resource::EndpointSlice(o) => &o.meta,
             Resource::Secret(o) => &o.meta,
+            Resource::ConfigMap(o) => &o.meta,
+            Resource::BackendTlsPolicy(o) => &o.meta,
         }
     }
 
@@ -56,6 +63,8 @@ impl Resource {
             Resource::Service(o) => &mut o.meta,
             Resource::EndpointSlice(o) => &mut o.meta,
             Resource::Secret(o) => &mut o.meta,
+            Resource::ConfigMap(o) => &mut o.meta,
+            Resource::BackendTlsPolicy(o) => &mut o.meta,
         }
     }
 
@@ -70,6 +79,8 @@ impl Resource {
             Resource::Service(_) => Kind::Service,
             Resource::EndpointSlice(_) => Kind::EndpointSlice,
             Resource::Secret(_) => Kind::Secret,
+            Resource::ConfigMap(_) => Kind::ConfigMap,
+            Resource::BackendTlsPolicy(_) => Kind::BackendTLSPolicy,
         }
     }
 

@@ -8,6 +8,7 @@ use super::pairs;
 use super::policy::CutoverSettings;
 use super::resource::Resource;
 use super::route::HttpRoute;
+use super::backend_tls::{BackendTlsPolicy, ConfigMap};
 use super::secret::Secret;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -104,6 +105,12 @@ pub struct ConfigSnapshot {
     /// Secrets (listener certificates).
     #[serde(default)]
     pub secrets: Vec<Secret>,
+    /// ConfigMaps (authorities BackendTLSPolicies trust).
+    #[serde(default)]
+    pub config_maps: Vec<ConfigMap>,
+    /// BackendTLSPolicies.
+    #[serde(default)]
+    pub backend_tls_policies: Vec<BackendTlsPolicy>,
     /// Routes with their active and pending generations.
     #[serde(default)]
     pub routes: Vec<RouteRecord>,
@@ -152,6 +159,8 @@ impl ConfigSnapshot {
             Resource::Service(o) => self.services.push(o),
             Resource::EndpointSlice(o) => self.endpoint_slices.push(o),
             Resource::Secret(o) => self.secrets.push(o),
+            Resource::ConfigMap(o) => self.config_maps.push(o),
+            Resource::BackendTlsPolicy(o) => self.backend_tls_policies.push(o),
             Resource::HttpRoute(route) => return Some(route),
         }
         None

@@ -113,6 +113,8 @@ impl ConfigSnapshot {
             Kind::Service => on!(self.services, Service),
             Kind::EndpointSlice => on!(self.endpoint_slices, EndpointSlice),
             Kind::Secret => on!(self.secrets, Secret),
+            Kind::ConfigMap => on!(self.config_maps, ConfigMap),
+            Kind::BackendTLSPolicy => on!(self.backend_tls_policies, BackendTlsPolicy),
             // `Plan::of` files routes apart.
             Kind::HTTPRoute | Kind::GRPCRoute => Ok(()),
         }

@@ -16,6 +16,7 @@
 //! router's), readiness of backends (the cutover engine's).
 
 mod attach;
+mod backend_tls;
 mod conflicts;
 mod hostname;
 mod programmed;
@@ -23,6 +24,9 @@ mod refs;
 mod tls;
 
 pub use attach::{Attached, NotAttached, listener_allows};
+pub use backend_tls::{
+    BackendTlsPolicyConditions, BackendTlsProblem, BackendTransport, Trust, UpstreamTls,
+};
 pub use conflicts::{
     ConflictReason, ListenerConflict, ListenerRef, gateway_precedence, listener_conflicts,
 };
@@ -34,6 +38,7 @@ pub use tls::{
 };
 
 use super::backend::{ReferenceGrant, Service};
+use super::backend_tls::{BackendTlsPolicy, ConfigMap};
 use super::gateway::{CONTROLLER_NAME, Gateway, GatewayClass, Namespace};
 use super::meta::ObjectName;
 use super::resource::Resource;
@@ -62,10 +67,14 @@ pub struct Topology<'a> {
     services: BTreeMap<(&'a str, &'a str), &'a Service>,
     grants: Vec<&'a ReferenceGrant>,
     secrets: BTreeMap<(&'a str, &'a str), &'a Secret>,
+    config_maps: BTreeMap<(&'a str, &'a str), &'a ConfigMap>,
+    backend_tls_policies: Vec<&'a BackendTlsPolicy>,
     conflicts: BTreeMap<ListenerRef, ListenerConflict>,
     /// How each listener of ours is served (`tls`), worked out on the
     /// first question: Secrets are parsed once per topology.
     transports: OnceLock<BTreeMap<ListenerRef, ListenerTlsResolution>>,
+    /// BackendTLSPolicies worked out on the first question.
+    backend_tls: OnceLock<backend_tls::BackendTlsIndex>,
 }
 
 impl<'a> Topology<'a> {
@@ -98,6 +107,11 @@ impl<'a> Topology<'a> {
                 self.secrets
                     .insert((s.meta.namespace.as_str(), s.meta.name.as_str()), s);
             }
+            Refs::ConfigMap(m) => {
+                self.config_maps
+                    .insert((m.meta.namespace.as_str(), m.meta.name.as_str()), m);
+            }
+            Refs::BackendTlsPolicy(p) => self.backend_tls_policies.push(p),
         }
     }
 
@@ -113,7 +127,14 @@ impl<'a> Topology<'a> {
             .chain(snapshot.namespaces.iter().map(Refs::Namespace))
             .chain(snapshot.services.iter().map(Refs::Service))
             .chain(snapshot.reference_grants.iter().map(Refs::Grant))
-            .chain(snapshot.secrets.iter().map(Refs::Secret));
+            .chain(snapshot.secrets.iter().map(Refs::Secret))
+            .chain(snapshot.config_maps.iter().map(Refs::ConfigMap))
+            .chain(
+                snapshot
+                    .backend_tls_policies
+                    .iter()
+                    .map(Refs::BackendTlsPolicy),
+            );
         for r in refs {
             t.add(CONTROLLER_NAME, r);
         }
@@ -135,6 +156,8 @@ impl<'a> Topology<'a> {
                 Resource::Service(s) => Refs::Service(s),
                 Resource::ReferenceGrant(g) => Refs::Grant(g),
                 Resource::Secret(s) => Refs::Secret(s),
+                Resource::ConfigMap(m) => Refs::ConfigMap(m),
+                Resource::BackendTlsPolicy(p) => Refs::BackendTlsPolicy(p),
                 Resource::HttpRoute(_) | Resource::EndpointSlice(_) => continue,
             };
             t.add(controller, r);
@@ -203,4 +226,6 @@ enum Refs<'a> {
     Service(&'a Service),
     Grant(&'a ReferenceGrant),
     Secret(&'a Secret),
+    ConfigMap(&'a ConfigMap),
+    BackendTlsPolicy(&'a BackendTlsPolicy),
 }

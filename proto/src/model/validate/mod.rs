@@ -22,6 +22,7 @@ pub use regex::{
 };
 
 use super::backend::{EndpointSlice, ReferenceGrant, Service};
+use super::backend_tls::{BackendTlsPolicy, SubjectAltName};
 use super::gateway::{Gateway, GatewayClass, RouteNamespaces};
 use super::meta::ObjectMeta;
 use super::policy::parse_duration;
@@ -207,6 +208,9 @@ pub fn validate_resource_with(
         // Whether a Secret can be served is the listener's status
         // (`gateway_api::tls`), not a reason to refuse storing it.
         Resource::Secret(_) => Ok(()),
+        // Likewise a ConfigMap's certificates are the policy's status.
+        Resource::ConfigMap(_) => Ok(()),
+        Resource::BackendTlsPolicy(o) => validate_backend_tls_policy(&c, o),
     }
 }
 
@@ -293,6 +297,62 @@ fn validate_grant(c: &Checker, o: &ReferenceGrant) -> Result<(), ValidationError
     }
     for (i, from) in o.from.iter().enumerate() {
         c.dns_label(&format!("spec.from[{i}].namespace"), &from.namespace)?;
+    }
+    Ok(())
+}
+
+/// What the CRD's schema refuses (the API server would not store such a
+/// policy): no targets, a hostname that is not a DNS name, both or neither
+/// of `caCertificateRefs` and `wellKnownCACertificates`, more than the
+/// schema's 16 targets, 8 CA references or 5 subject alternative names.
+fn validate_backend_tls_policy(c: &Checker, o: &BackendTlsPolicy) -> Result<(), ValidationError> {
+    if o.target_refs.is_empty() || o.target_refs.len() > 16 {
+        return Err(c.fail("spec.targetRefs", "between 1 and 16 entries are required"));
+    }
+    for (i, t) in o.target_refs.iter().enumerate() {
+        if t.kind.is_empty() || t.name.is_empty() {
+            return Err(c.fail(format!("spec.targetRefs[{i}]"), "kind and name are required"));
+        }
+    }
+    let v = &o.validation;
+    let wildcard_free = v.hostname.strip_prefix("*.").is_none() && !v.hostname.contains('*');
+    if !wildcard_free || v.hostname.parse::<std::net::IpAddr>().is_ok() {
+        return Err(c.fail(
+            "spec.validation.hostname",
+            format!("{:?} must be a DNS name (no wildcard, no IP address)", v.hostname),
+        ));
+    }
+    c.hostname("spec.validation.hostname", &v.hostname)?;
+    match (v.ca_certificate_refs.is_empty(), &v.well_known_ca_certificates) {
+        (false, Some(_)) => {
+            return Err(c.fail(
+                "spec.validation",
+                "caCertificateRefs and wellKnownCACertificates are exclusive: give one",
+            ));
+        }
+        (true, None) => {
+            return Err(c.fail(
+                "spec.validation",
+                "one of caCertificateRefs or wellKnownCACertificates is required",
+            ));
+        }
+        _ => {}
+    }
+    if v.ca_certificate_refs.len() > 8 {
+        return Err(c.fail("spec.validation.caCertificateRefs", "at most 8 entries"));
+    }
+    if v.subject_alt_names.len() > 5 {
+        return Err(c.fail("spec.validation.subjectAltNames", "at most 5 entries"));
+    }
+    for (i, san) in v.subject_alt_names.iter().enumerate() {
+        let field = format!("spec.validation.subjectAltNames[{i}]");
+        match san {
+            SubjectAltName::Hostname(h) => c.hostname(&format!("{field}.hostname"), h)?,
+            SubjectAltName::Uri(u) if !u.contains(':') => {
+                return Err(c.fail(format!("{field}.uri"), format!("{u:?} is not a URI")));
+            }
+            SubjectAltName::Uri(_) => {}
+        }
     }
     Ok(())
 }
