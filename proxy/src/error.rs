@@ -89,6 +89,15 @@ pub enum ConnectError {
     /// The HTTP/1 handshake failed, or a pooled connection turned out closed.
     #[error("connection unusable: {0}")]
     Http(hyper::Error),
+    /// The TLS handshake a BackendTLSPolicy asks for failed (the
+    /// certificate did not verify, the backend does not speak TLS).
+    #[error("{0}")]
+    Tls(String),
+    /// A BackendTLSPolicy covers the endpoint but cannot be used (its CA
+    /// does not resolve): the proxy does not connect at all rather than
+    /// speak plaintext.
+    #[error("not connecting: {0}")]
+    Refused(String),
 }
 
 // By hand rather than `#[from]`: the messages above already print the

@@ -14,6 +14,8 @@
 //!   and a tonic client, for GRPCRoute tests.
 //! - [`listener_tls`]: a test CA, server certificates and their Secrets,
 //!   and verifying TLS clients, for HTTPS listener tests.
+//! - [`tls_backend`]: a TLS-only HTTP backend (h2 or HTTP/1.1 by ALPN)
+//!   that counts connections and handshakes, for BackendTLSPolicy tests.
 //! - [`strategies`]: proptest strategies for the model's values, and the
 //!   proptest configuration every property file uses.
 //! - here: where the repository's test data lives (the Gateway API
@@ -30,6 +32,7 @@ pub mod fixtures;
 pub mod grpc;
 pub mod listener_tls;
 pub mod strategies;
+pub mod tls_backend;
 
 pub use eventually::{eventually, eventually_blocking};
 

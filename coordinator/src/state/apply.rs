@@ -10,8 +10,8 @@
 use super::*;
 use std::collections::BTreeSet;
 use switchyard_proto::model::{
-    CutoverSettings, HttpRoute, RouteGeneration, Transition, ValidationRules,
-    validate_resource_with,
+    BackendTlsPolicy, CutoverSettings, HttpRoute, Kind, RouteGeneration, Transition,
+    ValidationRules, validate_resource_with,
 };
 
 impl ReplicatedState {
@@ -180,17 +180,42 @@ impl ReplicatedState {
         outcome.changes.push(format!("{key} {verb}"));
     }
 
-    /// A Service or EndpointSlice changed at `index` (created, replaced or
-    /// deleted): its Service's endpoint generation moves to `index`.
+    /// Something that decides how the proxies reach a Service's endpoints
+    /// changed at `index` (created, replaced or deleted): a Service, one
+    /// of its EndpointSlices, a BackendTLSPolicy targeting it, or a
+    /// ConfigMap such a policy trusts. The Service's endpoint generation
+    /// moves to `index`, so readiness evidence gathered over the old data
+    /// path (say, plaintext before a policy asked for TLS) never counts for
+    /// the new one. A ConfigMap change costs a pass over the stored
+    /// policies (few); every other change O(1) per Service.
     fn bump_endpoints(&mut self, resource: &Resource, index: u64) {
-        let service = match resource {
-            Resource::Service(s) => Some(s.meta.object_name()),
+        let services: Vec<ObjectName> = match resource {
+            Resource::Service(s) => vec![s.meta.object_name()],
             Resource::EndpointSlice(slice) => slice
                 .service_name()
-                .map(|name| ObjectName::new(slice.meta.namespace.clone(), name)),
-            _ => None,
+                .map(|name| ObjectName::new(slice.meta.namespace.clone(), name))
+                .into_iter()
+                .collect(),
+            Resource::BackendTlsPolicy(policy) => policy_services(policy).collect(),
+            Resource::ConfigMap(map) => self
+                .stored_backend_tls_policies()
+                .filter_map(|r| match r {
+                    Resource::BackendTlsPolicy(p)
+                        if p.meta.namespace == map.meta.namespace
+                            && p.validation
+                                .ca_certificate_refs
+                                .iter()
+                                .any(|c| c.name == map.meta.name) =>
+                    {
+                        Some(p)
+                    }
+                    _ => None,
+                })
+                .flat_map(policy_services)
+                .collect(),
+            _ => Vec::new(),
         };
-        if let Some(service) = service {
+        for service in services {
             self.touched.endpoint_generation(&service);
             self.endpoint_generations.bump(service, index);
         }
@@ -441,6 +466,30 @@ impl ReplicatedState {
             }
         }
         Ok(())
+    }
+}
+
+/// The Services a BackendTLSPolicy targets (its own namespace's).
+fn policy_services(policy: &BackendTlsPolicy) -> impl Iterator<Item = ObjectName> + '_ {
+    policy
+        .target_refs
+        .iter()
+        .filter(|t| t.group.is_empty() && t.kind == "Service")
+        .map(|t| ObjectName::new(policy.meta.namespace.clone(), t.name.clone()))
+}
+
+impl ReplicatedState {
+    /// The stored BackendTLSPolicies: a range of the store, ordered by
+    /// kind first, not a pass over it.
+    fn stored_backend_tls_policies(&self) -> impl Iterator<Item = &Resource> + '_ {
+        let first = ResourceKey {
+            kind: Kind::BackendTLSPolicy,
+            name: ObjectName::default(),
+        };
+        self.resources
+            .range(first..)
+            .take_while(|(k, _)| k.kind == Kind::BackendTLSPolicy)
+            .map(|(_, r)| r)
     }
 }
 

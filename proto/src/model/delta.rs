@@ -24,11 +24,11 @@
 //! for a change of C objects.
 
 use super::backend::{EndpointSlice, ReferenceGrant, Service};
+use super::backend_tls::{BackendTlsPolicy, ConfigMap};
 use super::gateway::{Gateway, GatewayClass, Namespace};
 use super::meta::{Kind, ObjectName, ResourceKey};
 use super::pairs;
 use super::resource::Resource;
-use super::backend_tls::{BackendTlsPolicy, ConfigMap};
 use super::secret::Secret;
 use super::snapshot::{ConfigSnapshot, RouteRecord};
 use serde::{Deserialize, Serialize};

@@ -2,13 +2,13 @@
 //! and the configuration snapshot coordinators stream to proxies.
 
 use super::backend::{BackendKey, EndpointSlice, ReferenceGrant, Service};
+use super::backend_tls::{BackendTlsPolicy, ConfigMap};
 use super::gateway::{Gateway, GatewayClass, Namespace};
 use super::meta::{Kind, ObjectName};
 use super::pairs;
 use super::policy::CutoverSettings;
 use super::resource::Resource;
 use super::route::HttpRoute;
-use super::backend_tls::{BackendTlsPolicy, ConfigMap};
 use super::secret::Secret;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;

@@ -8,6 +8,7 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::net::{IpAddr, SocketAddr};
+use switchyard_proto::model::gateway_api::{BackendTransport, Topology};
 use switchyard_proto::model::{
     ANNOTATION_HEALTH_PATH, BackendKey, ConfigSnapshot, Endpoint, EndpointSlice, ObjectName,
     RouteKind, Service, ServicePort, UpstreamProtocol,
@@ -35,6 +36,9 @@ pub struct EndpointSet {
     pub health_path: String,
     /// What the proxy speaks to the endpoints (the port's `appProtocol`).
     pub protocol: UpstreamProtocol,
+    /// Plaintext, or TLS as the port's BackendTLSPolicy says (or refused
+    /// when that policy cannot be used).
+    pub transport: BackendTransport,
 }
 
 /// Resolves `backend` in `snapshot`. A missing Service or port yields an
@@ -74,6 +78,9 @@ pub struct Discovery<'a> {
     snapshot: &'a ConfigSnapshot,
     services: HashMap<(&'a str, &'a str), &'a Service>,
     slices: HashMap<(&'a str, &'a str), Vec<&'a EndpointSlice>>,
+    /// The Gateway API rules, only when some BackendTLSPolicy exists (the
+    /// one question asked of them here is which policy covers a port).
+    topology: Option<Topology<'a>>,
 }
 
 impl<'a> Discovery<'a> {
@@ -93,10 +100,13 @@ impl<'a> Discovery<'a> {
                     .push(slice);
             }
         }
+        let topology =
+            (!snapshot.backend_tls_policies.is_empty()).then(|| Topology::of_snapshot(snapshot));
         Discovery {
             snapshot,
             services,
             slices,
+            topology,
         }
     }
 
@@ -118,6 +128,7 @@ impl<'a> Discovery<'a> {
                 addrs: Vec::new(),
                 health_path: DEFAULT_HEALTH_PATH.to_owned(),
                 protocol: UpstreamProtocol::Http1,
+                transport: BackendTransport::Plaintext,
             };
         };
         let health_path = health_path(service, grpc);
@@ -132,6 +143,7 @@ impl<'a> Discovery<'a> {
                 addrs: Vec::new(),
                 health_path,
                 protocol: UpstreamProtocol::Http1,
+                transport: BackendTransport::Plaintext,
             };
         };
         // KEP-1669, as kube-proxy does it: ready endpoints; only when a
@@ -173,6 +185,11 @@ impl<'a> Discovery<'a> {
             } else {
                 UpstreamProtocol::of(port.app_protocol.as_deref())
             },
+            transport: self
+                .topology
+                .as_ref()
+                .map(|t| t.backend_transport(service, port))
+                .unwrap_or_default(),
         }
     }
 }

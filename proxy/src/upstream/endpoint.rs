@@ -22,6 +22,7 @@
 use super::grpc_health;
 use super::health::{HealthStatus, HealthTracker};
 use super::outlier::OutlierDetector;
+use super::tls::UpstreamConnector;
 use super::{BackendInfo, Context};
 use crate::body::{self, ProxyBody};
 use crate::error::ConnectError;
@@ -37,10 +38,12 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 use switchyard_proto::model::UpstreamProtocol;
+use switchyard_proto::model::gateway_api::BackendTransport;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio::task::AbortHandle;
 use tokio::time::Instant;
-use tracing::{debug, info};
+use tracing::{debug, info, warn};
 
 /// A connection to an endpoint, ready for one request: an HTTP/1.1
 /// connection of the pool, or a handle on the endpoint's shared HTTP/2
@@ -129,6 +132,12 @@ fn for_http2(req: Request<ProxyBody>) -> Request<ProxyBody> {
     Request::from_parts(parts, body)
 }
 
+/// A new connection's stream: as connected, or after its TLS handshake.
+enum Secured {
+    Plain(TcpStream),
+    Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
+}
+
 struct IdleConn {
     sender: http1::SendRequest<ProxyBody>,
     since: Instant,
@@ -142,6 +151,11 @@ pub struct Endpoint {
     health_path: String,
     /// What the proxy speaks to it.
     protocol: UpstreamProtocol,
+    /// Plaintext, TLS per a BackendTLSPolicy, or refused.
+    transport: BackendTransport,
+    /// The TLS client when `transport` asks for TLS; `Err` (why) when the
+    /// endpoint must not be connected to.
+    connector: Result<Option<UpstreamConnector>, String>,
     /// The shared HTTP/2 connection (h2c endpoints only), once opened.
     h2: Mutex<Option<http2::SendRequest<ProxyBody>>>,
     /// The backends whose endpoint sets list it. Empty only once retired.
@@ -163,6 +177,7 @@ impl std::fmt::Debug for Endpoint {
             .field("addr", &self.addr)
             .field("health_path", &self.health_path)
             .field("protocol", &self.protocol)
+            .field("tls", &matches!(self.transport, BackendTransport::Tls(_)))
             .field("healthy", &self.is_healthy())
             .field("outstanding", &self.outstanding())
             .finish()
@@ -192,12 +207,27 @@ impl Endpoint {
         addr: SocketAddr,
         health_path: String,
         protocol: UpstreamProtocol,
+        transport: BackendTransport,
         ctx: Arc<Context>,
     ) -> Self {
+        let connector = match &transport {
+            BackendTransport::Plaintext => Ok(None),
+            BackendTransport::Tls(tls) => {
+                UpstreamConnector::new(tls, protocol.is_http2()).map(Some)
+            }
+            BackendTransport::Refused(why) => Err(why.clone()),
+        };
+        if let Err(why) = &connector {
+            // Once per endpoint: its health checks then fail quietly, and
+            // the backend is never ready, never cut over to.
+            warn!(endpoint = %addr, reason = %why, "backend endpoint not connected to: its BackendTLSPolicy cannot be used");
+        }
         Endpoint {
             addr,
             health_path,
             protocol,
+            transport,
+            connector,
             h2: Mutex::new(None),
             users: Mutex::new(Vec::new()),
             ctx,
@@ -249,6 +279,11 @@ impl Endpoint {
     /// What the proxy speaks to it.
     pub fn protocol(&self) -> UpstreamProtocol {
         self.protocol
+    }
+
+    /// Plaintext, TLS (with which policy), or refused.
+    pub fn transport(&self) -> &BackendTransport {
+        &self.transport
     }
 
     /// How many backends use it.
@@ -367,6 +402,9 @@ impl Endpoint {
     }
 
     async fn tcp_connect(&self, opener: &BackendLabels) -> Result<TcpStream, ConnectError> {
+        if let Err(why) = &self.connector {
+            return Err(ConnectError::Refused(why.clone()));
+        }
         let timeout = self.ctx.settings.connect_timeout;
         let stream = tokio::time::timeout(timeout, TcpStream::connect(self.addr))
             .await
@@ -381,11 +419,33 @@ impl Endpoint {
         Ok(stream)
     }
 
+    /// Completes a new connection's TLS handshake when its policy asks for
+    /// one, within the connect timeout.
+    async fn secure(&self, stream: TcpStream) -> Result<Secured, ConnectError> {
+        let Ok(Some(connector)) = &self.connector else {
+            return Ok(Secured::Plain(stream));
+        };
+        let timeout = self.ctx.settings.connect_timeout;
+        match tokio::time::timeout(timeout, connector.connect(stream)).await {
+            Err(_) => Err(ConnectError::Timeout(timeout)),
+            Ok(Err(why)) => Err(ConnectError::Tls(why)),
+            Ok(Ok(tls)) => Ok(Secured::Tls(Box::new(tls))),
+        }
+    }
+
     async fn connect_http1(&self, opener: &BackendLabels) -> Result<Sender, ConnectError> {
         let stream = self.tcp_connect(opener).await?;
-        let (sender, conn) = http1::Builder::new()
-            .handshake(TokioIo::new(stream))
-            .await?;
+        match self.secure(stream).await? {
+            Secured::Plain(plain) => self.handshake_http1(plain).await,
+            Secured::Tls(tls) => self.handshake_http1(tls).await,
+        }
+    }
+
+    async fn handshake_http1<I>(&self, io: I) -> Result<Sender, ConnectError>
+    where
+        I: AsyncRead + AsyncWrite + Send + Unpin + 'static,
+    {
+        let (sender, conn) = http1::Builder::new().handshake(TokioIo::new(io)).await?;
         let addr = self.addr;
         // With upgrades, so that a 101 hands the connection over to the
         // tunnel (`forward::Switched`); for every other response it runs
@@ -404,9 +464,19 @@ impl Endpoint {
         opener: &BackendLabels,
     ) -> Result<http2::SendRequest<ProxyBody>, ConnectError> {
         let stream = self.tcp_connect(opener).await?;
+        match self.secure(stream).await? {
+            Secured::Plain(plain) => self.handshake_http2(plain).await,
+            Secured::Tls(tls) => self.handshake_http2(tls).await,
+        }
+    }
+
+    async fn handshake_http2<I>(&self, io: I) -> Result<http2::SendRequest<ProxyBody>, ConnectError>
+    where
+        I: AsyncRead + AsyncWrite + Send + Unpin + 'static,
+    {
         let (sender, conn) = http2::Builder::new(TokioExecutor::new())
             .timer(hyper_util::rt::TokioTimer::new())
-            .handshake(TokioIo::new(stream))
+            .handshake(TokioIo::new(io))
             .await?;
         let addr = self.addr;
         self.ctx.spawn(async move {

@@ -28,6 +28,7 @@ pub mod health;
 pub mod mirror;
 pub mod outlier;
 mod shared;
+mod tls;
 
 use crate::metrics::{BackendLabels, Metrics, RequestCounterCache, backend_labels};
 use crate::settings::DataPlaneSettings;
@@ -210,20 +211,18 @@ impl Backend {
         let mut changed = false;
         for addr in &set.addrs {
             let same_addr = current.iter().find(|e| e.addr == *addr);
-            if let Some(existing) = same_addr
-                .filter(|e| e.health_path() == set.health_path && e.protocol() == set.protocol)
-            {
+            if let Some(existing) = same_addr.filter(|e| {
+                e.health_path() == set.health_path
+                    && e.protocol() == set.protocol
+                    && *e.transport() == set.transport
+            }) {
                 next.push(Arc::clone(existing));
                 continue;
             }
-            let ep = shared.acquire(
-                &self.ctx,
-                *addr,
-                &set.health_path,
-                set.protocol,
-                &self.info,
-                same_addr.map(|e| &**e),
-            );
+            // Health carries over to a new health path, not to a new
+            // transport: a handshake never tried has not been warmed.
+            let seed = same_addr.filter(|e| *e.transport() == set.transport);
+            let ep = shared.acquire(&self.ctx, *addr, &set, &self.info, seed.map(|e| &**e));
             changed |= !ep.is_healthy() || same_addr.is_none();
             next.push(ep);
         }

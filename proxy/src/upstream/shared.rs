@@ -4,7 +4,7 @@
 //! Services often share pods (a Service per port, per version label, per
 //! route): keyed by Service, a proxy ran one health check and kept one
 //! connection pool per Service for the same `ip:port`. Here each
-//! `(ip:port, health path, protocol)` is one [`Endpoint`] however many backends use
+//! `(ip:port, health path, protocol, transport)` is one [`Endpoint`] however many backends use
 //! it; the map holds them weakly, so it never keeps an endpoint alive that
 //! no backend lists. An endpoint retired by its last user is never handed
 //! out again (a user arriving a moment later gets a fresh one).
@@ -12,22 +12,29 @@
 //! Cost: O(1) per endpoint of an endpoint-set change; the map is swept of
 //! dead entries on each sync, O(endpoints).
 
+use super::discovery::EndpointSet;
 use super::endpoint::Endpoint;
 use super::{BackendInfo, Context, health};
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use switchyard_proto::model::UpstreamProtocol;
+use switchyard_proto::model::gateway_api::BackendTransport;
 
-/// Endpoints by `(address, health path, protocol)`.
+/// What makes two backends' endpoints the same one: address, health
+/// path, protocol and transport (plaintext, or TLS with one policy's
+/// trust: two policies for one address are two data paths).
+type EndpointKey = (SocketAddr, String, UpstreamProtocol, BackendTransport);
+
+/// Endpoints by [`EndpointKey`].
 #[derive(Debug, Default)]
 pub(crate) struct SharedEndpoints {
-    by_key: Mutex<HashMap<(SocketAddr, String, UpstreamProtocol), Weak<Endpoint>>>,
+    by_key: Mutex<HashMap<EndpointKey, Weak<Endpoint>>>,
 }
 
 impl SharedEndpoints {
-    /// The endpoint for `addr` probed at `health_path` and spoken to in
-    /// `protocol`, with `user` among
+    /// The endpoint for `addr` probed at `set`'s health path and spoken to
+    /// in its protocol over its transport, with `user` among
     /// its users: the shared one if some backend already uses it, else a
     /// new one whose health check starts now. `seed` is an endpoint at the
     /// same address the user is leaving (its health path changed): a new
@@ -36,13 +43,17 @@ impl SharedEndpoints {
         &self,
         ctx: &Arc<Context>,
         addr: SocketAddr,
-        health_path: &str,
-        protocol: UpstreamProtocol,
+        set: &EndpointSet,
         user: &Arc<BackendInfo>,
         seed: Option<&Endpoint>,
     ) -> Arc<Endpoint> {
         let mut map = self.by_key.lock().unwrap_or_else(PoisonError::into_inner);
-        let key = (addr, health_path.to_owned(), protocol);
+        let key = (
+            addr,
+            set.health_path.clone(),
+            set.protocol,
+            set.transport.clone(),
+        );
         if let Some(existing) = map.get(&key).and_then(Weak::upgrade)
             && existing.add_user(user)
         {
@@ -50,8 +61,9 @@ impl SharedEndpoints {
         }
         let endpoint = Arc::new(Endpoint::new(
             addr,
-            health_path.to_owned(),
-            protocol,
+            set.health_path.clone(),
+            set.protocol,
+            set.transport.clone(),
             Arc::clone(ctx),
         ));
         if let Some(seed) = seed {

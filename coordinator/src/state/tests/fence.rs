@@ -145,6 +145,59 @@ fn endpoint_generations_only_grow() {
     assert_eq!(s.config_snapshot().endpoint_generation(&blue()), Some(6));
 }
 
+fn tls_policy(ca: &str) -> Resource {
+    Resource::BackendTlsPolicy(BackendTlsPolicy {
+        meta: ObjectMeta::named("default", "blue-tls"),
+        target_refs: vec![PolicyTargetRef {
+            group: String::new(),
+            kind: "Service".into(),
+            name: "blue".into(),
+            section_name: None,
+        }],
+        validation: BackendTlsValidation {
+            ca_certificate_refs: vec![LocalObjectRef {
+                group: String::new(),
+                kind: "ConfigMap".into(),
+                name: ca.into(),
+            }],
+            well_known_ca_certificates: None,
+            hostname: "blue.test".into(),
+            subject_alt_names: vec![],
+        },
+    })
+}
+
+fn ca_map(name: &str, pem: &str) -> Resource {
+    Resource::ConfigMap(ConfigMap {
+        meta: ObjectMeta::named("default", name),
+        ca_certificate: Some(pem.into()),
+    })
+}
+
+#[test]
+fn a_tls_policy_or_its_ca_changing_moves_the_targeted_services_endpoint_generation() {
+    // Evidence that a backend was reached in plaintext must not count once
+    // a policy says it is spoken to over TLS (or trusts another CA): the
+    // proxies re-warm it through the new data path first.
+    let mut s = ReplicatedState::default();
+    ok(s.apply(at(1), &apply(vec![service("blue"), ca_map("ca", "one")])));
+    assert_eq!(s.endpoint_generation(&blue()), Some(1));
+    ok(s.apply(at(2), &apply(vec![tls_policy("ca")])));
+    assert_eq!(s.endpoint_generation(&blue()), Some(2));
+    ok(s.apply(at(3), &apply(vec![ca_map("ca", "two")])));
+    assert_eq!(s.endpoint_generation(&blue()), Some(3));
+    // A ConfigMap no policy names moves nothing.
+    ok(s.apply(at(4), &apply(vec![ca_map("unrelated", "x")])));
+    assert_eq!(s.endpoint_generation(&blue()), Some(3));
+    ok(s.apply(
+        at(5),
+        &Command::Delete {
+            keys: vec![tls_policy("ca").key()],
+        },
+    ));
+    assert_eq!(s.endpoint_generation(&blue()), Some(5));
+}
+
 #[test]
 fn a_decision_counts_only_in_the_term_that_made_it() {
     // A commit decided by the term-1 leader, re-proposed (forwarded after a

@@ -311,7 +311,10 @@ fn validate_backend_tls_policy(c: &Checker, o: &BackendTlsPolicy) -> Result<(), 
     }
     for (i, t) in o.target_refs.iter().enumerate() {
         if t.kind.is_empty() || t.name.is_empty() {
-            return Err(c.fail(format!("spec.targetRefs[{i}]"), "kind and name are required"));
+            return Err(c.fail(
+                format!("spec.targetRefs[{i}]"),
+                "kind and name are required",
+            ));
         }
     }
     let v = &o.validation;
@@ -319,11 +322,17 @@ fn validate_backend_tls_policy(c: &Checker, o: &BackendTlsPolicy) -> Result<(), 
     if !wildcard_free || v.hostname.parse::<std::net::IpAddr>().is_ok() {
         return Err(c.fail(
             "spec.validation.hostname",
-            format!("{:?} must be a DNS name (no wildcard, no IP address)", v.hostname),
+            format!(
+                "{:?} must be a DNS name (no wildcard, no IP address)",
+                v.hostname
+            ),
         ));
     }
     c.hostname("spec.validation.hostname", &v.hostname)?;
-    match (v.ca_certificate_refs.is_empty(), &v.well_known_ca_certificates) {
+    match (
+        v.ca_certificate_refs.is_empty(),
+        &v.well_known_ca_certificates,
+    ) {
         (false, Some(_)) => {
             return Err(c.fail(
                 "spec.validation",
