@@ -185,11 +185,10 @@ impl<'a> Discovery<'a> {
             } else {
                 UpstreamProtocol::of(port.app_protocol.as_deref())
             },
-            transport: self
-                .topology
-                .as_ref()
-                .map(|t| t.backend_transport(service, port))
-                .unwrap_or_default(),
+            transport: self.topology.as_ref().map_or_else(
+                || BackendTransport::without_policy(port),
+                |t| t.backend_transport(service, port),
+            ),
         }
     }
 }

@@ -16,6 +16,8 @@
 //!   NoValidCACertificate`. `wellKnownCACertificates: System` trusts the
 //!   proxy's system store. A URI `subjectAltNames` entry is not supported
 //!   (`Accepted=False/Invalid`).
+//! - A port no policy covers is plaintext, unless its `appProtocol` says
+//!   TLS (`https`, `kubernetes.io/wss`): refused, as below.
 //! - A port a policy applies to is **never spoken to in plaintext**: when
 //!   the winning policy cannot be used, the port's endpoints are refused
 //!   ([`BackendTransport::Refused`]), so they never pass a health check,
@@ -47,6 +49,28 @@ pub enum BackendTransport {
     /// endpoints are not connected to at all.
     Refused(String),
 }
+
+impl BackendTransport {
+    /// The transport of a port no policy covers: plaintext, unless its
+    /// `appProtocol` says the endpoints expect TLS (`https`,
+    /// `kubernetes.io/wss`): then they are refused — which authority to
+    /// trust and which name to verify is a BackendTLSPolicy's to say, and
+    /// plaintext to a TLS port only fails later and less clearly.
+    pub fn without_policy(port: &ServicePort) -> BackendTransport {
+        match port.app_protocol.as_deref() {
+            Some(p) if TLS_APP_PROTOCOLS.iter().any(|t| p.eq_ignore_ascii_case(t)) => {
+                BackendTransport::Refused(format!(
+                    "port {} says appProtocol {p}: TLS needs a BackendTLSPolicy naming the backend's CA and hostname",
+                    port.port
+                ))
+            }
+            _ => BackendTransport::Plaintext,
+        }
+    }
+}
+
+/// `appProtocol` values that mean "the endpoints speak TLS".
+const TLS_APP_PROTOCOLS: [&str; 2] = ["https", "kubernetes.io/wss"];
 
 /// What a TLS connection to a backend needs from its policy.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -133,7 +157,7 @@ impl Topology<'_> {
     pub fn backend_transport(&self, service: &Service, port: &ServicePort) -> BackendTransport {
         let index = self.backend_tls_index();
         if index.winners.is_empty() {
-            return BackendTransport::Plaintext;
+            return BackendTransport::without_policy(port);
         }
         let ns = service.meta.namespace.clone();
         let name = service.meta.name.clone();
@@ -142,7 +166,7 @@ impl Topology<'_> {
             .clone()
             .and_then(|p| index.winners.get(&(ns.clone(), name.clone(), Some(p))));
         let Some(policy) = by_port.or_else(|| index.winners.get(&(ns, name, None))) else {
-            return BackendTransport::Plaintext;
+            return BackendTransport::without_policy(port);
         };
         match &index.by_policy[policy].usable {
             Ok(tls) => BackendTransport::Tls(Arc::clone(tls)),

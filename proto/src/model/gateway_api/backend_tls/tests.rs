@@ -223,3 +223,19 @@ fn a_policy_of_another_namespace_does_not_apply() {
     let s = snapshot(vec![p], vec![config_map("ca", Some(ca_pem()))]);
     assert_eq!(transport(&s, 443), BackendTransport::Plaintext);
 }
+
+#[test]
+fn an_https_port_without_a_policy_is_refused_not_spoken_to_in_plaintext() {
+    let mut s = snapshot(vec![], vec![]);
+    s.services[0].ports[0].app_protocol = Some("HTTPS".into());
+    match transport(&s, 443) {
+        BackendTransport::Refused(why) => assert!(why.contains("BackendTLSPolicy"), "{why}"),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    // The other port says nothing: plaintext.
+    assert_eq!(transport(&s, 8443), BackendTransport::Plaintext);
+    // With a policy covering it, TLS.
+    s.backend_tls_policies.push(policy("tls", 1, None, "ca"));
+    s.config_maps.push(config_map("ca", Some(ca_pem())));
+    assert!(matches!(transport(&s, 443), BackendTransport::Tls(_)));
+}
