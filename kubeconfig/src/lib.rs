@@ -14,7 +14,8 @@
 //! | --- | --- |
 //! | `GatewayClass`, `Gateway`, `HTTPRoute` | `gateway.networking.k8s.io/v1` |
 //! | `ReferenceGrant` | `gateway.networking.k8s.io/v1beta1` or `/v1` |
-//! | `Namespace`, `Service`, `Secret` (`tls.crt`/`tls.key` only) | `v1` |
+//! | `GRPCRoute`, `BackendTLSPolicy` | `gateway.networking.k8s.io/v1` |
+//! | `Namespace`, `Service`, `Secret` (`tls.crt`/`tls.key` only), `ConfigMap` (`ca.crt` only) | `v1` |
 //! | `EndpointSlice` | `discovery.k8s.io/v1` |
 //!
 //! Rules every entry point follows:
