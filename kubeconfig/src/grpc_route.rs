@@ -26,17 +26,15 @@
 
 use crate::convert::{indexed, object_meta};
 use crate::error::Problem;
-use crate::route::{backend_ref, parent_ref};
+use crate::route::{backend_ref, header_match, parent_ref};
 use gateway_api::apis::standard::grpcroutes::{
-    GrpcRoute as K8sGrpcRoute, GrpcRouteRules, GrpcRouteRulesMatches,
-    GrpcRouteRulesMatchesHeadersType as HeaderType, GrpcRouteRulesMatchesMethod,
+    GrpcRoute as K8sGrpcRoute, GrpcRouteRules, GrpcRouteRulesMatches, GrpcRouteRulesMatchesMethod,
     GrpcRouteRulesMatchesMethodType as MethodType,
 };
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use switchyard_proto::model::{
-    HeaderMatch, HttpRoute, Kind, PathMatch, Resource, RouteKind, RouteMatch, RouteRule,
-    StringMatchType,
+    HttpRoute, Kind, PathMatch, Resource, RouteKind, RouteMatch, RouteRule,
 };
 
 /// Translates a GRPCRoute.
@@ -99,15 +97,9 @@ fn route_match(f: &str, m: GrpcRouteRulesMatches) -> Result<RouteMatch, Problem>
             .headers
             .unwrap_or_default()
             .into_iter()
-            .map(|h| HeaderMatch {
-                match_type: match h.r#type {
-                    Some(HeaderType::RegularExpression) => StringMatchType::RegularExpression,
-                    Some(HeaderType::Exact) | None => StringMatchType::Exact,
-                },
-                name: h.name,
-                value: h.value,
-            })
-            .collect(),
+            .enumerate()
+            .map(|(i, h)| Ok(header_match(same_shape(&format!("{f}.headers[{i}]"), h)?)))
+            .collect::<Result<_, Problem>>()?,
         query_params: Vec::new(),
         method: None,
     })

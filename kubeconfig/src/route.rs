@@ -19,9 +19,10 @@ use crate::error::Problem;
 use crate::filter::{backend_filter, route_filter};
 use gateway_api::apis::standard::httproutes::{
     HttpRoute as K8sHttpRoute, HttpRouteParentRefs, HttpRouteRules, HttpRouteRulesBackendRefs,
-    HttpRouteRulesMatches, HttpRouteRulesMatchesHeadersType as HeaderType,
-    HttpRouteRulesMatchesMethod as Method, HttpRouteRulesMatchesPath,
-    HttpRouteRulesMatchesPathType as PathType, HttpRouteRulesMatchesQueryParamsType as QueryType,
+    HttpRouteRulesMatches, HttpRouteRulesMatchesHeaders,
+    HttpRouteRulesMatchesHeadersType as HeaderType, HttpRouteRulesMatchesMethod as Method,
+    HttpRouteRulesMatchesPath, HttpRouteRulesMatchesPathType as PathType,
+    HttpRouteRulesMatchesQueryParamsType as QueryType,
 };
 use switchyard_proto::model::{
     BackendRef, HeaderMatch, HttpRoute, Kind, ParentRef, PathMatch, QueryParamMatch, Resource,
@@ -80,14 +81,7 @@ fn route_match(m: HttpRouteRulesMatches) -> RouteMatch {
             .headers
             .unwrap_or_default()
             .into_iter()
-            .map(|h| HeaderMatch {
-                match_type: match h.r#type {
-                    Some(HeaderType::RegularExpression) => StringMatchType::RegularExpression,
-                    Some(HeaderType::Exact) | None => StringMatchType::Exact,
-                },
-                name: h.name,
-                value: h.value,
-            })
+            .map(header_match)
             .collect(),
         query_params: m
             .query_params
@@ -103,6 +97,19 @@ fn route_match(m: HttpRouteRulesMatches) -> RouteMatch {
             })
             .collect(),
         method: m.method.map(|method| method_name(&method).to_string()),
+    }
+}
+
+/// One header match; GRPCRoute header matches have the same shape and
+/// come here too (`grpc_route`).
+pub(crate) fn header_match(h: HttpRouteRulesMatchesHeaders) -> HeaderMatch {
+    HeaderMatch {
+        match_type: match h.r#type {
+            Some(HeaderType::RegularExpression) => StringMatchType::RegularExpression,
+            Some(HeaderType::Exact) | None => StringMatchType::Exact,
+        },
+        name: h.name,
+        value: h.value,
     }
 }
 

@@ -177,10 +177,16 @@ impl Backend {
         let healthy = |e: &Arc<Endpoint>| e.is_healthy() && !tried.contains(&e.addr);
         let active = |e: &Arc<Endpoint>| healthy(e) && !e.is_ejected(now);
         let mut eligible: &dyn Fn(&Arc<Endpoint>) -> bool = &active;
-        let mut n = endpoints.iter().filter(|e| active(e)).count();
+        let (mut n, mut first) = count_first(&endpoints, &active);
         if n == 0 {
             eligible = &healthy;
-            n = endpoints.iter().filter(|e| healthy(e)).count();
+            (n, first) = count_first(&endpoints, &healthy);
+        }
+        // One candidate (the common case of a one-endpoint backend, or the
+        // last one standing): no second pass, which would take each
+        // endpoint's outlier lock again.
+        if n == 1 {
+            return first.cloned();
         }
         let nth = |i: usize| endpoints.iter().filter(|e| eligible(e)).nth(i);
         let pick = balance::p2c_by(n, rand::random(), |i| {
@@ -251,6 +257,20 @@ impl Backend {
         }
         self.ctx.metrics.healthy_endpoints.remove(&self.info.labels);
     }
+}
+
+/// How many of `endpoints` pass `eligible`, and the first that does.
+fn count_first<'e>(
+    endpoints: &'e [Arc<Endpoint>],
+    eligible: &dyn Fn(&Arc<Endpoint>) -> bool,
+) -> (usize, Option<&'e Arc<Endpoint>>) {
+    let mut first = None;
+    let mut n = 0;
+    for e in endpoints.iter().filter(|e| eligible(e)) {
+        first.get_or_insert(e);
+        n += 1;
+    }
+    (n, first)
 }
 
 /// Every backend the proxy tracks (served or warming).
