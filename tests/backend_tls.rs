@@ -4,6 +4,10 @@
 //! EndpointSlices, an HTTPRoute), with backends that speak nothing but TLS
 //! (`switchyard_test_support::tls_backend`).
 //!
+//! A backend whose certificate does not verify, or whose policy's CA does
+//! not resolve, never takes the route (the latter is never even connected
+//! to, and the cutover's failure names the policy and the missing CA).
+//!
 //! The acceptance sequence for TLS backends: 10 route changes, each to a
 //! fresh TLS backend that answers 503 for its first moments, under
 //! back-to-back requests — 0 failed requests; every new backend completed
@@ -147,7 +151,8 @@ async fn ten_switches_to_fresh_tls_backends_under_back_to_back_requests_fail_non
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_backend_whose_certificate_does_not_verify_never_takes_the_route() -> anyhow::Result<()> {
+async fn a_backend_whose_certificate_does_not_verify_or_whose_ca_is_missing_never_takes_the_route()
+-> anyhow::Result<()> {
     let (mut fleet, proxy) = fleet().await?;
     let ca = TestCa::new("backends CA");
     let good = tls_backend(&ca, "good", Duration::ZERO).await;
@@ -190,6 +195,29 @@ async fn a_backend_whose_certificate_does_not_verify_never_takes_the_route() -> 
         "the proxy never tried the rogue backend"
     );
     assert_eq!(rogue.handshakes(), 0);
+
+    // A policy whose CA ConfigMap does not exist: the proxy never
+    // connects, and the cutover's failure says why.
+    let orphan = tls_backend(&ca, "orphan", Duration::ZERO).await;
+    let yaml = format!(
+        "{}{}{}",
+        manifests::backend("orphan", orphan.addr),
+        tls_policy("orphan").replace("name: backend-ca", "name: no-such-ca"),
+        manifests::route("orphan", "v2", "2s")
+    );
+    let (targets, index) = fleet.apply(&yaml).await?;
+    let error = fleet
+        .client()
+        .wait_ready(&targets, index, Duration::from_secs(30), |_| {})
+        .await
+        .expect_err("cut over to a backend whose policy cannot be used")
+        .to_string();
+    assert!(
+        error.contains("BackendTLSPolicy demo/orphan-tls cannot be used"),
+        "{error}"
+    );
+    assert!(error.contains("no-such-ca"), "{error}");
+    assert_eq!(orphan.accepted(), 0, "a refused backend was connected to");
     let report = prober.stop().await;
     assert_eq!(report.failed, 0, "failed requests: {:#?}", report.failures);
     assert!(report.sent > 10, "{report:?}");

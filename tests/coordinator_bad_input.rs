@@ -40,8 +40,8 @@ fn bad_input_is_refused_clearly_and_changes_nothing() -> anyhow::Result<()> {
     rejected(
         &cluster,
         "unknown-kind.yaml",
-        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x, namespace: demo}\n",
-        &["unknown-kind.yaml", "ConfigMap"],
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: x, namespace: demo}\n",
+        &["unknown-kind.yaml", "Pod"],
     )?;
     let bad_ref = route_yaml("app", "blue").replace("port: 80}]\n", "}]\n");
     rejected(

@@ -132,8 +132,10 @@ impl CutoverEngine {
         let needed = self.required_backends(state, &pending.target.spec);
         let problems: Vec<String> = needed
             .iter()
-            .filter(|(_, generation)| generation.is_none())
-            .filter_map(|(backend, _)| state.backend_problem(backend))
+            .filter_map(|(backend, generation)| match generation {
+                None => state.backend_problem(backend),
+                Some(_) => state.backend_transport_problem(backend),
+            })
             .collect();
         let ready = view.ready(&needed);
         let verdict = evaluate(&pending.settings.policy, &view.live, &ready, &problems);

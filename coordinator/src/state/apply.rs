@@ -481,7 +481,7 @@ fn policy_services(policy: &BackendTlsPolicy) -> impl Iterator<Item = ObjectName
 impl ReplicatedState {
     /// The stored BackendTLSPolicies: a range of the store, ordered by
     /// kind first, not a pass over it.
-    fn stored_backend_tls_policies(&self) -> impl Iterator<Item = &Resource> + '_ {
+    pub(super) fn stored_backend_tls_policies(&self) -> impl Iterator<Item = &Resource> + '_ {
         let first = ResourceKey {
             kind: Kind::BackendTLSPolicy,
             name: ObjectName::default(),

@@ -5,7 +5,7 @@
 
 use super::ReplicatedState;
 use std::collections::{BTreeMap, BTreeSet};
-use switchyard_proto::model::gateway_api::Topology;
+use switchyard_proto::model::gateway_api::{BackendTransport, Topology};
 use switchyard_proto::model::{
     BackendKey, CONTROLLER_NAME, ConfigSnapshot, HttpRoute, Kind, ObjectName, ProxyStatus,
     Resource, ResourceKey, RouteRecord, RouteStatus,
@@ -68,6 +68,52 @@ impl ReplicatedState {
         } else {
             format!("Service {} not found", backend.service)
         })
+    }
+
+    /// Why the proxies will not connect to `backend` though its Service
+    /// and port exist: the BackendTLSPolicy covering it cannot be used, or
+    /// its port says TLS with no policy (`gateway_api::backend_tls`, the
+    /// rule the proxies follow). Costs a range over the stored policies and
+    /// a look-up of the CA ConfigMaps of those targeting the Service.
+    pub fn backend_transport_problem(&self, backend: &BackendKey) -> Option<String> {
+        let key = ResourceKey {
+            kind: Kind::Service,
+            name: backend.service.clone(),
+        };
+        let Some(Resource::Service(service)) = self.resources.get(&key) else {
+            return None;
+        };
+        let port = service.ports.iter().find(|p| p.port == backend.port)?;
+        let policies: Vec<&Resource> = self
+            .stored_backend_tls_policies()
+            .filter(|r| match r {
+                Resource::BackendTlsPolicy(p) => {
+                    p.meta.namespace == service.meta.namespace
+                        && p.target_refs.iter().any(|t| t.name == service.meta.name)
+                }
+                _ => false,
+            })
+            .collect();
+        let maps: Vec<&Resource> = policies
+            .iter()
+            .filter_map(|r| match r {
+                Resource::BackendTlsPolicy(p) => Some(p),
+                _ => None,
+            })
+            .flat_map(|p| {
+                p.validation.ca_certificate_refs.iter().filter_map(|c| {
+                    self.resources.get(&ResourceKey {
+                        kind: Kind::ConfigMap,
+                        name: ObjectName::new(p.meta.namespace.clone(), c.name.clone()),
+                    })
+                })
+            })
+            .collect();
+        let topology = Topology::of_resources(policies.into_iter().chain(maps), CONTROLLER_NAME);
+        match topology.backend_transport(service, port) {
+            BackendTransport::Refused(why) => Some(why),
+            _ => None,
+        }
     }
 
     /// Every backend a route spec sends traffic to, with the endpoint

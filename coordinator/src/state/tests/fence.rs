@@ -199,6 +199,19 @@ fn a_tls_policy_or_its_ca_changing_moves_the_targeted_services_endpoint_generati
 }
 
 #[test]
+fn a_backend_whose_tls_policy_cannot_be_used_is_named_as_a_problem() {
+    let mut s = ReplicatedState::default();
+    ok(s.apply(at(1), &apply(vec![service("blue"), tls_policy("ca")])));
+    let why = s.backend_transport_problem(&blue()).expect("a problem");
+    assert!(why.contains("default/blue-tls"), "{why}");
+    assert!(why.contains("not found"), "{why}");
+    // Once the CA resolves, no problem.
+    let ca = switchyard_test_support::listener_tls::TestCa::new("blue CA");
+    ok(s.apply(at(2), &apply(vec![ca_map("ca", &ca.cert_pem)])));
+    assert_eq!(s.backend_transport_problem(&blue()), None);
+}
+
+#[test]
 fn a_decision_counts_only_in_the_term_that_made_it() {
     // A commit decided by the term-1 leader, re-proposed (forwarded after a
     // step-down) and appended by the term-2 leader, is not carried out.
