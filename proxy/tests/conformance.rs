@@ -10,7 +10,11 @@
 //! client verifies the certificate against the runner's test CA. Nothing
 //! is skipped. The GRPCRoute files (a GRPCRoute among their routes) are
 //! run by `conformance_support/grpc_cases.rs`: gRPC backends, tonic calls
-//! over h2c, the suite's gRPC judge.
+//! over h2c, the suite's gRPC judge. The BackendTLSPolicy files (a
+//! `backend_tls_policies` key) are run by
+//! `conformance_support/backend_tls_cases.rs`: TLS-only backends with
+//! test-CA certificates, the CA ConfigMaps the policies name, the
+//! suite's judge plus the server name the backend's handshake carried.
 //!
 //! Secrets (`conformance_support/secrets.rs`): a file with a `secrets` key
 //! (the Gateway listener TLS tests) gets exactly the Secrets it declares,
@@ -21,6 +25,8 @@
 // Helpers here panic to report a broken fixture, as tests do.
 #![allow(clippy::unwrap_used)]
 
+#[path = "conformance_support/backend_tls_cases.rs"]
+mod backend_tls_cases;
 #[path = "conformance_support/distribution.rs"]
 mod distribution;
 #[path = "conformance_support/grpc_cases.rs"]
@@ -501,6 +507,14 @@ async fn gateway_api_conformance_cases() {
         let data: Value = yaml_serde::from_str(&text).unwrap();
         let tally = if grpc_cases::is_grpc_file(&data) {
             grpc_cases::run_file(&name, &data, CASE_DEADLINE).await
+        } else if backend_tls_cases::is_backend_tls_file(&data) {
+            backend_tls_cases::run_file(
+                &name,
+                &data,
+                CASE_DEADLINE,
+                backend_tls_cases::KNOWN_FAILURES,
+            )
+            .await
         } else {
             run_file(&name, &data).await
         };

@@ -2,7 +2,8 @@
 //! serves a certificate a [`crate::listener_tls::TestCa`] issued, HTTP/2
 //! when the client's ALPN asks for `h2`, HTTP/1.1 otherwise, and answers
 //! every request with a JSON description of it (the backend's name, the
-//! SNI and ALPN the handshake carried, the HTTP version, the path). It
+//! SNI and ALPN the handshake carried, the HTTP version, the method, the
+//! path, and the host: the `Host` header, else the URI's authority). It
 //! counts TCP connections accepted and handshakes completed, so a test
 //! can tell "never connected" from "connected but refused the
 //! certificate"; and it can refuse service for a while after it starts
@@ -100,12 +101,20 @@ impl TlsBackend {
                     let h2 = alpn.as_deref() == Some("h2");
                     let service = hyper::service::service_fn(move |req: Request<Incoming>| {
                         requests.fetch_add(1, Ordering::Relaxed);
+                        let host = req
+                            .headers()
+                            .get(http::header::HOST)
+                            .and_then(|h| h.to_str().ok())
+                            .map(str::to_owned)
+                            .or_else(|| req.uri().authority().map(|a| a.to_string()));
                         let seen = serde_json::json!({
                             "backend": &*name,
                             "sni": sni,
                             "alpn": alpn,
                             "version": format!("{:?}", req.version()),
+                            "method": req.method().as_str(),
                             "path": req.uri().path(),
+                            "host": host,
                         });
                         let status = if Instant::now() < ready_at {
                             StatusCode::SERVICE_UNAVAILABLE
