@@ -1,4 +1,5 @@
-//! Every Gateway, HTTPRoute, GRPCRoute, ReferenceGrant and declared Service of the Gateway API
+//! Every Gateway, HTTPRoute, GRPCRoute, ReferenceGrant, declared Service, BackendTLSPolicy and
+//! manifest ConfigMap of the Gateway API
 //! conformance data (`tests/data/gateway-api/*.yaml` of the repository)
 //! parses and translates, both one object at a time
 //! (`parse_object`) and as a multi-document stream (`parse_documents`), and
@@ -12,7 +13,14 @@ use switchyard_kubeconfig::{parse_documents, parse_object};
 use switchyard_proto::model::*;
 
 /// The lists of objects a conformance file carries.
-const LISTS: [&str; 4] = ["gateways", "routes", "reference_grants", "services"];
+const LISTS: [&str; 6] = [
+    "gateways",
+    "routes",
+    "reference_grants",
+    "services",
+    "backend_tls_policies",
+    "config_maps",
+];
 
 fn conformance_dir() -> Result<PathBuf> {
     Ok(switchyard_test_support::gateway_api_cases())
