@@ -70,7 +70,9 @@ fn backend_tls_files() -> Result<Vec<(String, Value)>> {
 fn certificate_authorities(data: &Value) -> Result<BTreeMap<String, TestCa>> {
     let mut out = BTreeMap::new();
     for entry in data["ca_config_maps"].as_array().into_iter().flatten() {
-        let ns = entry["namespace"].as_str().context("ca_config_maps[].namespace")?;
+        let ns = entry["namespace"]
+            .as_str()
+            .context("ca_config_maps[].namespace")?;
         let name = entry["name"].as_str().context("ca_config_maps[].name")?;
         match entry["content"].as_str() {
             Some("ca") => {
@@ -263,10 +265,12 @@ fn file_mismatches(name: &str, data: &Value) -> Result<Vec<String>> {
         .context("status_expectations")?
     {
         let after = e["after_step"].as_u64().unwrap_or(0);
-        if !worlds.contains_key(&after) {
-            worlds.insert(after, world(name, data, after, &cas, &listener_ca)?);
-        }
-        let resources = &worlds[&after];
+        let resources = match worlds.entry(after) {
+            std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::btree_map::Entry::Vacant(e) => {
+                e.insert(world(name, data, after, &cas, &listener_ca)?)
+            }
+        };
         let found = if e["policy"].is_string() {
             policy_mismatches(e, resources)?
         } else if let Some(nn) = e["route"].as_str() {
@@ -309,7 +313,10 @@ fn backend_tls_status_expectations_hold_but_the_known_differences() -> Result<()
             .count();
         mismatches.extend(file_mismatches(name, data)?);
     }
-    ensure!(policies >= 27, "only {policies} policy expectations checked");
+    ensure!(
+        policies >= 27,
+        "only {policies} policy expectations checked"
+    );
     let known: Vec<String> = KNOWN_DIFFERENCES
         .iter()
         .map(|(file, what)| format!("{file}: {what}"))
@@ -381,7 +388,9 @@ fn the_comparison_catches_wrong_expectations() -> Result<()> {
         "after step 3: no condition ResolvedRefs False InvalidKind among [Accepted False NoValidCACertificate, ResolvedRefs False InvalidCACertificateRef]",
     );
     one(
-        wrong(reconcile[0], &|e| e["conditions"][0]["status"] = json!("False"))?,
+        wrong(reconcile[0], &|e| {
+            e["conditions"][0]["status"] = json!("False")
+        })?,
         "policy gateway-conformance-infra/reconcile-test: no condition Accepted False Accepted",
     );
     Ok(())
@@ -390,6 +399,9 @@ fn the_comparison_catches_wrong_expectations() -> Result<()> {
 #[test]
 fn a_merge_patch_replaces_lists_and_removes_nulls() {
     let mut doc = json!({"spec": {"a": [1, 2], "b": 1, "c": {"d": 1}}});
-    merge_patch(&mut doc, &json!({"spec": {"a": [3], "b": null, "c": {"e": 2}}}));
+    merge_patch(
+        &mut doc,
+        &json!({"spec": {"a": [3], "b": null, "c": {"e": 2}}}),
+    );
     assert_eq!(doc, json!({"spec": {"a": [3], "c": {"d": 1, "e": 2}}}));
 }

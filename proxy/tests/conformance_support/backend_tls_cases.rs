@@ -26,7 +26,9 @@
 //! status runner's (`kubeconfig/tests/conformance_backend_tls_status.rs`).
 
 use crate::support::{Proxy, client};
-use crate::{PASSES_IN_A_ROW, Tally, build_request, namespace_object, objects, secrets, tls_client};
+use crate::{
+    PASSES_IN_A_ROW, Tally, build_request, namespace_object, objects, secrets, tls_client,
+};
 use anyhow::{Context, Result, anyhow, bail, ensure};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
@@ -159,7 +161,9 @@ pub(crate) fn judge(request: &Value, expected: &Value, seen: &Seen) -> Result<()
         return Ok(());
     }
     let b = &seen.backend;
-    let name = b["backend"].as_str().context("backend answer names no pod")?;
+    let name = b["backend"]
+        .as_str()
+        .context("backend answer names no pod")?;
     let (namespace, pod) = name
         .split_once('/')
         .with_context(|| format!("pod {name:?} is not <namespace>/<pod>"))?;
@@ -349,7 +353,9 @@ async fn setup(name: &str, data: &Value) -> Result<BtlsCtx> {
             .filter_map(Value::as_str)
             .collect();
         let cert = ca.server_for_suite_hosts(&hosts);
-        let replicas = entry["replicas"].as_u64().context("tls_backends[].replicas")?;
+        let replicas = entry["replicas"]
+            .as_u64()
+            .context("tls_backends[].replicas")?;
         let mut addrs = Vec::new();
         for i in 0..replicas {
             let pod = TlsBackend::start(&format!("{ns}/{app}-{i}"), &cert, Duration::ZERO).await;
@@ -434,7 +440,14 @@ async fn attempt(ctx: &BtlsCtx, case: &Value) -> Result<Seen> {
     );
     let reply = if tls {
         let sni = request["tls"]["sni"].as_str().context("request.tls.sni")?;
-        tls_client::send(&ctx.listener_ca, addr, sni, tls_client::Protocol::Http1, req).await?
+        tls_client::send(
+            &ctx.listener_ca,
+            addr,
+            sni,
+            tls_client::Protocol::Http1,
+            req,
+        )
+        .await?
     } else {
         ensure!(request["tls"].is_null(), "request.tls without requires_tls");
         client::send(addr, req).await?
@@ -565,7 +578,10 @@ mod tests {
             "backend_tls": {"sni": "abc.example.com"}});
         judge(&request, &ok, &seen(200, "abc.example.com")).unwrap();
         let err = judge(&request, &ok, &seen(200, "other.example.com")).unwrap_err();
-        assert!(err.to_string().contains("SNI \"other.example.com\""), "{err}");
+        assert!(
+            err.to_string().contains("SNI \"other.example.com\""),
+            "{err}"
+        );
         let mut wrong_ns = ok.clone();
         wrong_ns["namespace"] = json!("elsewhere");
         assert!(judge(&request, &wrong_ns, &seen(200, "abc.example.com")).is_err());
@@ -579,8 +595,22 @@ mod tests {
         let five = json!({"status_one_of": [500, 502, 503]});
         judge(&request, &five, &seen(503, "")).unwrap();
         assert!(judge(&request, &five, &seen(404, "")).is_err());
-        assert!(judge(&request, &json!({"status": 200, "extra": 1}), &seen(200, "")).is_err());
-        assert!(judge(&request, &json!({"status": 200, "failure": true}), &seen(200, "")).is_err());
+        assert!(
+            judge(
+                &request,
+                &json!({"status": 200, "extra": 1}),
+                &seen(200, "")
+            )
+            .is_err()
+        );
+        assert!(
+            judge(
+                &request,
+                &json!({"status": 200, "failure": true}),
+                &seen(200, "")
+            )
+            .is_err()
+        );
     }
 
     /// Through the real data plane: `BackendTLSPolicyConflictResolution`
@@ -596,7 +626,12 @@ mod tests {
         );
         data["cases"][0]["expected"]["backend_tls"]["sni"] = json!("abc.example.com");
         let tally = run_file("flipped", &data, Duration::from_secs(2), &[]).await;
-        assert_eq!((tally.passed, tally.failed), (3, 1), "{:#?}", tally.failures);
+        assert_eq!(
+            (tally.passed, tally.failed),
+            (3, 1),
+            "{:#?}",
+            tally.failures
+        );
         assert!(
             tally.failures[0].starts_with("flipped case 0 ")
                 && tally.failures[0].contains(
@@ -610,7 +645,12 @@ mod tests {
         assert_eq!(data["cases"][3]["expected"], json!({"failure": true}));
         data["cases"][3]["expected"] = json!({"status": 200});
         let tally = run_file("flipped", &data, Duration::from_secs(2), &[]).await;
-        assert_eq!((tally.passed, tally.failed), (3, 1), "{:#?}", tally.failures);
+        assert_eq!(
+            (tally.passed, tally.failed),
+            (3, 1),
+            "{:#?}",
+            tally.failures
+        );
         assert!(
             tally.failures[0].starts_with("flipped case 3 ")
                 && tally.failures[0].contains("status 503"),
@@ -626,7 +666,12 @@ mod tests {
         let data = file("BackendTLSPolicyConflictResolution");
         let wrong = [("flipped", 0, "anything")];
         let tally = run_file("flipped", &data, Duration::from_secs(2), &wrong).await;
-        assert_eq!((tally.passed, tally.failed), (3, 1), "{:#?}", tally.failures);
+        assert_eq!(
+            (tally.passed, tally.failed),
+            (3, 1),
+            "{:#?}",
+            tally.failures
+        );
         assert!(
             tally.failures[0].contains("a known difference now passes"),
             "{:#?}",
