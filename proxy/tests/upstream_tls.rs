@@ -144,6 +144,7 @@ async fn an_http2_port_under_a_policy_negotiates_h2() {
     assert_eq!(status, 200, "{seen}");
     assert_eq!(seen["alpn"], "h2", "{seen}");
     assert_eq!(seen["version"], "HTTP/2.0", "{seen}");
+    assert_eq!(seen["scheme"], "https", "{seen}");
     proxy.shutdown().await;
 }
 

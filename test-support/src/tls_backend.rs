@@ -2,7 +2,8 @@
 //! serves a certificate a [`crate::listener_tls::TestCa`] issued, HTTP/2
 //! when the client's ALPN asks for `h2`, HTTP/1.1 otherwise, and answers
 //! every request with a JSON description of it (the backend's name, the
-//! SNI and ALPN the handshake carried, the HTTP version, the path). It
+//! SNI and ALPN the handshake carried, the HTTP version, the path and
+//! HTTP/2's `:scheme`). It
 //! counts TCP connections accepted and handshakes completed, so a test
 //! can tell "never connected" from "connected but refused the
 //! certificate"; and it can refuse service for a while after it starts
@@ -106,6 +107,8 @@ impl TlsBackend {
                             "alpn": alpn,
                             "version": format!("{:?}", req.version()),
                             "path": req.uri().path(),
+                            // HTTP/2's `:scheme` (HTTP/1.1 carries none).
+                            "scheme": req.uri().scheme_str(),
                         });
                         let status = if Instant::now() < ready_at {
                             StatusCode::SERVICE_UNAVAILABLE

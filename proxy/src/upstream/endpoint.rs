@@ -52,8 +52,15 @@ use tracing::{debug, info, warn};
 pub enum Sender {
     /// HTTP/1.1: one request at a time, back to the pool after.
     Http1(http1::SendRequest<ProxyBody>),
-    /// HTTP/2 prior knowledge: a stream on the shared connection.
-    Http2(http2::SendRequest<ProxyBody>),
+    /// HTTP/2 (prior knowledge, or `h2` over TLS): a stream on the shared
+    /// connection.
+    Http2 {
+        /// The shared connection's handle.
+        sender: http2::SendRequest<ProxyBody>,
+        /// Whether the connection is TLS: the request's `:scheme` is then
+        /// `https`.
+        tls: bool,
+    },
 }
 
 impl Sender {
@@ -65,7 +72,9 @@ impl Sender {
     ) -> impl Future<Output = Result<Response<Incoming>, TrySendError<Request<ProxyBody>>>> {
         match self {
             Sender::Http1(s) => futures::future::Either::Left(s.try_send_request(req)),
-            Sender::Http2(s) => futures::future::Either::Right(s.try_send_request(for_http2(req))),
+            Sender::Http2 { sender, tls } => {
+                futures::future::Either::Right(sender.try_send_request(for_http2(req, *tls)))
+            }
         }
     }
 
@@ -73,30 +82,30 @@ impl Sender {
     pub fn is_closed(&self) -> bool {
         match self {
             Sender::Http1(s) => s.is_closed(),
-            Sender::Http2(s) => s.is_closed(),
+            Sender::Http2 { sender, .. } => sender.is_closed(),
         }
     }
 
     fn is_ready(&self) -> bool {
         match self {
             Sender::Http1(s) => s.is_ready(),
-            Sender::Http2(s) => s.is_ready(),
+            Sender::Http2 { sender, .. } => sender.is_ready(),
         }
     }
 
     async fn ready(&mut self) -> hyper::Result<()> {
         match self {
             Sender::Http1(s) => s.ready().await,
-            Sender::Http2(s) => s.ready().await,
+            Sender::Http2 { sender, .. } => sender.ready().await,
         }
     }
 }
 
 /// An HTTP/2 request names its target in `:scheme` and `:authority`,
 /// which the h2 layer takes from the URI: the origin-form request the
-/// server stack hands over gets `http://` and the authority of its `Host`
-/// (which HTTP/2 then does not repeat).
-fn for_http2(req: Request<ProxyBody>) -> Request<ProxyBody> {
+/// server stack hands over gets `http://` (`https://` over TLS) and the
+/// authority of its `Host` (which HTTP/2 then does not repeat).
+fn for_http2(req: Request<ProxyBody>, tls: bool) -> Request<ProxyBody> {
     let (mut parts, body) = req.into_parts();
     if parts.uri.scheme().is_none() {
         let authority = parts
@@ -106,7 +115,11 @@ fn for_http2(req: Request<ProxyBody>) -> Request<ProxyBody> {
             .and_then(|h| h.parse::<http::uri::Authority>().ok());
         if let Some(authority) = authority {
             let mut uri = std::mem::take(&mut parts.uri).into_parts();
-            uri.scheme = Some(http::uri::Scheme::HTTP);
+            uri.scheme = Some(if tls {
+                http::uri::Scheme::HTTPS
+            } else {
+                http::uri::Scheme::HTTP
+            });
             uri.authority = Some(authority);
             if uri.path_and_query.is_none() {
                 uri.path_and_query = Some(http::uri::PathAndQuery::from_static("/"));
@@ -286,6 +299,10 @@ impl Endpoint {
         &self.transport
     }
 
+    fn is_tls(&self) -> bool {
+        matches!(self.connector, Ok(Some(_)))
+    }
+
     /// How many backends use it.
     pub fn users(&self) -> usize {
         lock(&self.users).len()
@@ -377,17 +394,26 @@ impl Endpoint {
     async fn checkout_h2(&self, opener: &BackendLabels) -> Result<Sender, ConnectError> {
         let shared = lock(&self.h2).clone().filter(|s| !s.is_closed());
         let mut sender = match shared {
-            Some(sender) => Sender::Http2(sender),
+            Some(sender) => Sender::Http2 {
+                sender,
+                tls: self.is_tls(),
+            },
             None => {
                 let fresh = self.connect_http2(opener).await?;
                 let mut slot = lock(&self.h2);
                 // Two requests may have opened one at once: keep the first
                 // one stored that is still open, and use it.
                 match slot.as_ref().filter(|s| !s.is_closed()) {
-                    Some(existing) => Sender::Http2(existing.clone()),
+                    Some(existing) => Sender::Http2 {
+                        sender: existing.clone(),
+                        tls: self.is_tls(),
+                    },
                     None => {
                         *slot = Some(fresh.clone());
-                        Sender::Http2(fresh)
+                        Sender::Http2 {
+                            sender: fresh,
+                            tls: self.is_tls(),
+                        }
                     }
                 }
             }
