@@ -177,6 +177,13 @@ pub struct Endpoint {
     outstanding: AtomicUsize,
     /// Mirror of `health.status() == Healthy`, read lock-free per request.
     healthy: AtomicBool,
+    /// A probe of its own passed while it was healthy. Only then does its
+    /// health count as readiness evidence: an endpoint seeded with its
+    /// predecessor's health (a new health path, protocol or transport for
+    /// the same address) takes traffic at once, so an active route drops
+    /// nothing, but a transition waiting on it waits for a probe over the
+    /// new data path.
+    vouched: AtomicBool,
     health: Mutex<HealthTracker>,
     outlier: Mutex<OutlierDetector>,
     idle: Mutex<Vec<IdleConn>>,
@@ -246,6 +253,7 @@ impl Endpoint {
             ctx,
             outstanding: AtomicUsize::new(0),
             healthy: AtomicBool::new(false),
+            vouched: AtomicBool::new(false),
             health: Mutex::new(HealthTracker::default()),
             outlier: Mutex::new(OutlierDetector::default()),
             idle: Mutex::new(Vec::new()),
@@ -327,9 +335,16 @@ impl Endpoint {
             .clone()
     }
 
-    /// Whether the proxy's own health check currently passes.
+    /// Whether the proxy's own health check currently passes (or, until
+    /// its first probe, its predecessor's did: see [`Endpoint::is_vouched`]).
     pub fn is_healthy(&self) -> bool {
         self.healthy.load(Ordering::Relaxed)
+    }
+
+    /// Whether a probe of its own has passed: its health is then readiness
+    /// evidence, not only a reason to send it traffic.
+    pub fn is_vouched(&self) -> bool {
+        self.vouched.load(Ordering::Relaxed)
     }
 
     /// Health status as the checker last saw it.
@@ -594,7 +609,17 @@ impl Endpoint {
     /// healthy-ness, updates the lock-free flag, the gauge, and wakes
     /// readiness watchers.
     pub(crate) fn record_health(&self, passed: bool) {
-        let changed = lock(&self.health).record(passed, &self.ctx.settings.health);
+        let (changed, healthy_now) = {
+            let mut tracker = lock(&self.health);
+            let changed = tracker.record(passed, &self.ctx.settings.health);
+            (changed, tracker.status() == HealthStatus::Healthy)
+        };
+        if passed && healthy_now && !self.vouched.swap(true, Ordering::Relaxed) && changed.is_none()
+        {
+            // A seeded endpoint's own first probe passed: its health now
+            // counts as evidence (a change of health notifies below).
+            self.ctx.notify_readiness();
+        }
         let Some(status) = changed else {
             return;
         };
