@@ -182,7 +182,10 @@ data:
 
     #[test]
     fn a_hostname_san_without_its_hostname_is_refused() {
-        let yaml = POLICY.replace("{type: Hostname, hostname: api.internal}", "{type: Hostname}");
+        let yaml = POLICY.replace(
+            "{type: Hostname, hostname: api.internal}",
+            "{type: Hostname}",
+        );
         let error = parse_documents("tls.yaml", &yaml)
             .expect_err("refused")
             .to_string();

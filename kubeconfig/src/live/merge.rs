@@ -38,7 +38,8 @@ mod mcs;
 
 use std::collections::{BTreeMap, BTreeSet};
 use switchyard_proto::model::{
-    BackendRef, BackendTlsPolicy, Filter, HttpRoute, Kind, ObjectMeta, ObjectName, Resource, ResourceKey,
+    BackendRef, BackendTlsPolicy, Filter, HttpRoute, Kind, ObjectMeta, ObjectName, Resource,
+    ResourceKey,
 };
 
 use super::kinds::GATEWAY_GROUP;

@@ -388,6 +388,14 @@ impl FakeApiServer {
             .retain(|path, _| !path.starts_with(&prefix));
     }
 
+    /// Uninstalls one kind (a cluster whose Gateway API release predates
+    /// it, e.g. without BackendTLSPolicy): its list and watches are
+    /// answered `404`, open watches end.
+    pub fn remove_kind(&self, api_version: &str, kind: &str) {
+        let path = collection_of(api_version, kind);
+        self.lock().collections.remove(&path);
+    }
+
     /// Answer the next `n` status patches with 409 Conflict.
     pub fn conflict_next_patches(&self, n: u32) {
         self.lock().conflicts = n;
