@@ -5,18 +5,21 @@
 //! and `ResolvedRefs` as the model's rule decides them (a valid CA, a
 //! missing CA ConfigMap, the newer of two policies on one Service);
 //! another controller's entries stay; an unchanged status is not written
-//! again; and an entry of ours on a policy no longer served is swept.
+//! again; a policy served from its last good version reports that
+//! version's generation; and an entry of ours on a policy no longer
+//! served is swept.
 // Helpers here panic to report a broken fixture, as tests do.
 #![allow(clippy::unwrap_used)]
 
 mod live_support;
 
 use live_support::backend_tls::{ca_config_map, condition, our_ancestors, policy, shop_with};
-use live_support::{Clients, desired_once, fleet, publish_clean};
+use live_support::{Clients, WAIT, desired_once, fleet, publish_clean, watching};
 use serde_json::{Value, json};
 use std::time::Duration;
 use switchyard_kubeconfig::live::{FIELD_MANAGER, REQUIRED_PERMISSIONS, StatusPublisher};
-use switchyard_proto::model::CONTROLLER_NAME;
+use switchyard_proto::model::{CONTROLLER_NAME, Kind};
+use switchyard_test_support::eventually;
 use switchyard_test_support::fake_kube::FakeApiServer;
 use switchyard_test_support::fixtures::{GW, OTHER_CONTROLLER};
 
@@ -181,4 +184,47 @@ async fn a_policy_no_longer_served_loses_our_entry_and_keeps_theirs() {
     let stored = stored_policy(&server, "stale");
     assert_eq!(our_ancestors(&stored), Vec::<Value>::new(), "{stored}");
     assert_eq!(stored["status"]["ancestors"], json!([theirs()]));
+}
+
+#[tokio::test]
+async fn a_policy_served_from_its_last_good_version_reports_that_generation() {
+    let good = policy("tls", "blue", "ca", "2026-01-01T00:00:00Z");
+    let server = FakeApiServer::start(shop_with(vec![ca_config_map("ca"), good.clone()])).await;
+    let (rx, task) = watching(&server);
+    eventually("the policy served", WAIT, async || {
+        let state = rx.borrow().clone()?;
+        state
+            .resources
+            .iter()
+            .any(|r| r.kind() == Kind::BackendTLSPolicy)
+            .then_some(())
+    })
+    .await
+    .unwrap();
+    // Generation 5 cannot be read (a Hostname subjectAltName without its
+    // hostname): generation 4 keeps being served.
+    let mut bad = good;
+    bad["metadata"]["generation"] = json!(5);
+    bad["spec"]["validation"]["subjectAltNames"] = json!([{"type": "Hostname"}]);
+    server.apply(bad);
+    let state = eventually("the new version rejected", WAIT, async || {
+        let state = rx.borrow().clone()?;
+        state
+            .rejected
+            .iter()
+            .any(|r| r.key.kind == Kind::BackendTLSPolicy)
+            .then_some(state)
+    })
+    .await
+    .unwrap();
+    task.abort();
+    let mut publisher = StatusPublisher::new(vec![server.source("east")], CONTROLLER_NAME);
+    publish_clean(&mut publisher, &state, &[], &fleet(1), &LEADING).await;
+
+    let ours = our_ancestors(&stored_policy(&server, "tls"));
+    assert_eq!(ours.len(), 1, "{ours:?}");
+    assert_eq!(
+        condition(&ours[0], "Accepted"),
+        ("True".into(), "Accepted".into(), 4)
+    );
 }

@@ -227,7 +227,16 @@ impl StatusPublisher {
                     }
                     Resource::BackendTlsPolicy(policy) => {
                         let mut policy = policy.clone();
-                        policy.meta.k8s_generation = origin.generation;
+                        let rejected = desired
+                            .rejected
+                            .iter()
+                            .any(|r| r.key == key && r.cluster == origin.cluster);
+                        // Served from its last good version when the newest
+                        // cannot be read: report that version's generation,
+                        // never one whose spec is not what is served.
+                        if !rejected {
+                            policy.meta.k8s_generation = origin.generation;
+                        }
                         let controller = &self.controller_name;
                         Written::Policy(backend_tls_ancestors(&policy, &world, controller))
                     }
