@@ -89,12 +89,14 @@ pub struct RouteParentStatus {
 }
 
 /// The served objects, indexed for status computation: the model's
-/// [`Topology`] (the Gateway API rules the router follows too) and the
-/// routes.
+/// [`Topology`] (the Gateway API rules the router follows too), the
+/// routes, and the objects themselves (for what the topology does not
+/// answer, such as a Service's port names).
 #[derive(Debug)]
 pub struct World<'a> {
     pub(crate) topology: Topology<'a>,
     pub(crate) routes: Vec<&'a HttpRoute>,
+    pub(crate) resources: &'a [Resource],
 }
 
 impl<'a> World<'a> {
@@ -110,6 +112,7 @@ impl<'a> World<'a> {
                     _ => None,
                 })
                 .collect(),
+            resources,
         }
     }
 }

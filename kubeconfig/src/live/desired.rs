@@ -38,8 +38,8 @@ pub struct DesiredState {
     /// good version is still in `resources`), and Gateways and HTTPRoutes
     /// never read at all (whose they are is unknown).
     pub rejected: Vec<Rejected>,
-    /// For each served Gateway and HTTPRoute, the clusters that define it:
-    /// where its status is written.
+    /// For each served Gateway, route and BackendTLSPolicy, the clusters
+    /// that define it: where its status is written.
     pub origins: BTreeMap<ResourceKey, Vec<Origin>>,
     /// ServiceExports left out of their ServiceImport (conflicts, oldest
     /// export wins).
@@ -175,7 +175,11 @@ pub(crate) fn desired_state(
     let served_all: BTreeSet<ResourceKey> = merged.resources.iter().map(Resource::key).collect();
     let served: BTreeSet<&ResourceKey> = served_all
         .iter()
-        .filter(|k| k.kind == Kind::Gateway || k.kind.is_route())
+        .filter(|k| {
+            // The kinds whose status is written, in each cluster defining
+            // them (at that cluster's generation).
+            matches!(k.kind, Kind::Gateway | Kind::BackendTLSPolicy) || k.kind.is_route()
+        })
         .collect();
     let mut origins: BTreeMap<ResourceKey, Vec<Origin>> = BTreeMap::new();
     let mut rejected = Vec::new();

@@ -144,13 +144,13 @@ pub fn collection_of(api_version: &str, kind: &str) -> String {
         "Service" => "services",
         "Secret" => "secrets",
         "ConfigMap" => "configmaps",
-        "BackendTLSPolicy" => "backendtlspolicies",
         "EndpointSlice" => "endpointslices",
         "GatewayClass" => "gatewayclasses",
         "Gateway" => "gateways",
         "HTTPRoute" => "httproutes",
         "GRPCRoute" => "grpcroutes",
         "ReferenceGrant" => "referencegrants",
+        "BackendTLSPolicy" => "backendtlspolicies",
         // Cluster-scoped, read one at a time (`switchyard node-zone`).
         "Node" => "nodes",
         "ServiceExport" => "serviceexports",
@@ -386,6 +386,14 @@ impl FakeApiServer {
         self.lock()
             .collections
             .retain(|path, _| !path.starts_with(&prefix));
+    }
+
+    /// Uninstalls one kind (a cluster whose Gateway API release predates
+    /// it, e.g. without BackendTLSPolicy): its list and watches are
+    /// answered `404`, open watches end.
+    pub fn remove_kind(&self, api_version: &str, kind: &str) {
+        let path = collection_of(api_version, kind);
+        self.lock().collections.remove(&path);
     }
 
     /// Answer the next `n` status patches with 409 Conflict.
