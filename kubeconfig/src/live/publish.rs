@@ -32,8 +32,8 @@ mod sweep;
 use super::ClusterSource;
 use super::addresses::Fleet;
 use super::conditions::{
-    Condition, FallBack, RouteParentStatus, World, route_parent_statuses,
-    unread_route_parent_statuses,
+    Condition, FallBack, RouteParentStatus, World, name_taken_parent_statuses,
+    route_parent_statuses, unread_route_parent_statuses,
 };
 use super::desired::DesiredState;
 use super::error::LiveError;
@@ -269,6 +269,24 @@ impl StatusPublisher {
             if r.key.kind.is_route() && !served.contains(&r.key) {
                 let slot = (r.cluster.clone(), r.key.clone());
                 self.write(&mut run, slot, Written::Unread(r.message.clone()), &world)
+                    .await;
+            }
+        }
+        // GRPCRoutes left out for their name: why, where they are defined.
+        for collision in &desired.route_name_collisions {
+            let key = ResourceKey {
+                kind: Kind::GRPCRoute,
+                name: collision.route.meta.object_name(),
+            };
+            for origin in &collision.origins {
+                if run.out.stopped.is_some() {
+                    break;
+                }
+                let mut route = collision.route.clone();
+                route.meta.k8s_generation = origin.generation;
+                let parents = name_taken_parent_statuses(&route, &world, &self.controller_name);
+                let slot = (origin.cluster.clone(), key.clone());
+                self.write(&mut run, slot, Written::Route(parents), &world)
                     .await;
             }
         }
