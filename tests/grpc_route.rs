@@ -14,44 +14,17 @@
 //!
 //! No process may log a WARN or ERROR line.
 
-use std::net::SocketAddr;
-use std::path::PathBuf;
+mod single_proxy;
+
+use single_proxy::{apply_ready, fleet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
-use switchyard::demo::fleet::{Fleet, FleetOptions};
 use switchyard::demo::manifests::{self, NAMESPACE};
-use switchyard_harness::free_port;
 use switchyard_test_support::eventually;
 use switchyard_test_support::grpc::{GrpcBackend, GrpcClient};
 
 const AUTHORITY: &str = "calls.example";
-
-fn binary() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_switchyard"))
-}
-
-/// Three coordinators and one proxy; the proxy's data-plane address.
-async fn fleet() -> anyhow::Result<(Fleet, SocketAddr)> {
-    let mut options = FleetOptions::three_zones(binary());
-    options.proxies.clear();
-    let mut fleet = tokio::task::block_in_place(|| Fleet::start(options))?;
-    fleet.wait_leader(Duration::from_secs(30)).await?;
-    let listen = format!("127.0.0.1:{}", free_port());
-    let proxy = tokio::task::block_in_place(|| fleet.start_proxy_on("edge", "zone-a", &listen))?;
-    fleet.proxies.push(proxy);
-    Ok((fleet, listen.parse()?))
-}
-
-/// Applies `yaml` and waits until every route in it is Ready.
-async fn apply_ready(fleet: &mut Fleet, yaml: &str) -> anyhow::Result<()> {
-    let (targets, index) = fleet.apply(yaml).await?;
-    fleet
-        .client()
-        .wait_ready(&targets, index, Duration::from_secs(60), |_| {})
-        .await?;
-    Ok(())
-}
 
 /// GRPCRoute `calls` with `rules` (YAML list items, indented two spaces).
 fn grpc_route(rules: &str) -> String {

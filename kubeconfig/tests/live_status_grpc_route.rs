@@ -50,3 +50,60 @@ async fn a_grpc_routes_status_is_written_as_an_http_routes_is() {
     assert_eq!(published_entries("HTTPRoute").await, 1);
     assert_eq!(published_entries("GRPCRoute").await, 1);
 }
+
+#[tokio::test]
+async fn a_grpc_route_left_out_for_its_name_says_so_in_its_status() {
+    // shop's HTTPRoute `app` and a GRPCRoute of the same name, both on our
+    // Gateway: the HTTPRoute is served, the GRPCRoute is not, and its
+    // status says why (the operator sees it in `kubectl get grpcroute`,
+    // not only in the coordinators' log).
+    let mut objects = shop::cluster();
+    let mut twin = objects
+        .iter()
+        .find(|o| o["kind"] == "HTTPRoute")
+        .unwrap()
+        .clone();
+    twin["kind"] = "GRPCRoute".into();
+    twin["metadata"]["generation"] = 3.into();
+    objects.push(twin);
+    let server = FakeApiServer::start(objects).await;
+    let state = desired_once(&server).await;
+    assert_eq!(state.route_name_collisions.len(), 1);
+    let mut publisher = StatusPublisher::new(vec![server.source("east")], CONTROLLER_NAME);
+    publish_clean(&mut publisher, &state, &[], &fleet(1), &LEADING).await;
+
+    let ours = |route: &Value| -> Vec<Value> {
+        route["status"]["parents"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|p| p["controllerName"] == CONTROLLER_NAME)
+            .collect()
+    };
+    let grpc = ours(&server.get(GW, "GRPCRoute", "shop", "app").unwrap());
+    assert_eq!(grpc.len(), 1, "{grpc:#?}");
+    let accepted = grpc[0]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "Accepted")
+        .unwrap()
+        .clone();
+    assert_eq!(accepted["status"], "False", "{accepted}");
+    assert_eq!(accepted["reason"], "RouteNameTaken", "{accepted}");
+    assert_eq!(accepted["observedGeneration"], 3, "{accepted}");
+    let message = accepted["message"].as_str().unwrap();
+    assert!(message.contains("HTTPRoute shop/app"), "{message}");
+    // The HTTPRoute is served and accepted.
+    let http = ours(&server.get(GW, "HTTPRoute", "shop", "app").unwrap());
+    assert_eq!(http.len(), 1);
+    assert!(
+        http[0]["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["type"] == "Accepted" && c["status"] == "True"),
+        "{http:#?}"
+    );
+}

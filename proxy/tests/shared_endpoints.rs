@@ -2,7 +2,9 @@
 //! check and one connection pool per `ip:port` (and health path), however
 //! many Services and routes send to it; the endpoint lives as long as some
 //! backend lists it, and a Service whose health path changes keeps its
-//! endpoints in traffic until the new path's first probe.
+//! endpoints in traffic until the new path's probes say otherwise — but
+//! counts them as readiness evidence only once a probe of the new path
+//! passed.
 
 mod support;
 
@@ -142,9 +144,11 @@ async fn a_changed_health_path_keeps_the_endpoint_in_traffic_until_its_first_pro
         .bump(ObjectName::new(NS, "s0"), 2);
     proxy.install(changed.clone(), routes.clone());
     // Right after the install, before any probe of the new path could have
-    // answered: the endpoint is still healthy.
-    let r = proxy.dp.readiness(&key(0)).expect("served");
-    assert_eq!((r.healthy, r.total), (1, 1), "still in traffic");
+    // answered: the endpoint is still in traffic.
+    let reply = send(proxy.addrs[0], get("app.example", "/s0/x"))
+        .await
+        .unwrap();
+    assert_eq!(reply.status, 200, "still in traffic");
     // s1 still lists the pod at the old path: two endpoints now.
     assert_eq!(proxy.dp.endpoint_count(), 2);
 
@@ -164,5 +168,54 @@ async fn a_changed_health_path_keeps_the_endpoint_in_traffic_until_its_first_pro
     .unwrap();
     let r = proxy.dp.readiness(&key(1)).expect("served");
     assert_eq!((r.healthy, r.total), (1, 1), "s1 is checked at / and stays");
+    proxy.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_seeded_endpoint_takes_traffic_at_once_but_is_evidence_only_after_its_own_probe() {
+    let pod = start_echo(NS, "pod", 0).await;
+    // Failing probes never take it out of traffic in this test: what is
+    // shown is the difference between traffic and evidence.
+    let mut settings = test_settings();
+    settings.health.unhealthy_threshold = 1_000;
+    let proxy = Proxy::start(settings, vec![simple_listener(NS)]).await;
+    let (snapshot, routes) = config(pod.addr, 1);
+    proxy.install(snapshot.clone(), routes.clone());
+    proxy.wait_healthy(&[(key(0), 1)]).await;
+
+    // The new health path fails for now.
+    pod.unhealthy.store(true, Ordering::Relaxed);
+    let mut changed = snapshot;
+    changed.version = 2;
+    changed.services[0]
+        .meta
+        .annotations
+        .insert(ANNOTATION_HEALTH_PATH.to_owned(), "/health".to_owned());
+    changed
+        .endpoint_generations
+        .bump(ObjectName::new(NS, "s0"), 2);
+    proxy.install(changed, routes);
+    let reply = send(proxy.addrs[0], get("app.example", "/s0/x"))
+        .await
+        .unwrap();
+    assert_eq!(reply.status, 200, "in traffic on its predecessor's health");
+    let r = proxy.dp.readiness(&key(0)).expect("served");
+    assert_eq!(
+        (r.healthy, r.total),
+        (0, 1),
+        "not evidence before a probe of its own"
+    );
+    // Several failed probes later: still in traffic, still no evidence.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let r = proxy.dp.readiness(&key(0)).expect("served");
+    assert_eq!((r.healthy, r.total), (0, 1), "{r:?}");
+    let reply = send(proxy.addrs[0], get("app.example", "/s0/x"))
+        .await
+        .unwrap();
+    assert_eq!(reply.status, 200);
+
+    // The new path answers: its probe vouches for it.
+    pod.unhealthy.store(false, Ordering::Relaxed);
+    proxy.wait_healthy(&[(key(0), 1)]).await;
     proxy.shutdown().await;
 }

@@ -335,6 +335,24 @@ async fn the_drain_deadline_closes_open_tunnels_and_no_new_ones_open() {
 
     let started = tokio::time::Instant::now();
     let serving = gw.proxy.begin_shutdown();
+    // The drain has begun once the listener is closed (new connections are
+    // refused); connections learn it a task wake-up later. Without this
+    // wait a loaded machine could send the upgrade below before.
+    let addr = gw.addr();
+    eventually(
+        "the listener closed",
+        Duration::from_secs(5),
+        || async move {
+            anyhow::ensure!(
+                tokio::net::TcpStream::connect(addr).await.is_err(),
+                "still accepting"
+            );
+            Ok(())
+        },
+    )
+    .await
+    .unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
     // Draining: the tunnel keeps working...
     echo(&mut tunnel, b"while draining").await.unwrap();
     // ...and an upgrade asked for now is refused, the connection closed.

@@ -144,6 +144,7 @@ async fn an_http2_port_under_a_policy_negotiates_h2() {
     assert_eq!(status, 200, "{seen}");
     assert_eq!(seen["alpn"], "h2", "{seen}");
     assert_eq!(seen["version"], "HTTP/2.0", "{seen}");
+    assert_eq!(seen["scheme"], "https", "{seen}");
     proxy.shutdown().await;
 }
 
@@ -264,5 +265,62 @@ async fn a_policy_whose_ca_does_not_resolve_is_never_connected_to() {
         0,
         "a request reached a refused endpoint"
     );
+    proxy.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_ca_bundle_for_an_active_backend_drops_no_request() {
+    // The policy's trust changes (a CA rotation adds the next CA to the
+    // bundle): the endpoint is a new one (another data path), which keeps
+    // taking traffic on its predecessor's health while its own probes run.
+    let ca = TestCa::new("backend CA");
+    let next = TestCa::new("next CA");
+    let backend =
+        TlsBackend::start("secure", &ca.server(&["secure.btls.test"]), Duration::ZERO).await;
+    let (snapshot, routes) = config(
+        &backend,
+        policy("secure.btls.test", &[]),
+        Some(&ca.cert_pem),
+        None,
+    );
+    let proxy = start(snapshot.clone(), routes.clone()).await;
+    proxy.wait_healthy(&[(key(), 1)]).await;
+
+    let addr = proxy.addrs[0];
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let loop_stop = std::sync::Arc::clone(&stop);
+    let requests = tokio::spawn(async move {
+        let (mut ok, mut failed) = (0u32, Vec::new());
+        let mut conn = Conn::connect(addr).await.unwrap();
+        while !loop_stop.load(std::sync::atomic::Ordering::Relaxed) {
+            match conn.send(get("app.example", "/during")).await {
+                Ok(reply) if reply.status == 200 => ok += 1,
+                Ok(reply) => failed.push(reply.status.as_u16()),
+                Err(_) => {
+                    failed.push(0);
+                    conn = Conn::connect(addr).await.unwrap();
+                }
+            }
+        }
+        (ok, failed)
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let mut rotated = snapshot;
+    rotated.version = 2;
+    rotated.config_maps[0].ca_certificate = Some(format!("{}{}", ca.cert_pem, next.cert_pem));
+    // What the coordinators do on a ConfigMap change a policy trusts.
+    rotated
+        .endpoint_generations
+        .bump(switchyard_proto::model::ObjectName::new(NS, "secure"), 2);
+    proxy.install(rotated, routes);
+    proxy.wait_healthy(&[(key(), 1)]).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let (ok, failed) = requests.await.unwrap();
+    assert!(
+        failed.is_empty(),
+        "failed requests (status, 0 = transport): {failed:?}"
+    );
+    assert!(ok > 20, "{ok} requests");
     proxy.shutdown().await;
 }

@@ -3,7 +3,8 @@
 //! when the client's ALPN asks for `h2`, HTTP/1.1 otherwise, and answers
 //! every request with a JSON description of it (the backend's name, the
 //! SNI and ALPN the handshake carried, the HTTP version, the method, the
-//! path, and the host: the `Host` header, else the URI's authority). It
+//! path, HTTP/2's `:scheme`, and the host: the `Host` header, else the
+//! URI's authority). It
 //! counts TCP connections accepted and handshakes completed, so a test
 //! can tell "never connected" from "connected but refused the
 //! certificate"; and it can refuse service for a while after it starts
@@ -115,6 +116,8 @@ impl TlsBackend {
                             "method": req.method().as_str(),
                             "path": req.uri().path(),
                             "host": host,
+                            // HTTP/2's `:scheme` (HTTP/1.1 carries none).
+                            "scheme": req.uri().scheme_str(),
                         });
                         let status = if Instant::now() < ready_at {
                             StatusCode::SERVICE_UNAVAILABLE

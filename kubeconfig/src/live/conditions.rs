@@ -89,12 +89,14 @@ pub struct RouteParentStatus {
 }
 
 /// The served objects, indexed for status computation: the model's
-/// [`Topology`] (the Gateway API rules the router follows too) and the
-/// routes.
+/// [`Topology`] (the Gateway API rules the router follows too), the
+/// routes, and the objects themselves (for what the topology does not
+/// answer, such as a Service's port names).
 #[derive(Debug)]
 pub struct World<'a> {
     pub(crate) topology: Topology<'a>,
     pub(crate) routes: Vec<&'a HttpRoute>,
+    pub(crate) resources: &'a [Resource],
 }
 
 impl<'a> World<'a> {
@@ -110,6 +112,7 @@ impl<'a> World<'a> {
                     _ => None,
                 })
                 .collect(),
+            resources,
         }
     }
 }
@@ -205,6 +208,41 @@ pub fn unread_route_parent_statuses(
     why: &str,
     controller_name: &str,
 ) -> Vec<RouteParentStatus> {
+    not_accepted(
+        route,
+        world,
+        "UnsupportedValue",
+        &format!("not served: {why}"),
+        controller_name,
+    )
+}
+
+/// The status entries of a GRPCRoute left out because an HTTPRoute has
+/// its namespace and name (route records share one name space; the
+/// HTTPRoute wins): for each parentRef naming one of our Gateways,
+/// `Accepted` `False` with `RouteNameTaken` (the coordinators' word for
+/// the same refusal) and what to do about it.
+pub fn name_taken_parent_statuses(
+    route: &HttpRoute,
+    world: &World<'_>,
+    controller_name: &str,
+) -> Vec<RouteParentStatus> {
+    let message = format!(
+        "not served: HTTPRoute {} has the same namespace and name, and routes of both kinds share one name space; rename one of them",
+        route.meta.object_name()
+    );
+    not_accepted(route, world, "RouteNameTaken", &message, controller_name)
+}
+
+/// `Accepted` `False` with `reason` and `message` on every parentRef of
+/// `route` that names one of our Gateways (once per parentRef).
+fn not_accepted(
+    route: &HttpRoute,
+    world: &World<'_>,
+    reason: &str,
+    message: &str,
+    controller_name: &str,
+) -> Vec<RouteParentStatus> {
     let generation = route.meta.k8s_generation;
     let mut out: Vec<RouteParentStatus> = Vec::new();
     for parent in &route.parent_refs {
@@ -219,8 +257,8 @@ pub fn unread_route_parent_statuses(
             conditions: vec![Condition::new(
                 "Accepted",
                 ConditionStatus::False,
-                "UnsupportedValue",
-                format!("not served: {why}"),
+                reason,
+                message.to_string(),
                 generation,
             )],
         });

@@ -21,7 +21,7 @@ use super::cache::ClusterCache;
 use super::kinds::Watched;
 use super::merge::{ClusterObjects, ExportConflict, merge_clusters};
 use std::collections::{BTreeMap, BTreeSet};
-use switchyard_proto::model::{Kind, ObjectMeta, ObjectName, Resource, ResourceKey};
+use switchyard_proto::model::{HttpRoute, Kind, ObjectMeta, ObjectName, Resource, ResourceKey};
 
 /// What the store held when the term began: the objects a cluster not
 /// yet listed keeps contributing.
@@ -38,15 +38,16 @@ pub struct DesiredState {
     /// good version is still in `resources`), and Gateways and HTTPRoutes
     /// never read at all (whose they are is unknown).
     pub rejected: Vec<Rejected>,
-    /// For each served Gateway and HTTPRoute, the clusters that define it:
-    /// where its status is written.
+    /// For each served Gateway, route and BackendTLSPolicy, the clusters
+    /// that define it: where its status is written.
     pub origins: BTreeMap<ResourceKey, Vec<Origin>>,
     /// ServiceExports left out of their ServiceImport (conflicts, oldest
     /// export wins).
     pub export_conflicts: Vec<ExportConflict>,
     /// GRPCRoutes not served because an HTTPRoute has their namespace and
-    /// name (the HTTPRoute wins).
-    pub route_name_collisions: Vec<ObjectName>,
+    /// name (the HTTPRoute wins), with the clusters defining each: their
+    /// status says so there.
+    pub route_name_collisions: Vec<RouteCollision>,
     /// Every ServiceExport of every listed cluster: where export status
     /// (`Valid`, `Conflict`) is written.
     pub exports: Vec<ExportOrigin>,
@@ -96,7 +97,16 @@ pub struct Rejected {
     pub message: String,
 }
 
-/// Where a served Gateway or HTTPRoute is defined.
+/// A GRPCRoute left out for its name, and where it is defined.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RouteCollision {
+    /// The GRPCRoute left out, as read.
+    pub route: HttpRoute,
+    /// The clusters that define it.
+    pub origins: Vec<Origin>,
+}
+
+/// Where a served Gateway, route or BackendTLSPolicy is defined.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Origin {
     /// The cluster.
@@ -175,9 +185,22 @@ pub(crate) fn desired_state(
     let served_all: BTreeSet<ResourceKey> = merged.resources.iter().map(Resource::key).collect();
     let served: BTreeSet<&ResourceKey> = served_all
         .iter()
-        .filter(|k| k.kind == Kind::Gateway || k.kind.is_route())
+        .filter(|k| {
+            // The kinds whose status is written, in each cluster defining
+            // them (at that cluster's generation).
+            matches!(k.kind, Kind::Gateway | Kind::BackendTLSPolicy) || k.kind.is_route()
+        })
         .collect();
     let mut origins: BTreeMap<ResourceKey, Vec<Origin>> = BTreeMap::new();
+    let collided: BTreeSet<ResourceKey> = merged
+        .route_collisions
+        .iter()
+        .map(|r| ResourceKey {
+            kind: Kind::GRPCRoute,
+            name: r.meta.object_name(),
+        })
+        .collect();
+    let mut collision_origins: BTreeMap<ResourceKey, Vec<Origin>> = BTreeMap::new();
     let mut rejected = Vec::new();
     for cache in caches {
         for (watched, name, entry) in cache.entries() {
@@ -200,11 +223,14 @@ pub(crate) fn desired_state(
                     message: message.clone(),
                 });
             }
+            let origin = Origin {
+                cluster: cache.name.clone(),
+                generation: entry.generation,
+            };
             if served.contains(&key) {
-                origins.entry(key).or_default().push(Origin {
-                    cluster: cache.name.clone(),
-                    generation: entry.generation,
-                });
+                origins.entry(key).or_default().push(origin);
+            } else if collided.contains(&key) && entry.good.is_some() {
+                collision_origins.entry(key).or_default().push(origin);
             }
         }
     }
@@ -225,7 +251,20 @@ pub(crate) fn desired_state(
         rejected,
         origins,
         export_conflicts: merged.conflicts,
-        route_name_collisions: merged.route_collisions,
+        route_name_collisions: merged
+            .route_collisions
+            .into_iter()
+            .map(|route| {
+                let key = ResourceKey {
+                    kind: Kind::GRPCRoute,
+                    name: route.meta.object_name(),
+                };
+                RouteCollision {
+                    origins: collision_origins.remove(&key).unwrap_or_default(),
+                    route,
+                }
+            })
+            .collect(),
         exports,
     })
 }

@@ -23,18 +23,20 @@ pub const FIELD_MANAGER: &str = "switchyard.io/gateway-controller";
 /// ClusterRole in `deploy/` (a test checks the role grants exactly these):
 ///
 /// - `list` and `watch` on each watched kind (the watchers);
-/// - `get` on `httproutes`, `grpcroutes`, `gateways` and `gatewayclasses` (the status
-///   writers read the current status first, to keep other controllers'
-///   `parents[]` entries, unchanged `lastTransitionTime`s and check the
-///   term fence; Events read the route's uid and its Gateways'
-///   `spec.infrastructure`);
-/// - `patch` on `httproutes/status`, `grpcroutes/status`, `gateways/status` and
-///   `gatewayclasses/status` (server-side apply of status);
+/// - `get` on `httproutes`, `grpcroutes`, `gateways`, `gatewayclasses` and
+///   `backendtlspolicies` (the status writers read the current status
+///   first, to keep other controllers' `parents[]` / `ancestors[]`
+///   entries, unchanged `lastTransitionTime`s and check the term fence;
+///   Events read the route's uid and its Gateways' `spec.infrastructure`);
+/// - `patch` on `httproutes/status`, `grpcroutes/status`,
+///   `gateways/status`, `gatewayclasses/status` and
+///   `backendtlspolicies/status` (server-side apply of status);
 /// - `get` on `services` (the proxies' LoadBalancer Service: Gateway
 ///   addresses);
 /// - `create` on `events.k8s.io` `events` (cutover Events);
-/// - `list` on `httproutes` also serves the sweep that removes our status
-///   entries from routes no longer served.
+/// - `list` on `httproutes`, `grpcroutes` and `backendtlspolicies` also
+///   serves the sweep that removes our status entries from objects no
+///   longer served.
 ///
 /// `serviceexports` (Multi-Cluster Services) are watched, and read back
 /// (`get`) before their `Valid`/`Conflict` status is applied; switchyard
@@ -53,8 +55,14 @@ pub const REQUIRED_PERMISSIONS: &[(&str, &str, &str)] = &[
     // Listener certificates (`kubernetes.io/tls` only, by field selector).
     ("", "secrets", "list"),
     ("", "secrets", "watch"),
-    // Authorities BackendTLSPolicies trust (`ca.crt`); only the ones a
-    // served policy names are kept.
+    // Authorities BackendTLSPolicies trust (`ca.crt`). Cost: the watch is
+    // cluster-wide, so every ConfigMap of the cluster is listed, sent and
+    // cached (translated down to its `ca.crt`), not only the referenced
+    // ones — there is no selector for "named by a policy", and a
+    // per-object watch would need one watch per reference, re-planned on
+    // every policy change. Only the ConfigMaps a served policy names are
+    // kept in the desired set (`merge`), so the rest never reach Raft or
+    // the proxies.
     ("", "configmaps", "list"),
     ("", "configmaps", "watch"),
     ("discovery.k8s.io", "endpointslices", "list"),
@@ -77,6 +85,8 @@ pub const REQUIRED_PERMISSIONS: &[(&str, &str, &str)] = &[
     (GATEWAY_GROUP, "grpcroutes/status", "patch"),
     (GATEWAY_GROUP, "backendtlspolicies", "list"),
     (GATEWAY_GROUP, "backendtlspolicies", "watch"),
+    (GATEWAY_GROUP, "backendtlspolicies", "get"),
+    (GATEWAY_GROUP, "backendtlspolicies/status", "patch"),
     (GATEWAY_GROUP, "referencegrants", "list"),
     (GATEWAY_GROUP, "referencegrants", "watch"),
     ("events.k8s.io", "events", "create"),
@@ -261,7 +271,13 @@ mod tests {
 
     #[test]
     fn status_writes_can_read_and_patch() {
-        for plural in ["httproutes", "gateways", "gatewayclasses"] {
+        for plural in [
+            "httproutes",
+            "grpcroutes",
+            "gateways",
+            "gatewayclasses",
+            "backendtlspolicies",
+        ] {
             assert!(granted(GATEWAY_GROUP, plural, "get"));
             assert!(granted(GATEWAY_GROUP, &format!("{plural}/status"), "patch"));
         }

@@ -74,8 +74,9 @@ pub struct Merged {
     /// older one.
     pub conflicts: Vec<ExportConflict>,
     /// GRPCRoutes left out because an HTTPRoute has their namespace and
-    /// name (see `drop_route_name_collisions`).
-    pub route_collisions: Vec<ObjectName>,
+    /// name (see `drop_route_name_collisions`), as read: their status says
+    /// why.
+    pub route_collisions: Vec<HttpRoute>,
 }
 
 /// Route records are keyed by `namespace/name` whatever the route's kind,
@@ -86,19 +87,21 @@ pub struct Merged {
 /// warning), and the rest of the clusters' objects are published as usual.
 /// Only served routes count: an HTTPRoute of another controller's Gateway
 /// takes nothing away.
-fn drop_route_name_collisions(resources: &mut Vec<Resource>) -> Vec<ObjectName> {
+fn drop_route_name_collisions(resources: &mut Vec<Resource>) -> Vec<HttpRoute> {
     let http: BTreeSet<ObjectName> = resources
         .iter()
         .filter(|r| r.kind() == Kind::HTTPRoute)
         .map(|r| r.meta().object_name())
         .collect();
     let mut dropped = Vec::new();
-    resources.retain(|r| {
-        let collides = r.kind() == Kind::GRPCRoute && http.contains(&r.meta().object_name());
-        if collides {
-            dropped.push(r.meta().object_name());
+    resources.retain(|r| match r {
+        Resource::HttpRoute(route)
+            if r.kind() == Kind::GRPCRoute && http.contains(&r.meta().object_name()) =>
+        {
+            dropped.push(route.clone());
+            false
         }
-        !collides
+        _ => true,
     });
     dropped
 }

@@ -20,8 +20,9 @@
 //! - Gateway API status: the pure condition computation
 //!   ([`route_parent_statuses`], [`gateway_status`]) and the server-side
 //!   apply writers ([`StatusPublisher`], [`write_route_status`],
-//!   [`write_gateway_status`]), and ServiceExport `Valid`/`Conflict`
-//!   ([`export_conditions`]);
+//!   [`write_gateway_status`], [`write_policy_status`]), BackendTLSPolicy
+//!   ancestors ([`backend_tls_ancestors`]), and ServiceExport
+//!   `Valid`/`Conflict` ([`export_conditions`]);
 //! - running the watchers only while this coordinator leads
 //!   ([`run_while_leader`]), and the term's reconcile loop around [`plan`]
 //!   ([`lead_term`], talking to the coordinators through [`Store`]);
@@ -54,7 +55,9 @@
 //!   the [`DesiredState`] it publishes.
 //! - `conditions`, `gateway_conditions`, `class_status`, `addresses`:
 //!   pure status computation (routes, Gateways, GatewayClasses, Gateway
-//!   addresses); `fence`: the Raft-term fence of every status write.
+//!   addresses); `policy_status`: the Gateways a BackendTLSPolicy is
+//!   reported on (its conditions are the model's rule) and its writer;
+//!   `fence`: the Raft-term fence of every status write.
 //! - `status`: the server-side apply writers; `publish`: when to write,
 //!   with a [`Lease`] asked before every write; `events`: cutover Events.
 //! - `leader`: [`run_while_leader`], [`Lease`].
@@ -73,6 +76,7 @@ mod kinds;
 mod leader;
 mod merge;
 mod plan;
+mod policy_status;
 mod publish;
 mod status;
 mod sync;
@@ -95,10 +99,11 @@ pub use kinds::{FIELD_MANAGER, REQUIRED_PERMISSIONS, SourceRole};
 pub use leader::{Lease, run_while_leader};
 pub use merge::{ClusterObjects, ExportConflict, Merged, merge_clusters, select_served};
 pub use plan::{Plan, Stored, plan};
+pub use policy_status::{PolicyAncestorStatus, backend_tls_ancestors};
 pub use publish::{DEFAULT_VERIFY_EVERY, ProxyService, Publication, StatusPublisher, Stopped};
 pub use status::{
-    WriteOutcome, write_class_status, write_gateway_status, write_route_status,
-    write_unread_route_status,
+    WriteOutcome, write_class_status, write_gateway_status, write_policy_status,
+    write_route_status, write_unread_route_status,
 };
 pub use sync::{Store, SyncSettings, lead_term, lead_term_with};
 pub use watch::{WatchSettings, watch_clusters, watch_clusters_with};

@@ -1,10 +1,10 @@
-//! Writing status: the server-side-apply writers for HTTPRoute, Gateway
-//! and GatewayClass status. What they apply is built by the pure
-//! `patch` module.
+//! Writing status: the server-side-apply writers for HTTPRoute, Gateway,
+//! GatewayClass and BackendTLSPolicy status. What they apply is built by
+//! the pure `patch` and `ancestors` modules.
 //!
 //! **Why read, merge, then force-apply with a resourceVersion.** An
-//! HTTPRoute's `status.parents` is an *atomic* list in the Gateway API
-//! schema (no list-map keys), so server-side apply cannot split it between
+//! HTTPRoute's `status.parents` (like a BackendTLSPolicy's
+//! `status.ancestors`) is an *atomic* list in the Gateway API schema (no list-map keys), so server-side apply cannot split it between
 //! controllers by field manager: whoever applies it owns all of it. Each
 //! controller must therefore write the whole list, keeping the other
 //! controllers' entries exactly as they are and replacing only its own
@@ -29,6 +29,7 @@
 //! ([`super::route_parent_statuses`], [`super::gateway_status`],
 //! `class_status`) nor when to publish ([`super::StatusPublisher`]).
 
+mod ancestors;
 mod patch;
 
 pub(crate) use patch::{
@@ -42,6 +43,8 @@ use super::error::LiveError;
 use super::fence::Fenced;
 use super::gateway_conditions::{GatewayStatus, with_addresses};
 use super::kinds::{FIELD_MANAGER, GATEWAY_GROUP, Watched, watched_api_resource};
+use super::policy_status::PolicyAncestorStatus;
+use ancestors::policy_ancestors_patch;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::Api;
 use kube::api::{Patch, PatchParams};
@@ -88,6 +91,28 @@ pub async fn write_route_status(
         let existing = current.data.pointer("/status/parents");
         route_parents_patch(existing, parents, controller_name, term, &now)
             .map(|p| p.map(|parents| json!({ "parents": parents })))
+    })
+    .await
+}
+
+/// Replaces our entries of BackendTLSPolicy `policy`'s `status.ancestors`
+/// in `cluster` with `ancestors` (all carrying `controller_name`), keeping
+/// every other controller's entry, as the leader of Raft term `term`.
+/// Empty `ancestors` removes our entries. `ancestors` is an atomic list
+/// like a route's `parents`, written the same way (see the module docs).
+pub async fn write_policy_status(
+    client: &kube::Client,
+    cluster: &str,
+    policy: &ObjectName,
+    controller_name: &str,
+    ancestors: &[PolicyAncestorStatus],
+    term: u64,
+) -> Result<WriteOutcome, LiveError> {
+    let now = now();
+    write(client, cluster, Kind::BackendTLSPolicy, policy, |current| {
+        let existing = current.data.pointer("/status/ancestors");
+        policy_ancestors_patch(existing, ancestors, controller_name, term, &now)
+            .map(|p| p.map(|ancestors| json!({ "ancestors": ancestors })))
     })
     .await
 }

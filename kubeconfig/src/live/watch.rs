@@ -176,9 +176,16 @@ fn publish(out: &watch::Sender<Option<DesiredState>>, state: Option<DesiredState
                     warn!(cluster = %c.cluster, service = %c.service, reason = c.reason, "{}", c.message);
                 }
             }
-            let old = current.as_ref().map(|c| &c.route_name_collisions);
-            if old != Some(&new.route_name_collisions) {
-                for route in &new.route_name_collisions {
+            let names = |s: &DesiredState| -> Vec<ObjectName> {
+                s.route_name_collisions
+                    .iter()
+                    .map(|c| c.route.meta.object_name())
+                    .collect()
+            };
+            let old = current.as_ref().map(names);
+            let now = names(new);
+            if old.as_ref() != Some(&now) {
+                for route in &now {
                     warn!(%route, "GRPCRoute not served: an HTTPRoute has the same namespace and name, and routes of both kinds share one name space; rename one of them");
                 }
             }

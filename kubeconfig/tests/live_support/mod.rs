@@ -6,6 +6,8 @@
 
 #![allow(dead_code)] // each test file uses a different part
 
+pub mod backend_tls;
+pub mod logs;
 pub mod mcs;
 
 use std::time::Duration;

@@ -52,8 +52,15 @@ use tracing::{debug, info, warn};
 pub enum Sender {
     /// HTTP/1.1: one request at a time, back to the pool after.
     Http1(http1::SendRequest<ProxyBody>),
-    /// HTTP/2 prior knowledge: a stream on the shared connection.
-    Http2(http2::SendRequest<ProxyBody>),
+    /// HTTP/2 (prior knowledge, or `h2` over TLS): a stream on the shared
+    /// connection.
+    Http2 {
+        /// The shared connection's handle.
+        sender: http2::SendRequest<ProxyBody>,
+        /// Whether the connection is TLS: the request's `:scheme` is then
+        /// `https`.
+        tls: bool,
+    },
 }
 
 impl Sender {
@@ -65,7 +72,9 @@ impl Sender {
     ) -> impl Future<Output = Result<Response<Incoming>, TrySendError<Request<ProxyBody>>>> {
         match self {
             Sender::Http1(s) => futures::future::Either::Left(s.try_send_request(req)),
-            Sender::Http2(s) => futures::future::Either::Right(s.try_send_request(for_http2(req))),
+            Sender::Http2 { sender, tls } => {
+                futures::future::Either::Right(sender.try_send_request(for_http2(req, *tls)))
+            }
         }
     }
 
@@ -73,30 +82,30 @@ impl Sender {
     pub fn is_closed(&self) -> bool {
         match self {
             Sender::Http1(s) => s.is_closed(),
-            Sender::Http2(s) => s.is_closed(),
+            Sender::Http2 { sender, .. } => sender.is_closed(),
         }
     }
 
     fn is_ready(&self) -> bool {
         match self {
             Sender::Http1(s) => s.is_ready(),
-            Sender::Http2(s) => s.is_ready(),
+            Sender::Http2 { sender, .. } => sender.is_ready(),
         }
     }
 
     async fn ready(&mut self) -> hyper::Result<()> {
         match self {
             Sender::Http1(s) => s.ready().await,
-            Sender::Http2(s) => s.ready().await,
+            Sender::Http2 { sender, .. } => sender.ready().await,
         }
     }
 }
 
 /// An HTTP/2 request names its target in `:scheme` and `:authority`,
 /// which the h2 layer takes from the URI: the origin-form request the
-/// server stack hands over gets `http://` and the authority of its `Host`
-/// (which HTTP/2 then does not repeat).
-fn for_http2(req: Request<ProxyBody>) -> Request<ProxyBody> {
+/// server stack hands over gets `http://` (`https://` over TLS) and the
+/// authority of its `Host` (which HTTP/2 then does not repeat).
+fn for_http2(req: Request<ProxyBody>, tls: bool) -> Request<ProxyBody> {
     let (mut parts, body) = req.into_parts();
     if parts.uri.scheme().is_none() {
         let authority = parts
@@ -106,7 +115,11 @@ fn for_http2(req: Request<ProxyBody>) -> Request<ProxyBody> {
             .and_then(|h| h.parse::<http::uri::Authority>().ok());
         if let Some(authority) = authority {
             let mut uri = std::mem::take(&mut parts.uri).into_parts();
-            uri.scheme = Some(http::uri::Scheme::HTTP);
+            uri.scheme = Some(if tls {
+                http::uri::Scheme::HTTPS
+            } else {
+                http::uri::Scheme::HTTP
+            });
             uri.authority = Some(authority);
             if uri.path_and_query.is_none() {
                 uri.path_and_query = Some(http::uri::PathAndQuery::from_static("/"));
@@ -164,6 +177,13 @@ pub struct Endpoint {
     outstanding: AtomicUsize,
     /// Mirror of `health.status() == Healthy`, read lock-free per request.
     healthy: AtomicBool,
+    /// A probe of its own passed while it was healthy. Only then does its
+    /// health count as readiness evidence: an endpoint seeded with its
+    /// predecessor's health (a new health path, protocol or transport for
+    /// the same address) takes traffic at once, so an active route drops
+    /// nothing, but a transition waiting on it waits for a probe over the
+    /// new data path.
+    vouched: AtomicBool,
     health: Mutex<HealthTracker>,
     outlier: Mutex<OutlierDetector>,
     idle: Mutex<Vec<IdleConn>>,
@@ -233,6 +253,7 @@ impl Endpoint {
             ctx,
             outstanding: AtomicUsize::new(0),
             healthy: AtomicBool::new(false),
+            vouched: AtomicBool::new(false),
             health: Mutex::new(HealthTracker::default()),
             outlier: Mutex::new(OutlierDetector::default()),
             idle: Mutex::new(Vec::new()),
@@ -286,6 +307,10 @@ impl Endpoint {
         &self.transport
     }
 
+    fn is_tls(&self) -> bool {
+        matches!(self.connector, Ok(Some(_)))
+    }
+
     /// How many backends use it.
     pub fn users(&self) -> usize {
         lock(&self.users).len()
@@ -310,9 +335,16 @@ impl Endpoint {
             .clone()
     }
 
-    /// Whether the proxy's own health check currently passes.
+    /// Whether the proxy's own health check currently passes (or, until
+    /// its first probe, its predecessor's did: see [`Endpoint::is_vouched`]).
     pub fn is_healthy(&self) -> bool {
         self.healthy.load(Ordering::Relaxed)
+    }
+
+    /// Whether a probe of its own has passed: its health is then readiness
+    /// evidence, not only a reason to send it traffic.
+    pub fn is_vouched(&self) -> bool {
+        self.vouched.load(Ordering::Relaxed)
     }
 
     /// Health status as the checker last saw it.
@@ -377,17 +409,26 @@ impl Endpoint {
     async fn checkout_h2(&self, opener: &BackendLabels) -> Result<Sender, ConnectError> {
         let shared = lock(&self.h2).clone().filter(|s| !s.is_closed());
         let mut sender = match shared {
-            Some(sender) => Sender::Http2(sender),
+            Some(sender) => Sender::Http2 {
+                sender,
+                tls: self.is_tls(),
+            },
             None => {
                 let fresh = self.connect_http2(opener).await?;
                 let mut slot = lock(&self.h2);
                 // Two requests may have opened one at once: keep the first
                 // one stored that is still open, and use it.
                 match slot.as_ref().filter(|s| !s.is_closed()) {
-                    Some(existing) => Sender::Http2(existing.clone()),
+                    Some(existing) => Sender::Http2 {
+                        sender: existing.clone(),
+                        tls: self.is_tls(),
+                    },
                     None => {
                         *slot = Some(fresh.clone());
-                        Sender::Http2(fresh)
+                        Sender::Http2 {
+                            sender: fresh,
+                            tls: self.is_tls(),
+                        }
                     }
                 }
             }
@@ -568,7 +609,17 @@ impl Endpoint {
     /// healthy-ness, updates the lock-free flag, the gauge, and wakes
     /// readiness watchers.
     pub(crate) fn record_health(&self, passed: bool) {
-        let changed = lock(&self.health).record(passed, &self.ctx.settings.health);
+        let (changed, healthy_now) = {
+            let mut tracker = lock(&self.health);
+            let changed = tracker.record(passed, &self.ctx.settings.health);
+            (changed, tracker.status() == HealthStatus::Healthy)
+        };
+        if passed && healthy_now && !self.vouched.swap(true, Ordering::Relaxed) && changed.is_none()
+        {
+            // A seeded endpoint's own first probe passed: its health now
+            // counts as evidence (a change of health notifies below).
+            self.ctx.notify_readiness();
+        }
         let Some(status) = changed else {
             return;
         };

@@ -39,6 +39,7 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+use switchyard_proto::model::gateway_api::BackendTransport;
 use switchyard_proto::model::{BackendKey, ConfigSnapshot};
 use tokio::runtime::Handle;
 use tokio::sync::watch;
@@ -198,7 +199,12 @@ impl Backend {
     /// Readiness as of now.
     pub fn readiness(&self) -> BackendReadiness {
         let endpoints = self.endpoints.load();
-        let healthy = endpoints.iter().filter(|e| e.is_healthy()).count();
+        // Evidence: healthy by a probe of its own (a seeded endpoint takes
+        // traffic before, see `Endpoint::is_vouched`).
+        let healthy = endpoints
+            .iter()
+            .filter(|e| e.is_healthy() && e.is_vouched())
+            .count();
         BackendReadiness {
             endpoints_generation: self.generation.load(Ordering::Relaxed),
             healthy: u32::try_from(healthy).unwrap_or(u32::MAX),
@@ -225,11 +231,14 @@ impl Backend {
                 next.push(Arc::clone(existing));
                 continue;
             }
-            // Health carries over to a new health path, not to a new
-            // transport: a handshake never tried has not been warmed.
-            let seed = same_addr.filter(|e| *e.transport() == set.transport);
+            // Health carries over to a new health path, protocol or
+            // transport of the same address, so an active route keeps
+            // sending traffic there; it counts as readiness evidence only
+            // once a probe over the new data path passed (`is_vouched`).
+            // Never to an endpoint that will not be connected to.
+            let seed = same_addr.filter(|_| !matches!(set.transport, BackendTransport::Refused(_)));
             let ep = shared.acquire(&self.ctx, *addr, &set, &self.info, seed.map(|e| &**e));
-            changed |= !ep.is_healthy() || same_addr.is_none();
+            changed |= !(ep.is_healthy() && ep.is_vouched()) || same_addr.is_none();
             next.push(ep);
         }
         changed |= next.len() != current.len()

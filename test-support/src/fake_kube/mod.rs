@@ -123,15 +123,17 @@ struct State {
 }
 
 /// Every collection switchyard's watchers read (all namespaces).
-pub const COLLECTIONS: [&str; 9] = [
+pub const COLLECTIONS: [&str; 11] = [
     "/api/v1/namespaces",
     "/api/v1/services",
     "/api/v1/secrets",
+    "/api/v1/configmaps",
     "/apis/discovery.k8s.io/v1/endpointslices",
     "/apis/gateway.networking.k8s.io/v1/gatewayclasses",
     "/apis/gateway.networking.k8s.io/v1/gateways",
     "/apis/gateway.networking.k8s.io/v1/httproutes",
     "/apis/gateway.networking.k8s.io/v1/grpcroutes",
+    "/apis/gateway.networking.k8s.io/v1/backendtlspolicies",
     "/apis/gateway.networking.k8s.io/v1beta1/referencegrants",
 ];
 
@@ -141,12 +143,14 @@ pub fn collection_of(api_version: &str, kind: &str) -> String {
         "Namespace" => "namespaces",
         "Service" => "services",
         "Secret" => "secrets",
+        "ConfigMap" => "configmaps",
         "EndpointSlice" => "endpointslices",
         "GatewayClass" => "gatewayclasses",
         "Gateway" => "gateways",
         "HTTPRoute" => "httproutes",
         "GRPCRoute" => "grpcroutes",
         "ReferenceGrant" => "referencegrants",
+        "BackendTLSPolicy" => "backendtlspolicies",
         // Cluster-scoped, read one at a time (`switchyard node-zone`).
         "Node" => "nodes",
         "ServiceExport" => "serviceexports",
@@ -382,6 +386,14 @@ impl FakeApiServer {
         self.lock()
             .collections
             .retain(|path, _| !path.starts_with(&prefix));
+    }
+
+    /// Uninstalls one kind (a cluster whose Gateway API release predates
+    /// it, e.g. without BackendTLSPolicy): its list and watches are
+    /// answered `404`, open watches end.
+    pub fn remove_kind(&self, api_version: &str, kind: &str) {
+        let path = collection_of(api_version, kind);
+        self.lock().collections.remove(&path);
     }
 
     /// Answer the next `n` status patches with 409 Conflict.

@@ -341,7 +341,12 @@ fn a_grpc_route_named_like_a_served_http_route_is_left_out_and_named() {
             "GRPCRoute shop/not-ours"
         ]
     );
-    assert_eq!(merged.route_collisions, [ObjectName::new("shop", "app")]);
+    let collided: Vec<ObjectName> = merged
+        .route_collisions
+        .iter()
+        .map(|r| r.meta.object_name())
+        .collect();
+    assert_eq!(collided, [ObjectName::new("shop", "app")]);
     // Everything else of the cluster is still served.
     assert!(keys(&merged.resources).contains(&"Service shop/blue".to_string()));
 }

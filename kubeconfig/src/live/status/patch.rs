@@ -223,7 +223,7 @@ fn same_of_our_types(old: &[K8sCondition], new: &[K8sCondition]) -> bool {
 /// generation is kept as it is; otherwise each keeps its old
 /// `lastTransitionTime` when its status (the term's: its message) did not
 /// change.
-fn conditions(new: &[Condition], old: &[K8sCondition], now: &Time) -> Vec<K8sCondition> {
+pub(super) fn conditions(new: &[Condition], old: &[K8sCondition], now: &Time) -> Vec<K8sCondition> {
     new.iter()
         .map(|c| {
             let prev = old.iter().find(|o| o.type_ == c.type_);
