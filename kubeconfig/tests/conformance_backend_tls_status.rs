@@ -11,17 +11,16 @@
 //! - for an expectation with `after_step: n`, the file's `status_steps`
 //!   1..n applied first (JSON merge patches and creations, with
 //!   `{CA_CERTIFICATE:<ns>/<name>}` replaced by that CA's PEM);
-//! - a policy entry compared with `Topology::backend_tls_policy_conditions`
-//!   (the one rule the proxy follows too) as the suite compares it
-//!   (`findConditionInList`: type, status and, unless null, reason);
-//!   route entries with the shared route comparison.
-//!
-//! Not compared: the ancestor. The suite looks for the conditions in the
-//! policy's `status.ancestors` entry naming the Gateway
-//! (`BackendTLSPolicyMustHaveCondition`); the status writer for
-//! BackendTLSPolicy ancestors is not on `main` yet, so only the
-//! conditions, which do not depend on the ancestor, are checked, and
-//! `observedGeneration` (the writer's) neither.
+//! - a policy entry compared with the policy's `status.ancestors` as the
+//!   live status writer computes them (`backend_tls_ancestors`, whose
+//!   conditions are `Topology::backend_tls_policy_conditions`, the one
+//!   rule the proxy follows too), as the suite's
+//!   `BackendTLSPolicyMustHaveCondition` compares them: the entry naming
+//!   the expected Gateway must hold each condition (`findConditionInList`:
+//!   type, status and, unless null, reason), and every entry's conditions
+//!   the policy's `metadata.generation` as `observedGeneration` (1 as
+//!   applied, one more per patch step of the policy, as the API server
+//!   counts); route entries with the shared route comparison.
 //!
 //! The differences the README records as known must persist word for
 //! word; any other difference fails the test.
@@ -32,10 +31,9 @@ use anyhow::{Context, Result, bail, ensure};
 use conformance_status::*;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
-use switchyard_kubeconfig::live::{Condition, ConditionStatus, World, route_parent_statuses};
+use switchyard_kubeconfig::live::{World, backend_tls_ancestors, route_parent_statuses};
 use switchyard_kubeconfig::parse_object;
-use switchyard_proto::model::gateway_api::Topology;
-use switchyard_proto::model::{CONTROLLER_NAME, ObjectName, Resource};
+use switchyard_proto::model::{CONTROLLER_NAME, Resource};
 use switchyard_test_support::listener_tls::TestCa;
 
 /// Upstream expectations switchyard does not meet, each also in the
@@ -165,6 +163,10 @@ fn apply_steps(
                     .find(|d| find(d))
                     .with_context(|| format!("step {n}: no {kind} {object}"))?;
                 merge_patch(doc, &with_ca_pems(&step["merge_patch"], cas)?);
+                if kind == "BackendTLSPolicy" {
+                    let generation = doc["metadata"]["generation"].as_i64().unwrap_or(0);
+                    doc["metadata"]["generation"] = json!(generation + 1);
+                }
             }
             other => bail!("step {n}: unknown action {other:?}"),
         }
@@ -193,6 +195,11 @@ fn world(
             "data": {"ca.crt": ca.cert_pem},
         }));
     }
+    // The API server's metadata.generation: 1 when created, one more per
+    // change of the spec (each patch step here changes it).
+    for doc in docs.iter_mut().filter(|d| d["kind"] == "BackendTLSPolicy") {
+        doc["metadata"]["generation"] = json!(1);
+    }
     apply_steps(&mut docs, data, after, cas)?;
     docs.into_iter()
         .enumerate()
@@ -200,42 +207,46 @@ fn world(
         .collect()
 }
 
-/// The rule's conditions of `policy`, as a status writer would write
-/// them.
-fn policy_conditions(resources: &[Resource], policy: &ObjectName) -> Option<Vec<Condition>> {
-    let topology = Topology::of_resources(resources, CONTROLLER_NAME);
-    let c = topology.backend_tls_policy_conditions(policy)?;
-    let one = |type_: &str, positive: &str, r: &Result<(), (&'static str, String)>| {
-        let (status, reason, message) = match r {
-            Ok(()) => (ConditionStatus::True, positive.to_string(), String::new()),
-            Err((reason, message)) => (ConditionStatus::False, reason.to_string(), message.clone()),
-        };
-        Condition {
-            type_: type_.to_string(),
-            status,
-            reason,
-            message,
-            observed_generation: None,
-        }
-    };
-    Some(vec![
-        one("Accepted", "Accepted", &c.accepted),
-        one("ResolvedRefs", "ResolvedRefs", &c.resolved_refs),
-    ])
-}
-
-/// What differs between a policy entry and the rule's conditions.
+/// What differs between a policy entry and the policy's status as the
+/// live status writer computes it (`backend_tls_ancestors`): the entry of
+/// the expected ancestor must hold the conditions, and every entry's
+/// conditions the policy's generation (the suite's
+/// `BackendTLSPolicyMustHaveCondition`).
 fn policy_mismatches(expectation: &Value, resources: &[Resource]) -> Result<Vec<String>> {
-    let policy = expectation["policy"].as_str().context("policy")?;
-    let (ns, name) = policy.split_once('/').context("policy ns/name")?;
+    let name = expectation["policy"].as_str().context("policy")?;
+    let ancestor = expectation["ancestor"].as_str().context("ancestor")?;
     let at = match expectation["after_step"].as_u64() {
-        Some(n) => format!("policy {policy} after step {n}"),
-        None => format!("policy {policy}"),
+        Some(n) => format!("policy {name} after step {n}"),
+        None => format!("policy {name}"),
     };
-    let Some(actual) = policy_conditions(resources, &ObjectName::new(ns, name)) else {
-        return Ok(vec![format!("{at}: unknown to the rule")]);
+    let Some(policy) = resources.iter().find_map(|r| match r {
+        Resource::BackendTlsPolicy(p) if p.meta.object_name().to_string() == name => Some(p),
+        _ => None,
+    }) else {
+        return Ok(vec![format!("{at}: not in the file")]);
     };
+    let world = World::new(resources, CONTROLLER_NAME);
+    let ancestors = backend_tls_ancestors(policy, &world, CONTROLLER_NAME);
     let mut out = Vec::new();
+    for a in &ancestors {
+        for c in &a.conditions {
+            if c.observed_generation != policy.meta.k8s_generation {
+                out.push(format!(
+                    "{at} ancestor {}: {} has observedGeneration {:?}, the policy's generation is {:?}",
+                    a.gateway, c.type_, c.observed_generation, policy.meta.k8s_generation
+                ));
+            }
+        }
+    }
+    let Some(entry) = ancestors.iter().find(|a| a.gateway.to_string() == ancestor) else {
+        let names: Vec<String> = ancestors.iter().map(|a| a.gateway.to_string()).collect();
+        out.push(format!(
+            "{at}: no ancestor {ancestor} among [{}]",
+            names.join(", ")
+        ));
+        return Ok(out);
+    };
+    let actual = &entry.conditions;
     for c in expectation["conditions"]
         .as_array()
         .context("policy entry conditions")?
@@ -243,11 +254,11 @@ fn policy_mismatches(expectation: &Value, resources: &[Resource]) -> Result<Vec<
         let type_ = c["type"].as_str().context("condition type")?;
         let status = c["status"].as_str().context("condition status")?;
         let reason = c["reason"].as_str();
-        if !has_condition(&actual, type_, status, reason) {
+        if !has_condition(actual, type_, status, reason) {
             out.push(format!(
                 "{at}: no condition {type_} {status} {} among [{}]",
                 reason.unwrap_or("(any reason)"),
-                shown(&actual)
+                shown(actual)
             ));
         }
     }
@@ -386,6 +397,13 @@ fn the_comparison_catches_wrong_expectations() -> Result<()> {
             e["conditions"][1]["reason"] = json!("InvalidKind");
         })?,
         "after step 3: no condition ResolvedRefs False InvalidKind among [Accepted False NoValidCACertificate, ResolvedRefs False InvalidCACertificateRef]",
+    );
+    // reconcile-test's Service is routed from same-namespace only.
+    one(
+        wrong(reconcile[0], &|e| {
+            e["ancestor"] = json!("gateway-conformance-infra/same-namespace-with-https-listener");
+        })?,
+        "policy gateway-conformance-infra/reconcile-test: no ancestor gateway-conformance-infra/same-namespace-with-https-listener among [gateway-conformance-infra/same-namespace]",
     );
     one(
         wrong(reconcile[0], &|e| {
