@@ -6,14 +6,14 @@
 //!
 //! It deliberately does no IO and reads no clock (`now` comes in).
 
-use super::patch::conditions;
-use crate::live::fence::{Fenced, check, highest, stored_term, term_condition};
+use super::patch::{SharedEntry, WantedEntry, shared_list_patch};
+use crate::live::fence::Fenced;
 use crate::live::kinds::GATEWAY_GROUP;
 use crate::live::policy_status::PolicyAncestorStatus;
 use gateway_api::apis::standard::backendtlspolicies::{
     BackendTlsPolicyStatusAncestors, BackendTlsPolicyStatusAncestorsAncestorRef,
 };
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition as K8sCondition, Time};
 use serde_json::Value;
 
 /// The `status.ancestors` to apply: other controllers' entries untouched,
@@ -26,49 +26,41 @@ pub(crate) fn policy_ancestors_patch(
     term: u64,
     now: &Time,
 ) -> Result<Option<Vec<Value>>, Fenced> {
-    let existing: &[Value] = existing
-        .and_then(Value::as_array)
-        .map_or(&[], Vec::as_slice);
-    let is_ours =
-        |v: &&Value| v.get("controllerName").and_then(Value::as_str) == Some(controller_name);
-    let old_ours: Vec<BackendTlsPolicyStatusAncestors> = existing
+    let wanted = ours
         .iter()
-        .filter(is_ours)
-        .filter_map(|v| serde_json::from_value(v.clone()).ok())
-        .collect();
-    check(
-        highest(old_ours.iter().map(|o| stored_term(&o.conditions))),
-        term,
-        now,
-    )?;
-    let new_ours: Vec<BackendTlsPolicyStatusAncestors> = ours
-        .iter()
-        .map(|a| {
-            let ancestor_ref = ancestor_ref(a);
-            let old = old_ours
-                .iter()
-                .find(|o| o.ancestor_ref == ancestor_ref)
-                .map_or(&[][..], |o| o.conditions.as_slice());
-            let generation = a
-                .conditions
-                .iter()
-                .filter_map(|c| c.observed_generation)
-                .max();
-            let mut wanted = a.conditions.clone();
-            wanted.push(term_condition(term, generation));
-            BackendTlsPolicyStatusAncestors {
-                ancestor_ref,
-                conditions: conditions(&wanted, old, now),
-                controller_name: a.controller_name.clone(),
-            }
+        .map(|a| WantedEntry {
+            reference: ancestor_ref(a),
+            conditions: &a.conditions,
+            controller_name: &a.controller_name,
         })
         .collect();
-    if new_ours == old_ours && existing.iter().filter(is_ours).count() == old_ours.len() {
-        return Ok(None);
+    shared_list_patch::<BackendTlsPolicyStatusAncestors>(
+        existing,
+        wanted,
+        controller_name,
+        term,
+        now,
+    )
+}
+
+impl SharedEntry for BackendTlsPolicyStatusAncestors {
+    type Ref = BackendTlsPolicyStatusAncestorsAncestorRef;
+
+    fn reference(&self) -> &Self::Ref {
+        &self.ancestor_ref
     }
-    let mut out: Vec<Value> = existing.iter().filter(|v| !is_ours(v)).cloned().collect();
-    out.extend(new_ours.iter().filter_map(|a| serde_json::to_value(a).ok()));
-    Ok(Some(out))
+
+    fn conditions(&self) -> &[K8sCondition] {
+        &self.conditions
+    }
+
+    fn ours(reference: Self::Ref, conditions: Vec<K8sCondition>, controller_name: String) -> Self {
+        BackendTlsPolicyStatusAncestors {
+            ancestor_ref: reference,
+            conditions,
+            controller_name,
+        }
+    }
 }
 
 /// A Gateway as an `ancestorRef`, every defaultable field spelled out (the

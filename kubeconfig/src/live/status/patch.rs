@@ -34,7 +34,106 @@ use gateway_api::apis::standard::httproutes::{
     HttpRouteStatusParents, HttpRouteStatusParentsParentRef,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition as K8sCondition, Time};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 use serde_json::Value;
+
+/// One controller's entry of a status list that controllers share (a
+/// route's `status.parents`, a policy's `status.ancestors`): the object it
+/// is about, and its conditions.
+pub(super) trait SharedEntry: Serialize + DeserializeOwned + PartialEq {
+    /// What the entry is about (a parentRef, an ancestorRef).
+    type Ref: PartialEq;
+    /// The entry's reference.
+    fn reference(&self) -> &Self::Ref;
+    /// The entry's conditions.
+    fn conditions(&self) -> &[K8sCondition];
+    /// An entry of ours.
+    fn ours(reference: Self::Ref, conditions: Vec<K8sCondition>, controller_name: String) -> Self;
+}
+
+/// What we want one entry of ours to say.
+pub(super) struct WantedEntry<'a, R> {
+    /// What it is about.
+    pub reference: R,
+    /// Our conditions (without the term condition, added here).
+    pub conditions: &'a [Condition],
+    /// Our controller name.
+    pub controller_name: &'a str,
+}
+
+/// A shared status list to apply: other controllers' entries untouched,
+/// in their order, then ours (each with our term). `Ok(None)` when our
+/// entries would not change; `Err` when a newer leader wrote them. The one
+/// rule for every such list ([`route_parents_patch`],
+/// `ancestors::policy_ancestors_patch`).
+pub(super) fn shared_list_patch<E: SharedEntry>(
+    existing: Option<&Value>,
+    ours: Vec<WantedEntry<'_, E::Ref>>,
+    controller_name: &str,
+    term: u64,
+    now: &Time,
+) -> Result<Option<Vec<Value>>, Fenced> {
+    let existing: &[Value] = existing
+        .and_then(Value::as_array)
+        .map_or(&[], Vec::as_slice);
+    let is_ours =
+        |v: &&Value| v.get("controllerName").and_then(Value::as_str) == Some(controller_name);
+    let old_ours: Vec<E> = existing
+        .iter()
+        .filter(is_ours)
+        .filter_map(|v| serde_json::from_value(v.clone()).ok())
+        .collect();
+    check(
+        highest(old_ours.iter().map(|o| stored_term(o.conditions()))),
+        term,
+        now,
+    )?;
+    let new_ours: Vec<E> = ours
+        .into_iter()
+        .map(|w| {
+            let old = old_ours
+                .iter()
+                .find(|o| *o.reference() == w.reference)
+                .map_or(&[][..], |o| o.conditions());
+            let generation = w
+                .conditions
+                .iter()
+                .filter_map(|c| c.observed_generation)
+                .max();
+            let mut wanted = w.conditions.to_vec();
+            wanted.push(term_condition(term, generation));
+            let conditions = conditions(&wanted, old, now);
+            E::ours(w.reference, conditions, w.controller_name.to_string())
+        })
+        .collect();
+    if new_ours == old_ours && existing.iter().filter(is_ours).count() == old_ours.len() {
+        return Ok(None);
+    }
+    let mut out: Vec<Value> = existing.iter().filter(|v| !is_ours(v)).cloned().collect();
+    out.extend(new_ours.iter().filter_map(|e| serde_json::to_value(e).ok()));
+    Ok(Some(out))
+}
+
+impl SharedEntry for HttpRouteStatusParents {
+    type Ref = HttpRouteStatusParentsParentRef;
+
+    fn reference(&self) -> &Self::Ref {
+        &self.parent_ref
+    }
+
+    fn conditions(&self) -> &[K8sCondition] {
+        &self.conditions
+    }
+
+    fn ours(reference: Self::Ref, conditions: Vec<K8sCondition>, controller_name: String) -> Self {
+        HttpRouteStatusParents {
+            conditions,
+            controller_name,
+            parent_ref: reference,
+        }
+    }
+}
 
 /// The `status.parents` to apply: other controllers' entries untouched, in
 /// their order, then ours (each with our term). `Ok(None)` when our
@@ -46,49 +145,15 @@ pub(crate) fn route_parents_patch(
     term: u64,
     now: &Time,
 ) -> Result<Option<Vec<Value>>, Fenced> {
-    let existing: &[Value] = existing
-        .and_then(Value::as_array)
-        .map_or(&[], Vec::as_slice);
-    let is_ours =
-        |v: &&Value| v.get("controllerName").and_then(Value::as_str) == Some(controller_name);
-    let old_ours: Vec<HttpRouteStatusParents> = existing
+    let wanted = ours
         .iter()
-        .filter(is_ours)
-        .filter_map(|v| serde_json::from_value(v.clone()).ok())
-        .collect();
-    check(
-        highest(old_ours.iter().map(|o| stored_term(&o.conditions))),
-        term,
-        now,
-    )?;
-    let new_ours: Vec<HttpRouteStatusParents> = ours
-        .iter()
-        .map(|p| {
-            let parent_ref = parent_ref(p);
-            let old = old_ours
-                .iter()
-                .find(|o| o.parent_ref == parent_ref)
-                .map_or(&[][..], |o| o.conditions.as_slice());
-            let generation = p
-                .conditions
-                .iter()
-                .filter_map(|c| c.observed_generation)
-                .max();
-            let mut wanted = p.conditions.clone();
-            wanted.push(term_condition(term, generation));
-            HttpRouteStatusParents {
-                conditions: conditions(&wanted, old, now),
-                controller_name: p.controller_name.clone(),
-                parent_ref,
-            }
+        .map(|p| WantedEntry {
+            reference: parent_ref(p),
+            conditions: &p.conditions,
+            controller_name: &p.controller_name,
         })
         .collect();
-    if new_ours == old_ours && existing.iter().filter(is_ours).count() == old_ours.len() {
-        return Ok(None);
-    }
-    let mut out: Vec<Value> = existing.iter().filter(|v| !is_ours(v)).cloned().collect();
-    out.extend(new_ours.iter().filter_map(|p| serde_json::to_value(p).ok()));
-    Ok(Some(out))
+    shared_list_patch::<HttpRouteStatusParents>(existing, wanted, controller_name, term, now)
 }
 
 /// The Gateway `status` to apply (`conditions` with our term,
