@@ -39,24 +39,7 @@ use switchyard_test_support::listener_tls::TestCa;
 /// Upstream expectations switchyard does not meet, each also in the
 /// README's "Known differences" with the reason: `(file, the mismatch as
 /// this checker words it)`.
-const KNOWN_DIFFERENCES: &[(&str, &str)] = &[
-    (
-        "BackendTLSPolicySANValidation",
-        "policy gateway-conformance-infra/san-uri: no condition Accepted True Accepted among [Accepted False Invalid, ResolvedRefs True ResolvedRefs]",
-    ),
-    (
-        "BackendTLSPolicySANValidation",
-        "policy gateway-conformance-infra/san-uri-mismatch: no condition Accepted True Accepted among [Accepted False Invalid, ResolvedRefs True ResolvedRefs]",
-    ),
-    (
-        "BackendTLSPolicySANValidation",
-        "policy gateway-conformance-infra/multiple-sans: no condition Accepted True Accepted among [Accepted False Invalid, ResolvedRefs True ResolvedRefs]",
-    ),
-    (
-        "BackendTLSPolicySANValidation",
-        "policy gateway-conformance-infra/multiple-mismatch-sans: no condition Accepted True Accepted among [Accepted False Invalid, ResolvedRefs True ResolvedRefs]",
-    ),
-];
+const KNOWN_DIFFERENCES: &[(&str, &str)] = &[];
 
 /// The BackendTLSPolicy files, as `(name, data)`.
 fn backend_tls_files() -> Result<Vec<(String, Value)>> {

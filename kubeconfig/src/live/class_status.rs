@@ -21,6 +21,7 @@ use serde_json::Value;
 /// requires (ascending by name).
 pub const SUPPORTED_FEATURES: &[&str] = &[
     "BackendTLSPolicy",
+    "BackendTLSPolicySANValidation",
     "GRPCRoute",
     "GRPCRouteNamedRouteRule",
     "GRPCRouteRequestHeaderModifier",
@@ -47,16 +48,10 @@ pub const SUPPORTED_FEATURES: &[&str] = &[
 
 /// Features the repository's conformance cases name that switchyard does
 /// not claim, each with why.
-pub const UNCLAIMED_FEATURES: &[(&str, &str)] = &[
-    (
-        "BackendTLSPolicySANValidation",
-        "URI subjectAltNames are not supported: such a policy is Accepted=False/Invalid and its endpoints are refused (Hostname ones are)",
-    ),
-    (
-        "TLSRoute",
-        "switchyard serves HTTPRoute and GRPCRoute, not TLSRoute; the case naming it (HTTPRouteDisallowedKind) needs a TLSRoute listener",
-    ),
-];
+pub const UNCLAIMED_FEATURES: &[(&str, &str)] = &[(
+    "TLSRoute",
+    "switchyard serves HTTPRoute and GRPCRoute, not TLSRoute; the case naming it (HTTPRouteDisallowedKind) needs a TLSRoute listener",
+)];
 
 /// A GatewayClass's status (without times).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -68,9 +68,10 @@ impl UpstreamConnector {
         if roots.is_empty() {
             return Err(format!("BackendTLSPolicy {policy}: no usable authority"));
         }
+        let roots = Arc::new(roots);
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let webpki =
-            WebPkiServerVerifier::builder_with_provider(Arc::new(roots), Arc::clone(&provider))
+            WebPkiServerVerifier::builder_with_provider(Arc::clone(&roots), Arc::clone(&provider))
                 .build()
                 .map_err(|e| format!("BackendTLSPolicy {policy}: {e}"))?;
         let names = tls
@@ -84,6 +85,8 @@ impl UpstreamConnector {
         let verifier = Arc::new(AnyOfNames {
             inner: webpki,
             names,
+            uris: tls.verify_uris.clone(),
+            roots,
             provider: Arc::clone(&provider),
         });
         let mut config = ClientConfig::builder_with_provider(provider)
@@ -140,14 +143,56 @@ fn system_roots() -> Result<&'static [CertificateDer<'static>], String> {
 }
 
 /// webpki's verification, passing when the certificate is valid for any
-/// of the policy's names (whatever name the handshake was started with:
-/// SNI is the policy's hostname, which `subjectAltNames` replaces for
+/// of the policy's DNS names or carries one of its URIs as a URI subject
+/// alternative name (whatever name the handshake was started with: SNI is
+/// the policy's hostname, which `subjectAltNames` replace for
 /// verification).
 #[derive(Debug)]
 struct AnyOfNames {
     inner: Arc<WebPkiServerVerifier>,
     names: Vec<ServerName<'static>>,
+    /// URI SANs, compared exactly; matched after webpki verified the chain
+    /// for server authentication (webpki itself matches DNS and IP only).
+    uris: Vec<String>,
+    roots: Arc<RootCertStore>,
     provider: Arc<CryptoProvider>,
+}
+
+impl AnyOfNames {
+    /// The chain verified to the policy's authorities for server
+    /// authentication, then one of the policy's URIs among the
+    /// certificate's URI SANs.
+    fn verify_uri(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        let invalid = |why: String| rustls::Error::General(format!("backend certificate: {why}"));
+        let cert =
+            webpki::EndEntityCert::try_from(end_entity).map_err(|e| invalid(e.to_string()))?;
+        cert.verify_for_usage(
+            self.provider.signature_verification_algorithms.all,
+            &self.roots.roots,
+            intermediates,
+            now,
+            webpki::KeyUsage::server_auth(),
+            None,
+            None,
+        )
+        .map_err(|e| invalid(e.to_string()))?;
+        if cert
+            .valid_uri_names()
+            .any(|uri| self.uris.iter().any(|wanted| wanted == uri))
+        {
+            Ok(ServerCertVerified::assertion())
+        } else {
+            Err(invalid(format!(
+                "no URI subject alternative name among {:?}",
+                self.uris
+            )))
+        }
+    }
 }
 
 impl ServerCertVerifier for AnyOfNames {
@@ -168,6 +213,9 @@ impl ServerCertVerifier for AnyOfNames {
                 Ok(verified) => return Ok(verified),
                 Err(e) => last = e,
             }
+        }
+        if !self.uris.is_empty() {
+            return self.verify_uri(end_entity, intermediates, now);
         }
         Err(last)
     }

@@ -44,18 +44,7 @@ use tokio::time::Instant;
 /// differences" with the reason: `(file, case id, a phrase of the
 /// failure)`. A fix makes the run fail until the entry is removed here
 /// and from the README.
-pub(crate) const KNOWN_FAILURES: &[(&str, u64, &str)] = &[
-    (
-        "BackendTLSPolicySANValidation",
-        2,
-        "status 503; reason \"backend has no ready endpoint\"",
-    ),
-    (
-        "BackendTLSPolicySANValidation",
-        4,
-        "status 503; reason \"backend has no ready endpoint\"",
-    ),
-];
+pub(crate) const KNOWN_FAILURES: &[(&str, u64, &str)] = &[];
 
 const REQUEST_KEYS: &[&str] = &[
     "gateway",

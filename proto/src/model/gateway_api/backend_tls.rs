@@ -14,8 +14,8 @@
 //!   `ca.crt` that can serve as trust anchors (else `InvalidCACertificateRef`);
 //!   when none of them resolves the policy is also `Accepted=False/
 //!   NoValidCACertificate`. `wellKnownCACertificates: System` trusts the
-//!   proxy's system store. A URI `subjectAltNames` entry is not supported
-//!   (`Accepted=False/Invalid`).
+//!   proxy's system store. `subjectAltNames` (Hostname or URI) replace
+//!   `hostname` for verification; `hostname` stays the SNI.
 //! - A port no policy covers is plaintext, unless its `appProtocol` says
 //!   TLS (`https`, `kubernetes.io/wss`): refused, as below.
 //! - A port a policy applies to is **never spoken to in plaintext**: when
@@ -79,9 +79,13 @@ pub struct UpstreamTls {
     pub policy: ObjectName,
     /// `validation.hostname`: the SNI sent.
     pub server_name: String,
-    /// The names the certificate must be valid for, one of them
-    /// (`subjectAltNames` hostnames, else `hostname`).
+    /// DNS names the certificate may be valid for (`subjectAltNames`
+    /// hostnames, else `hostname`); one of these or of `verify_uris`
+    /// must match.
     pub verify_names: Vec<String>,
+    /// URIs the certificate's URI subject alternative names may match
+    /// (`subjectAltNames` of type URI, compared exactly).
+    pub verify_uris: Vec<String>,
     /// Whom the certificate must chain to.
     pub trust: Trust,
 }
@@ -271,17 +275,15 @@ impl Topology<'_> {
     fn policy_trust(&self, policy: &BackendTlsPolicy) -> Result<UpstreamTls, BackendTlsProblem> {
         let v = &policy.validation;
         let mut verify_names = Vec::new();
+        let mut verify_uris = Vec::new();
         for san in &v.subject_alt_names {
             match san {
                 SubjectAltName::Hostname(h) => verify_names.push(h.clone()),
-                SubjectAltName::Uri(u) => {
-                    return Err(BackendTlsProblem::Invalid(format!(
-                        "subjectAltNames type URI ({u}) is not supported; use type Hostname"
-                    )));
-                }
+                SubjectAltName::Uri(u) => verify_uris.push(u.clone()),
             }
         }
-        if verify_names.is_empty() {
+        // `hostname` verifies only when no subjectAltNames are given.
+        if v.subject_alt_names.is_empty() {
             verify_names.push(v.hostname.clone());
         }
         let trust = match &v.well_known_ca_certificates {
@@ -297,6 +299,7 @@ impl Topology<'_> {
             policy: policy.meta.object_name(),
             server_name: v.hostname.clone(),
             verify_names,
+            verify_uris,
             trust,
         })
     }
