@@ -10,8 +10,8 @@
 use super::*;
 use std::collections::BTreeSet;
 use switchyard_proto::model::{
-    BackendTlsPolicy, CutoverSettings, HttpRoute, Kind, RouteGeneration, Transition,
-    ValidationRules, validate_resource_with,
+    CutoverSettings, HttpRoute, Kind, RouteGeneration, Transition, ValidationRules,
+    validate_resource_with,
 };
 
 impl ReplicatedState {
@@ -196,7 +196,10 @@ impl ReplicatedState {
                 .map(|name| ObjectName::new(slice.meta.namespace.clone(), name))
                 .into_iter()
                 .collect(),
-            Resource::BackendTlsPolicy(policy) => policy_services(policy).collect(),
+            Resource::BackendTlsPolicy(policy) => policy
+                .target_services()
+                .map(|(service, _)| service)
+                .collect(),
             Resource::ConfigMap(map) => self
                 .stored_backend_tls_policies()
                 .filter_map(|r| match r {
@@ -211,7 +214,7 @@ impl ReplicatedState {
                     }
                     _ => None,
                 })
-                .flat_map(policy_services)
+                .flat_map(|p| p.target_services().map(|(service, _)| service))
                 .collect(),
             _ => Vec::new(),
         };
@@ -467,15 +470,6 @@ impl ReplicatedState {
         }
         Ok(())
     }
-}
-
-/// The Services a BackendTLSPolicy targets (its own namespace's).
-fn policy_services(policy: &BackendTlsPolicy) -> impl Iterator<Item = ObjectName> + '_ {
-    policy
-        .target_refs
-        .iter()
-        .filter(|t| t.group.is_empty() && t.kind == "Service")
-        .map(|t| ObjectName::new(policy.meta.namespace.clone(), t.name.clone()))
 }
 
 impl ReplicatedState {

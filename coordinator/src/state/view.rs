@@ -88,8 +88,7 @@ impl ReplicatedState {
             .stored_backend_tls_policies()
             .filter(|r| match r {
                 Resource::BackendTlsPolicy(p) => {
-                    p.meta.namespace == service.meta.namespace
-                        && p.target_refs.iter().any(|t| t.name == service.meta.name)
+                    p.target_services().any(|(s, _)| s == backend.service)
                 }
                 _ => false,
             })

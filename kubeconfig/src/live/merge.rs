@@ -280,13 +280,7 @@ pub fn select_served(all: Vec<Resource>, controller_name: &str) -> Vec<Resource>
             Resource::BackendTlsPolicy(p) => Some(p),
             _ => None,
         })
-        .filter(|p| {
-            p.target_refs.iter().any(|t| {
-                t.group.is_empty()
-                    && t.kind == "Service"
-                    && services.contains(&ObjectName::new(&p.meta.namespace, &t.name))
-            })
-        })
+        .filter(|p| p.target_services().any(|(s, _)| services.contains(&s)))
         .collect();
     let served_policies: BTreeSet<ObjectName> =
         policies.iter().map(|p| p.meta.object_name()).collect();

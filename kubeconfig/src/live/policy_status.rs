@@ -116,19 +116,14 @@ fn targets(
     service: &ObjectName,
     port: u16,
 ) -> bool {
-    if service.namespace != policy.meta.namespace {
-        return false;
-    }
-    policy.target_refs.iter().any(|t| {
-        t.group.is_empty()
-            && t.kind == "Service"
-            && t.name == service.name
-            && t.section_name.as_ref().is_none_or(|section| {
+    policy.target_services().any(|(target, section)| {
+        target == *service
+            && section.is_none_or(|section| {
                 resources.iter().any(|r| match r {
                     Resource::Service(s) if s.meta.object_name() == *service => s
                         .ports
                         .iter()
-                        .any(|p| p.port == port && p.name.as_ref() == Some(section)),
+                        .any(|p| p.port == port && p.name.as_deref() == Some(section)),
                     _ => false,
                 })
             })

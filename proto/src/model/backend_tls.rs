@@ -7,7 +7,7 @@
 //! Whether a policy applies, conflicts or resolves is decided in one place,
 //! `gateway_api::backend_tls`, for the proxy and the status writers alike.
 
-use super::meta::ObjectMeta;
+use super::meta::{ObjectMeta, ObjectName};
 use serde::{Deserialize, Serialize};
 
 /// The ConfigMap entry a `caCertificateRefs` ConfigMap holds its PEM
@@ -43,6 +43,27 @@ pub struct PolicyTargetRef {
     /// A port name of the Service, or `None` for all its ports.
     #[serde(default)]
     pub section_name: Option<String>,
+}
+
+impl PolicyTargetRef {
+    /// Whether it names a core Service (the only kind a BackendTLSPolicy
+    /// applies to here; other targets are ignored).
+    pub fn is_service(&self) -> bool {
+        self.group.is_empty() && self.kind == "Service"
+    }
+}
+
+impl BackendTlsPolicy {
+    /// The Services it targets (of its own namespace), each with the port
+    /// name it is limited to (`sectionName`), if any.
+    pub fn target_services(&self) -> impl Iterator<Item = (ObjectName, Option<&str>)> + '_ {
+        self.target_refs.iter().filter(|t| t.is_service()).map(|t| {
+            (
+                ObjectName::new(self.meta.namespace.clone(), t.name.clone()),
+                t.section_name.as_deref(),
+            )
+        })
+    }
 }
 
 /// `spec.validation`.

@@ -233,7 +233,7 @@ impl Topology<'_> {
             let name = policy.meta.object_name();
             let mut conflicted_on = None;
             for target in &policy.target_refs {
-                if !target.group.is_empty() || target.kind != "Service" {
+                if !target.is_service() {
                     continue;
                 }
                 let key = (
