@@ -73,6 +73,10 @@ struct Args {
     /// the coordinators then log at info, not only their warnings.
     #[arg(long, value_name = "DIR")]
     keep_logs: Option<PathBuf>,
+    /// The started coordinators' RUST_LOG (default: info with --keep-logs, else warn), e.g.
+    /// `info,openraft=warn` to see Raft's own complaints in the kept logs.
+    #[arg(long, value_name = "FILTER")]
+    coordinator_log: Option<String>,
     /// Only write the generated store as Kubernetes YAML into this directory (files of at
     /// most --batch objects, in apply order, for `switchyard apply -f`), and exit.
     #[arg(long, value_name = "DIR")]
@@ -105,12 +109,14 @@ async fn main() -> ExitCode {
             binary: args.switchyard_bin.clone(),
             tls: args.tls,
             extra_args,
-            log_filter: if args.keep_logs.is_some() {
-                "info"
-            } else {
-                "warn"
-            }
-            .into(),
+            log_filter: args.coordinator_log.clone().unwrap_or_else(|| {
+                if args.keep_logs.is_some() {
+                    "info"
+                } else {
+                    "warn"
+                }
+                .into()
+            }),
         }
     } else {
         ClusterSpec::Connect(args.connect.clone())

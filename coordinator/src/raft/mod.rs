@@ -18,6 +18,7 @@
 //! - [`fingerprint`]: cluster identity on every Raft RPC.
 //! - [`network`]: openraft's client network over tonic (cached channels).
 //! - [`service`]: the `RaftService` server.
+//! - [`runtime`]: the threads Raft runs on, apart from the services.
 //! - [`config`], [`error`], [`node`] (and the private `membership`): the
 //!   API the coordinator's services call — [`Node::start`],
 //!   [`Node::propose`], [`Node::add_coordinator`].
@@ -30,6 +31,7 @@ pub mod log_store;
 mod membership;
 pub mod network;
 pub mod node;
+pub mod runtime;
 pub mod service;
 pub mod sm_objects;
 pub mod snapshots;

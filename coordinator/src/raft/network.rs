@@ -7,6 +7,8 @@
 //! transport failures to openraft's `Unreachable` / `Timeout` / `Network`
 //! errors so openraft backs off from dead peers. Snapshots go as
 //! InstallSnapshot chunks through openraft's default `full_snapshot`.
+//! Channels are built on Raft's own runtime ([`super::runtime`]), so
+//! replication never waits behind the coordinator's other work.
 //! Does not own: the server half ([`super::service`]) or retry policy
 //! (openraft's).
 
@@ -32,6 +34,7 @@ use switchyard_tls::Security;
 use tonic::transport::Channel;
 
 use super::fingerprint::ClusterIdentity;
+use super::runtime::RaftRuntime;
 use super::types::{Node, NodeId, TypeConfig};
 
 /// Largest RaftPayload accepted or sent. Snapshot chunks are JSON (bytes
@@ -47,6 +50,9 @@ pub struct ChannelCache {
     connect_timeout: Duration,
     source_ip: Option<std::net::IpAddr>,
     security: Security,
+    /// Channels are built on Raft's runtime, so their connections are
+    /// driven there (see [`super::runtime`]).
+    runtime: RaftRuntime,
 }
 
 impl ChannelCache {
@@ -58,12 +64,14 @@ impl ChannelCache {
         connect_timeout: Duration,
         source_ip: Option<std::net::IpAddr>,
         security: Security,
+        runtime: RaftRuntime,
     ) -> Self {
         ChannelCache {
             channels: Arc::default(),
             connect_timeout,
             source_ip,
             security,
+            runtime,
         }
     }
 
@@ -78,6 +86,7 @@ impl ChannelCache {
         if let Some(channel) = channels.get(addr) {
             return Ok(channel.clone());
         }
+        let _on_raft_runtime = self.runtime.enter();
         let channel = switchyard_tls::client::channel(
             addr,
             &self.security,

@@ -25,6 +25,7 @@ use super::error::{ForwardError, LeaderHint, NodeError, ProposeError};
 use super::fingerprint::{ClusterIdentity, peers_string};
 use super::membership::voters_of;
 use super::network::{ChannelCache, NetworkFactory, RpcTimeouts};
+use super::runtime::RaftRuntime;
 use super::service::{LeaderContact, RaftGrpc, leader_hint, write_locally};
 use super::types::{Node as PeerNode, NodeId, Raft, RaftMetrics};
 use crate::state::{Command, CommandResponse, ReplicatedState};
@@ -46,6 +47,8 @@ pub(super) struct Inner {
     state: watch::Receiver<Arc<ReplicatedState>>,
     identity: ClusterIdentity,
     channels: ChannelCache,
+    /// Where openraft's tasks, peer connections and peer RPCs run.
+    runtime: RaftRuntime,
     pub(super) settings: RaftSettings,
     liveness: StoreLiveness,
     /// Set by the first [`Node::shutdown`].
@@ -124,7 +127,16 @@ impl Node {
             "starting Raft node"
         );
         let identity = ClusterIdentity::new(id, formation, stores.cluster.clone());
-        let channels = ChannelCache::new(settings.rpc_timeout, source_ip, security);
+        let runtime = RaftRuntime::start(id).map_err(|e| NodeError::Raft {
+            id,
+            reason: format!("cannot start the Raft runtime: {e}"),
+        })?;
+        let channels = ChannelCache::new(
+            settings.rpc_timeout,
+            source_ip,
+            security,
+            runtime.clone(),
+        );
         let network = NetworkFactory::new(
             id,
             channels.clone(),
@@ -136,8 +148,15 @@ impl Node {
         );
         let state = stores.state.subscribe();
         let liveness = stores.liveness.clone();
-        let raft = Raft::new(id, Arc::new(raft_config), network, stores.log, stores.state)
+        // Built on Raft's runtime, so every task openraft spawns runs there.
+        let (log, state_machine) = (stores.log, stores.state);
+        let raft = runtime
+            .run(async move { Raft::new(id, Arc::new(raft_config), network, log, state_machine).await })
             .await
+            .ok_or_else(|| NodeError::Raft {
+                id,
+                reason: "the Raft runtime stopped while Raft started".to_owned(),
+            })?
             .map_err(|e| NodeError::Raft {
                 id,
                 reason: e.to_string(),
@@ -176,6 +195,7 @@ impl Node {
                 state,
                 identity,
                 channels,
+                runtime,
                 settings,
                 liveness,
                 stopped: std::sync::atomic::AtomicBool::new(false),
@@ -203,6 +223,7 @@ impl Node {
             self.inner.identity.clone(),
             self.inner.settings.propose_timeout,
             self.inner.contact.clone(),
+            self.inner.runtime.clone(),
         )
         .into_server()
     }

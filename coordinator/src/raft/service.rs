@@ -2,11 +2,13 @@
 //!
 //! Owns: decoding openraft requests (JSON), checking the caller's cluster
 //! fingerprint before anything reaches openraft, handing requests to the
-//! local Raft, and answering `Propose` on the leader. Does not own: the
+//! local Raft (on Raft's own runtime, [`super::runtime`]), and answering
+//! `Propose` on the leader. Does not own: the
 //! tonic server it is mounted on (the caller's), forwarding (a `Propose`
 //! that reaches a non-leader is answered "not leader" with a hint, never
 //! forwarded again — see [`super::node`]).
 
+use std::future::Future;
 use std::time::Duration;
 
 use openraft::error::{ClientWriteError, RaftError};
@@ -19,6 +21,7 @@ use tonic::{Request, Response, Status};
 use super::error::{ForwardError, LeaderHint};
 use super::fingerprint::ClusterIdentity;
 use super::network::MAX_MESSAGE_BYTES;
+use super::runtime::RaftRuntime;
 use super::types::{NodeId, Raft};
 use crate::state::{Command, CommandResponse};
 
@@ -30,6 +33,7 @@ pub struct RaftGrpc {
     identity: ClusterIdentity,
     propose_timeout: Duration,
     contact: LeaderContact,
+    runtime: RaftRuntime,
 }
 
 /// When this node last heard from a leader (an AppendEntries, heartbeats
@@ -62,6 +66,7 @@ impl RaftGrpc {
         identity: ClusterIdentity,
         propose_timeout: Duration,
         contact: LeaderContact,
+        runtime: RaftRuntime,
     ) -> Self {
         RaftGrpc {
             id,
@@ -69,7 +74,21 @@ impl RaftGrpc {
             identity,
             propose_timeout,
             contact,
+            runtime,
         }
+    }
+
+    /// Answers a peer's RPC on Raft's runtime (see [`super::runtime`]):
+    /// the check, the decoding, openraft's work and the encoding of the
+    /// reply never queue behind the coordinator's other work.
+    async fn on_raft_runtime<F>(&self, answer: F) -> Result<Response<RaftPayload>, Status>
+    where
+        F: Future<Output = Result<Response<RaftPayload>, Status>> + Send + 'static,
+    {
+        self.runtime
+            .run(answer)
+            .await
+            .unwrap_or_else(|| Err(Status::unavailable("Raft is stopping")))
     }
 
     /// This service wrapped for tonic, with message limits large enough for
@@ -148,9 +167,13 @@ pub(crate) async fn write_locally(
 impl RaftService for RaftGrpc {
     #[tracing::instrument(name = "raft.vote", skip_all, fields(node_id = self.id))]
     async fn vote(&self, request: Request<RaftPayload>) -> Result<Response<RaftPayload>, Status> {
-        self.identity.check(&request, "Vote", true).await?;
-        let vote = decode(request.get_ref(), "Vote")?;
-        encode(&self.raft.vote(vote).await)
+        let (identity, raft) = (self.identity.clone(), self.raft.clone());
+        self.on_raft_runtime(async move {
+            identity.check(&request, "Vote", true).await?;
+            let vote = decode(request.get_ref(), "Vote")?;
+            encode(&raft.vote(vote).await)
+        })
+        .await
     }
 
     #[tracing::instrument(name = "raft.append_entries", skip_all, fields(node_id = self.id))]
@@ -158,10 +181,15 @@ impl RaftService for RaftGrpc {
         &self,
         request: Request<RaftPayload>,
     ) -> Result<Response<RaftPayload>, Status> {
-        self.identity.check(&request, "AppendEntries", true).await?;
-        self.contact.heard();
-        let append = decode(request.get_ref(), "AppendEntries")?;
-        encode(&self.raft.append_entries(append).await)
+        let (identity, raft, contact) =
+            (self.identity.clone(), self.raft.clone(), self.contact.clone());
+        self.on_raft_runtime(async move {
+            identity.check(&request, "AppendEntries", true).await?;
+            contact.heard();
+            let append = decode(request.get_ref(), "AppendEntries")?;
+            encode(&raft.append_entries(append).await)
+        })
+        .await
     }
 
     #[tracing::instrument(name = "raft.install_snapshot", skip_all, fields(node_id = self.id))]
@@ -169,11 +197,13 @@ impl RaftService for RaftGrpc {
         &self,
         request: Request<RaftPayload>,
     ) -> Result<Response<RaftPayload>, Status> {
-        self.identity
-            .check(&request, "InstallSnapshot", true)
-            .await?;
-        let chunk = decode(request.get_ref(), "InstallSnapshot")?;
-        encode(&self.raft.install_snapshot(chunk).await)
+        let (identity, raft) = (self.identity.clone(), self.raft.clone());
+        self.on_raft_runtime(async move {
+            identity.check(&request, "InstallSnapshot", true).await?;
+            let chunk = decode(request.get_ref(), "InstallSnapshot")?;
+            encode(&raft.install_snapshot(chunk).await)
+        })
+        .await
     }
 
     #[tracing::instrument(name = "raft.propose", skip_all, fields(node_id = self.id))]
