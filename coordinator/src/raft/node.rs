@@ -131,12 +131,8 @@ impl Node {
             id,
             reason: format!("cannot start the Raft runtime: {e}"),
         })?;
-        let channels = ChannelCache::new(
-            settings.rpc_timeout,
-            source_ip,
-            security,
-            runtime.clone(),
-        );
+        let channels =
+            ChannelCache::new(settings.rpc_timeout, source_ip, security, runtime.clone());
         let network = NetworkFactory::new(
             id,
             channels.clone(),
@@ -150,17 +146,20 @@ impl Node {
         let liveness = stores.liveness.clone();
         // Built on Raft's runtime, so every task openraft spawns runs there.
         let (log, state_machine) = (stores.log, stores.state);
-        let raft = runtime
-            .run(async move { Raft::new(id, Arc::new(raft_config), network, log, state_machine).await })
-            .await
-            .ok_or_else(|| NodeError::Raft {
-                id,
-                reason: "the Raft runtime stopped while Raft started".to_owned(),
-            })?
-            .map_err(|e| NodeError::Raft {
-                id,
-                reason: e.to_string(),
-            })?;
+        let raft =
+            runtime
+                .run(async move {
+                    Raft::new(id, Arc::new(raft_config), network, log, state_machine).await
+                })
+                .await
+                .ok_or_else(|| NodeError::Raft {
+                    id,
+                    reason: "the Raft runtime stopped while Raft started".to_owned(),
+                })?
+                .map_err(|e| NodeError::Raft {
+                    id,
+                    reason: e.to_string(),
+                })?;
 
         let initialized = raft.is_initialized().await.map_err(|e| NodeError::Raft {
             id,

@@ -181,8 +181,11 @@ impl RaftService for RaftGrpc {
         &self,
         request: Request<RaftPayload>,
     ) -> Result<Response<RaftPayload>, Status> {
-        let (identity, raft, contact) =
-            (self.identity.clone(), self.raft.clone(), self.contact.clone());
+        let (identity, raft, contact) = (
+            self.identity.clone(),
+            self.raft.clone(),
+            self.contact.clone(),
+        );
         self.on_raft_runtime(async move {
             identity.check(&request, "AppendEntries", true).await?;
             contact.heard();

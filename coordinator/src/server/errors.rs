@@ -66,6 +66,15 @@ pub(crate) fn not_leader(node: &Node) -> Status {
     .into()
 }
 
+/// This coordinator follows but has not heard from a leader lately (a
+/// failover under way): `UNAVAILABLE` with no hint, so the caller tries
+/// again rather than going to a leader that may be dead.
+pub(crate) fn no_live_leader() -> Status {
+    Status::unavailable(
+        "this coordinator knows no live leader yet (an election may be under way); ask again",
+    )
+}
+
 /// This coordinator leads in name only (no quorum): `UNAVAILABLE` with no
 /// hint, so the caller tries the others and finds the majority's leader.
 pub(crate) fn without_quorum() -> Status {

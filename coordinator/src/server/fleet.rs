@@ -30,7 +30,9 @@ impl Fleet {
         Fleet { coordinator }
     }
 
-    /// Runs `f` on the leader's engine, or refuses with the leader's address.
+    /// Runs `f` on the leader's engine, or refuses with the leader's
+    /// address (only one heard from lately). Callers first hold the call while no live leader is known
+    /// ([`super::Coordinator::await_live_leader`]), then read the state.
     fn on_leader<T>(
         &self,
         f: impl FnOnce(&mut crate::cutover::CutoverEngine) -> T,
@@ -42,6 +44,10 @@ impl Fleet {
         }
         if self.coordinator.node.is_leader() {
             return Err(errors::without_quorum());
+        }
+        if !self.coordinator.knows_live_leader() {
+            // The leader it last heard from may be the one that died.
+            return Err(errors::no_live_leader());
         }
         Err(errors::not_leader(&self.coordinator.node))
     }
@@ -93,6 +99,7 @@ impl FleetService for Fleet {
         )?;
         let r = request.into_inner();
         let applied = r.applied_update();
+        self.coordinator.await_live_leader().await;
         let state = self.coordinator.node.state().borrow().clone();
         let heard = self.on_leader(|e| {
             e.heartbeat_update(&state, &r.proxy_id, r.registration, applied, now_ms())
@@ -191,6 +198,7 @@ impl FleetService for Fleet {
             .map(|l| l.sockets.iter().map(TryFrom::try_from).collect())
             .transpose()
             .map_err(|e: String| Status::invalid_argument(format!("proxy {}: {e}", r.proxy_id)))?;
+        self.coordinator.await_live_leader().await;
         let state = self.coordinator.node.state().borrow().clone();
         let heard = self.on_leader(|e| {
             let heard = e.report_update(&state, &r.proxy_id, r.registration, backends, now_ms());

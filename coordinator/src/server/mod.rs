@@ -33,6 +33,10 @@ use tokio::sync::{Notify, watch};
 use tonic::service::interceptor::InterceptedService;
 use tracing::Instrument;
 
+/// How often a held fleet call looks again for a live leader
+/// ([`Coordinator::await_live_leader`]).
+const LEADER_POLL: Duration = Duration::from_millis(10);
+
 /// Limits on what clients may send and on how much the store may hold.
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
@@ -190,6 +194,39 @@ impl Coordinator {
         let voters = metrics.membership_config.membership().voter_ids().count();
         let bound = self.config.node.raft.election_timeout_max.as_millis() as u64;
         voters <= 1 || metrics.millis_since_quorum_ack.is_some_and(|ms| ms < bound)
+    }
+
+    /// Holds a fleet call, at most an election timeout, until this
+    /// coordinator knows a live leader: itself leading with a quorum and
+    /// its engine started, or another coordinator it heard from within two
+    /// heartbeat intervals. Right after a leader dies its followers still
+    /// name it (until their election timeout runs out) and then name
+    /// nobody until the election ends; answering at once then sends the
+    /// caller to the dead leader or leaves it to retry blind, after a
+    /// back-off that by then has grown to most of a second — for every
+    /// proxy, each of which the new leader must hear from before it
+    /// judges. Held, the call is served or pointed at the new leader the
+    /// moment there is one. The caller's own deadline (a proxy's is one
+    /// second by default) still applies.
+    pub(crate) async fn await_live_leader(&self) {
+        let deadline = tokio::time::Instant::now() + self.config.node.raft.election_timeout_max;
+        while !self.knows_live_leader() && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(LEADER_POLL).await;
+        }
+    }
+
+    /// Whether this coordinator leads with a quorum and a running engine,
+    /// or follows a leader it heard from within two heartbeat intervals.
+    pub(crate) fn knows_live_leader(&self) -> bool {
+        if self.node.is_leader() {
+            return self.leads_with_quorum() && self.with_engine(|_| ()).is_some();
+        }
+        let fresh = self.config.node.raft.heartbeat_interval * 2;
+        self.node.leader().is_some()
+            && self
+                .node
+                .since_leader_contact()
+                .is_some_and(|since| since < fresh)
     }
 
     fn engine_settings(&self) -> EngineSettings {

@@ -92,16 +92,26 @@ pub(super) async fn run(shared: Arc<Shared>) {
         // A new registration holds nothing on the leader.
         senders.applied.reset();
         senders.evidence.reset();
+        // Whether this streak of failed rounds has had its one retry at
+        // once, after a refusal that named the leader.
+        let mut followed_hint = false;
         loop {
             // After a failed round the next one comes after a back-off
             // pause, never later than the interval: a leader that died
             // or moved is found (through the hint or the next coordinator)
             // within a fraction of the lease, not one interval per
             // coordinator tried — the new leader judges nothing until it
-            // has heard from its proxies.
+            // has heard from its proxies. A refusal that names the leader
+            // is followed at once, once per streak (a coordinator names a
+            // leader only when it heard from it within two heartbeats, so
+            // the hint is fresh; once per streak, so two coordinators that
+            // disagree for a moment cannot make a loop of it).
             let mut pause = interval;
             match round(&shared, &mut lag, &mut senders).await {
-                Ok(()) => backoff.reset(),
+                Ok(()) => {
+                    backoff.reset();
+                    followed_hint = false;
+                }
                 Err(e) if e.is_unknown_registration() => {
                     log_error!(
                         e.level(),
@@ -113,7 +123,12 @@ pub(super) async fn run(shared: Arc<Shared>) {
                 }
                 Err(e) => {
                     log_error!(round_level(&e), &e, "heartbeat or readiness report failed");
-                    pause = backoff.next_delay().min(interval);
+                    pause = if e.leader_hint().is_some() && !followed_hint {
+                        followed_hint = true;
+                        Duration::ZERO
+                    } else {
+                        backoff.next_delay().min(interval)
+                    };
                 }
             }
             tokio::select! {
@@ -143,18 +158,34 @@ fn round_level(e: &ControlError) -> Level {
 /// One round: evidence first — a new leader learns readiness as soon as it
 /// hears from this proxy — then the heartbeat renews the lease. A failed
 /// report does not skip the heartbeat, unless it says the registration is
-/// unknown.
+/// unknown; the round then fails with the report's error even when the
+/// heartbeat (sent to the leader the refusal named) succeeded, so the
+/// evidence follows after a short pause, not a whole interval later.
 async fn round(
     shared: &Shared,
     lag: &mut LagDetector,
     senders: &mut Senders,
 ) -> Result<(), ControlError> {
-    match report(shared, &mut senders.evidence).await {
-        Err(e) if e.is_unknown_registration() => return Err(e),
-        Err(e) => log_error!(round_level(&e), &e, "readiness report failed"),
-        Ok(()) => {}
+    let reported = report(shared, &mut senders.evidence).await;
+    if reported
+        .as_ref()
+        .is_err_and(ControlError::is_unknown_registration)
+    {
+        return reported;
     }
-    heartbeat(shared, lag, &mut senders.applied).await
+    let beat = heartbeat(shared, lag, &mut senders.applied).await;
+    match (reported, beat) {
+        (Err(report_error), Err(beat_error)) => {
+            // The caller logs the heartbeat's error; this one would be lost.
+            log_error!(
+                round_level(&report_error),
+                &report_error,
+                "readiness report failed"
+            );
+            Err(beat_error)
+        }
+        (reported, beat) => beat.and(reported),
+    }
 }
 
 /// One unary call to the leader as far as this proxy knows. A failure is

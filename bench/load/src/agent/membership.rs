@@ -16,7 +16,7 @@ use super::{Agent, FleetShared};
 use imbl::OrdMap;
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 use switchyard_proto::incremental::SetSender;
 use switchyard_proto::model::{BackendKey, ObjectName};
@@ -49,12 +49,24 @@ pub(super) struct Router {
     /// Index of the coordinator calls go to (atomic: calls take `&self`,
     /// so one exchange can make several).
     current: AtomicUsize,
+    /// Whether the last failure was a refusal that named the leader.
+    hinted: AtomicBool,
 }
 
 impl Router {
     pub(super) fn new(clients: Vec<(String, FleetServiceClient<Channel>)>, first: usize) -> Self {
         let current = AtomicUsize::new(first % clients.len().max(1));
-        Router { clients, current }
+        Router {
+            clients,
+            current,
+            hinted: AtomicBool::new(false),
+        }
+    }
+
+    /// Whether the last failed call was a refusal naming the leader (now
+    /// where calls go); reading it clears it.
+    fn take_hinted(&self) -> bool {
+        self.hinted.swap(false, Ordering::Relaxed)
     }
 
     /// One call to the current coordinator; a failure moves on (to the
@@ -78,6 +90,7 @@ impl Router {
                     .and_then(|l| self.clients.iter().position(|(a, _)| a == l));
                 let next = hint.unwrap_or((current + 1) % self.clients.len());
                 self.current.store(next, Ordering::Relaxed);
+                self.hinted.store(hint.is_some(), Ordering::Relaxed);
                 Err(status)
             }
         }
@@ -126,6 +139,8 @@ pub(super) async fn run(
         senders.applied.reset();
         senders.evidence.reset();
         let mut backoff = Backoff::new(round_policy(interval));
+        // Whether this streak of failed rounds had its one retry at once.
+        let mut followed_hint = false;
         loop {
             let current = views.borrow_and_update().clone();
             let holding = *hold.borrow_and_update();
@@ -163,10 +178,18 @@ pub(super) async fn run(
             // interval, with full jitter — 200 agents retrying together
             // while no leader is elected must not bury the coordinators
             // in calls, each carrying whatever set changes are unsent.
+            // A refusal that named the leader is followed at once, once
+            // per streak, as a proxy does.
             let pause = if reported_to.is_none() || heartbeat_to.is_none() {
-                backoff.next_delay()
+                if router.take_hinted() && !followed_hint {
+                    followed_hint = true;
+                    Duration::ZERO
+                } else {
+                    backoff.next_delay()
+                }
             } else {
                 backoff.reset();
+                followed_hint = false;
                 interval
             };
             tokio::select! {
