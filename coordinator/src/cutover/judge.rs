@@ -106,6 +106,17 @@ impl CutoverEngine {
                 .all(|id| self.leases.seen_since(id, self.leader_since_ms))
     }
 
+    /// How long after becoming leader the grace period ended, once: the
+    /// first call that finds it over says so, later calls say nothing.
+    /// O(P) until then, O(1) after.
+    pub fn grace_just_ended(&mut self, state: &ReplicatedState, now_ms: u64) -> Option<u64> {
+        if self.grace_reported || self.in_grace(state, now_ms) {
+            return None;
+        }
+        self.grace_reported = true;
+        Some(now_ms.saturating_sub(self.leader_since_ms))
+    }
+
     /// The verdict on one route's pending transition, if it has one.
     /// O(P) for the fleet plus the route's own work.
     pub fn verdict(

@@ -125,6 +125,9 @@ pub struct CutoverEngine {
     term: u64,
     /// When this coordinator became leader.
     leader_since_ms: u64,
+    /// Whether the end of this leader's grace period was reported (see
+    /// [`CutoverEngine::grace_just_ended`]).
+    grace_reported: bool,
     leases: Leases,
     /// The registration (log index) each known proxy's soft state belongs
     /// to. When a proxy registers again, what it said before is dropped.
@@ -193,6 +196,7 @@ impl CutoverEngine {
             faults: EngineFaults::default(),
             term,
             leader_since_ms: now_ms,
+            grace_reported: false,
             leases: Leases::default(),
             registrations: BTreeMap::new(),
             evidence: BTreeMap::new(),

@@ -292,6 +292,14 @@ fn look(
         );
         CutoverEngine::leading(coordinator.engine_settings(), state, now, term)
     });
+    if let Some(waited_ms) = engine.grace_just_ended(state, now) {
+        tracing::info!(
+            term,
+            waited_ms,
+            proxies = state.proxies.len(),
+            "grace over: every registered proxy heard from since becoming leader (or a lease TTL passed); judging readiness"
+        );
+    }
     if engine.pass_due(state, now) {
         Look::Pass(engine.start_pass(state, now))
     } else if !awaiting.is_empty() {

@@ -300,6 +300,21 @@ fn a_new_leader_waits_out_its_grace_unless_everyone_is_back() {
 }
 
 #[test]
+fn the_end_of_the_grace_is_told_once_with_how_long_it_took() {
+    let s = world(&["a", "a"], "1", "keep-old");
+    let mut e = CutoverEngine::new(settings(), &s, 1_000, TERM);
+    report(&mut e, &s, "p0", green_ready(&s), 1_010);
+    assert_eq!(e.grace_just_ended(&s, 1_020), None, "p1 not back yet");
+    heartbeat(&mut e, &s, "p1", Default::default(), 1_030);
+    assert_eq!(e.grace_just_ended(&s, 1_040), Some(40), "everyone back");
+    assert_eq!(e.grace_just_ended(&s, 1_050), None, "told once");
+    // Without everyone back, a lease TTL ends it.
+    let mut e = CutoverEngine::new(settings(), &s, 1_000, TERM);
+    assert_eq!(e.grace_just_ended(&s, 1_000 + TTL - 1), None);
+    assert_eq!(e.grace_just_ended(&s, 1_000 + TTL), Some(TTL));
+}
+
+#[test]
 fn a_pause_for_the_quorum_keeps_evidence_and_renews_every_lease() {
     let s = world(&["a", "a"], "all", "keep-old");
     let mut e = engine_with_ready(&s, &[0, 1]);
