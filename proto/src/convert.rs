@@ -1,7 +1,7 @@
 //! Conversions between the wire messages of `switchyard.v1` and the model,
 //! one per pair, so no service builds or reads a message field by field.
 
-use crate::incremental::SetUpdate;
+use crate::incremental::{Canonical, Digest, SetUpdate};
 use crate::model::{BackendEvidence, BackendKey, ListenerBinding, ObjectName};
 use crate::pb;
 
@@ -10,6 +10,35 @@ pub type AppliedUpdate = SetUpdate<ObjectName, u64>;
 
 /// The evidence a readiness report carries.
 pub type EvidenceUpdate = SetUpdate<BackendKey, BackendEvidence>;
+
+/// A set named by digest travels as changes on set 0 with the digest
+/// beside them (see [`crate::incremental`]); anything else in the digest
+/// field is not a digest.
+fn digest_of(bytes: &[u8], what: &str) -> Result<Digest, String> {
+    Digest::try_from(bytes).map_err(|_| format!("{what} digest has {} bytes, not 32", bytes.len()))
+}
+
+impl Canonical for ObjectName {
+    fn canonical(&self, out: &mut Vec<u8>) {
+        self.namespace.canonical(out);
+        self.name.canonical(out);
+    }
+}
+
+impl Canonical for BackendKey {
+    fn canonical(&self, out: &mut Vec<u8>) {
+        self.service.canonical(out);
+        out.extend_from_slice(&self.port.to_le_bytes());
+    }
+}
+
+impl Canonical for BackendEvidence {
+    fn canonical(&self, out: &mut Vec<u8>) {
+        self.endpoints_generation.canonical(out);
+        self.healthy.canonical(out);
+        self.total.canonical(out);
+    }
+}
 
 impl pb::HeartbeatRequest {
     /// Sets the applied generations from `update`.
@@ -21,6 +50,15 @@ impl pb::HeartbeatRequest {
                 self.applied_seq = seq;
                 self.applied_base = 0;
                 self.applied_removed = Vec::new();
+                self.applied_digest = Vec::new();
+            }
+            SetUpdate::Known { seq, digest } => {
+                self.applied = Vec::new();
+                self.applied_delta = true;
+                self.applied_seq = seq;
+                self.applied_base = 0;
+                self.applied_removed = Vec::new();
+                self.applied_digest = digest.to_vec();
             }
             SetUpdate::Changes {
                 base,
@@ -39,21 +77,28 @@ impl pb::HeartbeatRequest {
                         name: r.name,
                     })
                     .collect();
+                self.applied_digest = Vec::new();
             }
         }
     }
 
     /// The applied generations this heartbeat carries: a whole set from
     /// proxies older than `applied_delta`.
-    pub fn applied_update(&self) -> AppliedUpdate {
+    pub fn applied_update(&self) -> Result<AppliedUpdate, String> {
         let entries = self.applied.iter().map(Into::into).collect();
         if !self.applied_delta {
-            return SetUpdate::Whole {
+            return Ok(SetUpdate::Whole {
                 seq: self.applied_seq,
                 entries,
-            };
+            });
         }
-        SetUpdate::Changes {
+        if !self.applied_digest.is_empty() {
+            return Ok(SetUpdate::Known {
+                seq: self.applied_seq,
+                digest: digest_of(&self.applied_digest, "applied set")?,
+            });
+        }
+        Ok(SetUpdate::Changes {
             base: self.applied_base,
             seq: self.applied_seq,
             upserted: entries,
@@ -62,7 +107,7 @@ impl pb::HeartbeatRequest {
                 .iter()
                 .map(|r| ObjectName::new(r.namespace.clone(), r.name.clone()))
                 .collect(),
-        }
+        })
     }
 }
 
@@ -81,6 +126,15 @@ impl pb::ReadinessReport {
                 self.seq = seq;
                 self.base_seq = 0;
                 self.removed = Vec::new();
+                self.digest = Vec::new();
+            }
+            SetUpdate::Known { seq, digest } => {
+                self.backends = Vec::new();
+                self.delta = true;
+                self.seq = seq;
+                self.base_seq = 0;
+                self.removed = Vec::new();
+                self.digest = digest.to_vec();
             }
             SetUpdate::Changes {
                 base,
@@ -93,6 +147,7 @@ impl pb::ReadinessReport {
                 self.seq = seq;
                 self.base_seq = base;
                 self.removed = removed.iter().map(ToString::to_string).collect();
+                self.digest = Vec::new();
             }
         }
     }
@@ -109,6 +164,12 @@ impl pb::ReadinessReport {
             return Ok(SetUpdate::Whole {
                 seq: self.seq,
                 entries,
+            });
+        }
+        if !self.digest.is_empty() {
+            return Ok(SetUpdate::Known {
+                seq: self.seq,
+                digest: digest_of(&self.digest, "evidence")?,
             });
         }
         let removed = self
@@ -258,6 +319,39 @@ mod tests {
             ..wire
         };
         assert!(<(BackendKey, BackendEvidence)>::try_from(&bad).is_err());
+    }
+
+    #[test]
+    fn a_set_named_by_digest_travels_as_changes_on_set_zero() {
+        let digest = [7u8; 32];
+        let mut report = pb::ReadinessReport::default();
+        report.set_evidence(SetUpdate::Known { seq: 3, digest });
+        // What a leader older than digests reads: changes on set 0, which
+        // no receiver holds — refused, never an empty set.
+        assert!(report.delta && report.base_seq == 0 && report.backends.is_empty());
+        assert_eq!(
+            report.evidence_update(),
+            Ok(SetUpdate::Known { seq: 3, digest })
+        );
+        let mut heartbeat = pb::HeartbeatRequest::default();
+        heartbeat.set_applied(SetUpdate::Known { seq: 4, digest });
+        assert!(heartbeat.applied_delta && heartbeat.applied_base == 0);
+        assert_eq!(
+            heartbeat.applied_update(),
+            Ok(SetUpdate::Known { seq: 4, digest })
+        );
+        // Set again as a whole set, nothing of the digest stays.
+        heartbeat.set_applied(SetUpdate::Whole {
+            seq: 5,
+            entries: vec![],
+        });
+        assert!(heartbeat.applied_digest.is_empty());
+        // A digest of another length is refused by name.
+        report.digest = vec![1, 2, 3];
+        assert_eq!(
+            report.evidence_update(),
+            Err("evidence digest has 3 bytes, not 32".to_owned())
+        );
     }
 
     #[test]

@@ -292,6 +292,28 @@ pub fn metrics(admin: &str) -> Option<std::collections::BTreeMap<String, f64>> {
     Some(out)
 }
 
+/// The series of counter family `family` at `admin`'s `/metrics`, by
+/// their label values joined with spaces (`evidence digest taken`), the
+/// ones at zero left out.
+pub fn labelled(admin: &str, family: &str) -> Vec<(String, u64)> {
+    let Ok(text) = http_get(admin, "/metrics") else {
+        return Vec::new();
+    };
+    let prefix = format!("{family}{{");
+    text.lines()
+        .filter_map(|line| {
+            let rest = line.strip_prefix(&prefix)?;
+            let (labels, value) = rest.rsplit_once("} ")?;
+            let value = value.trim().parse::<f64>().ok()? as u64;
+            let values: Vec<&str> = labels
+                .split(',')
+                .filter_map(|pair| pair.split_once('=').map(|(_, v)| v.trim_matches('"')))
+                .collect();
+            (value > 0).then(|| (values.join(" "), value))
+        })
+        .collect()
+}
+
 /// Bytes a directory tree occupies on disk (allocated blocks, as `du`).
 pub fn disk_usage(dir: &Path) -> u64 {
     use std::os::unix::fs::MetadataExt;

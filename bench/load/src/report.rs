@@ -145,6 +145,10 @@ pub struct Failover {
     pub election: Duration,
     /// From then to no transition pending (all committed).
     pub committed: Duration,
+    /// The proxies' sets the new leader received by then, by set, form
+    /// and outcome (its `proxy_sets` counters), e.g. `evidence digest
+    /// taken 199`.
+    pub sets: Vec<(String, u64)>,
 }
 
 /// Everything one run measured.
@@ -342,9 +346,18 @@ impl Report {
                 (
                     ms(f.committed),
                     format!(
-                        "{} routes pending at SIGKILL; election seen {} after the kill",
+                        "{} routes pending at SIGKILL; election seen {} after the kill; the new leader took the agents' sets: {}",
                         f.pending,
-                        ms(f.election)
+                        ms(f.election),
+                        if f.sets.is_empty() {
+                            "(not counted)".to_owned()
+                        } else {
+                            f.sets
+                                .iter()
+                                .map(|(what, n)| format!("{what} {n}"))
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        }
                     ),
                 )
             },

@@ -61,7 +61,7 @@ pub use verdict::{Verdict, evaluate};
 use crate::state::ReplicatedState;
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use switchyard_proto::incremental::{HeldSet, NotHeld, SetUpdate};
+use switchyard_proto::incremental::{HeldSet, KnownSets, NotHeld, SetUpdate};
 use switchyard_proto::model::{BackendKey, ObjectName};
 use switchyard_proto::{AppliedUpdate, EvidenceUpdate};
 
@@ -138,6 +138,12 @@ pub struct CutoverEngine {
     evidence: BTreeMap<String, Arc<Report>>,
     /// Each proxy's applied generations, from its heartbeats.
     applied: BTreeMap<String, Arc<HeldSet<Arc<ObjectName>, u64>>>,
+    /// The large applied sets and evidence lately sent whole, by digest:
+    /// a proxy whose set another proxy already sent names it by digest,
+    /// and it is taken in O(1) (a new leader then is not sent every
+    /// proxy's whole sets again; see `switchyard_proto::incremental`).
+    known_applied: KnownSets<Arc<ObjectName>, u64>,
+    known_evidence: KnownSets<Arc<BackendKey>, BackendEvidence>,
     /// The route names `applied` holds, one copy each (see `names`).
     route_names: names::Interner<ObjectName>,
     /// The backends `evidence` holds, one copy each.
@@ -201,6 +207,8 @@ impl CutoverEngine {
             registrations: BTreeMap::new(),
             evidence: BTreeMap::new(),
             applied: BTreeMap::new(),
+            known_applied: KnownSets::default(),
+            known_evidence: KnownSets::default(),
             route_names: names::Interner::default(),
             backend_names: names::Interner::default(),
             sockets: FleetSockets::default(),
@@ -380,7 +388,9 @@ impl CutoverEngine {
         let held = Arc::make_mut(self.applied.entry(proxy.to_string()).or_default());
         // Changes on another set change nothing (`NotHeld`): the answer's
         // sequence asks for the whole set.
-        let changed = held.take(applied).is_ok_and(|keys| !keys.is_empty());
+        let changed = held
+            .take_known(applied, &mut self.known_applied)
+            .is_ok_and(|keys| !keys.is_empty());
         Heard {
             known: true,
             held_seq: held.seq(),
@@ -431,7 +441,7 @@ impl CutoverEngine {
         // O(1): the held set is a persistent map.
         let mut held = previous.map(|r| r.backends.clone()).unwrap_or_default();
         let backends = backends.map_keys(|backend| self.backend_names.intern(backend));
-        let changed = match held.take(backends) {
+        let changed = match held.take_known(backends, &mut self.known_evidence) {
             Ok(changed) => changed,
             Err(NotHeld { held, .. }) => {
                 return Heard {

@@ -14,6 +14,7 @@ use crate::state::Command;
 use bytes::Bytes;
 use std::pin::Pin;
 use std::sync::Arc;
+use switchyard_proto::incremental::SetUpdate;
 use switchyard_proto::pb::{self, fleet_service_server::FleetService};
 use switchyard_tls::authz::{Needed, authorize};
 use tokio_stream::Stream;
@@ -98,12 +99,16 @@ impl FleetService for Fleet {
             "Heartbeat",
         )?;
         let r = request.into_inner();
-        let applied = r.applied_update();
+        let applied = r.applied_update().map_err(Status::invalid_argument)?;
+        let (form, seq) = (form_of(&applied), applied.seq());
         self.coordinator.await_live_leader().await;
         let state = self.coordinator.node.state().borrow().clone();
         let heard = self.on_leader(|e| {
             e.heartbeat_update(&state, &r.proxy_id, r.registration, applied, now_ms())
         })?;
+        if heard.known {
+            (self.coordinator.metrics).proxy_set("applied", form, heard.held_seq == seq);
+        }
         // Only news wakes the leader loop and the status watchers: a
         // heartbeat that renews a live lease and changes nothing is the
         // common case, and waking them for it costs O(proxies) per second
@@ -192,6 +197,7 @@ impl FleetService for Fleet {
         )?;
         let r = request.into_inner();
         let backends = r.evidence_update().map_err(Status::invalid_argument)?;
+        let (form, seq) = (form_of(&backends), backends.seq());
         let sockets = r
             .listeners
             .as_ref()
@@ -207,6 +213,9 @@ impl FleetService for Fleet {
         })?;
         let (heard, sockets_news) = heard;
         self.coordinator.metrics.evidence_reports.inc();
+        if heard.known {
+            (self.coordinator.metrics).proxy_set("evidence", form, heard.held_seq == seq);
+        }
         if heard.news || sockets_news {
             self.coordinator.changed();
         }
@@ -214,6 +223,15 @@ impl FleetService for Fleet {
             known: heard.known,
             seq: heard.held_seq,
         }))
+    }
+}
+
+/// The `form` label of a proxy's set as it came.
+fn form_of<K, V>(update: &SetUpdate<K, V>) -> &'static str {
+    match update {
+        SetUpdate::Whole { .. } => "whole",
+        SetUpdate::Known { .. } => "digest",
+        SetUpdate::Changes { .. } => "changes",
     }
 }
 

@@ -42,6 +42,18 @@ pub struct EncodingLabel {
     pub kind: String,
 }
 
+/// Label of `proxy_sets`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ProxySetLabel {
+    /// `evidence` (readiness reports) or `applied` (heartbeats).
+    pub set: String,
+    /// How it came: `whole`, `digest` (named by digest) or `changes`.
+    pub form: String,
+    /// `taken`, or `refused` (changes on a set not held, a digest not
+    /// known: the proxy sends again).
+    pub outcome: String,
+}
+
 /// The `limit` label values, created at registration so every series
 /// reads 0 before its first hit (rates and alerts need a starting point).
 /// `--max-message-bytes` is not among them: tonic refuses an oversized
@@ -73,6 +85,7 @@ pub struct CoordinatorMetrics {
     pub(crate) limit_hits: Family<LimitLabel, Counter>,
     pub(crate) open_streams: Family<StreamLabel, Gauge>,
     pub(crate) config_encodings: Family<EncodingLabel, Counter>,
+    pub(crate) proxy_sets: Family<ProxySetLabel, Counter>,
     pub(crate) pass_seconds: Histogram,
     pub(crate) pass_judged: Counter,
 }
@@ -105,6 +118,7 @@ impl CoordinatorMetrics {
             limit_hits: Family::default(),
             open_streams: Family::default(),
             config_encodings: Family::default(),
+            proxy_sets: Family::default(),
             // 0.1 ms .. ~3 s: a handful of pending routes up to a
             // bootstrap of 10,000 with hundreds of proxies.
             pass_seconds: Histogram::new(
@@ -195,6 +209,11 @@ impl CoordinatorMetrics {
             m.config_encoding(kind);
         }
         r.register(
+            "proxy_sets",
+            "Proxies' sets received (leader), by set (evidence, applied), form (whole, digest: named by its digest and taken whole from another proxy's, changes) and outcome (taken, refused)",
+            m.proxy_sets.clone(),
+        );
+        r.register(
             "decision_pass_seconds",
             "Time of one decision pass over the pending transitions, on its blocking thread (leader)",
             m.pass_seconds.clone(),
@@ -241,6 +260,18 @@ impl CoordinatorMetrics {
                 kind: kind.to_owned(),
             })
             .clone()
+    }
+
+    /// Counts one proxy set received: `set` (`evidence` or `applied`),
+    /// `form` (`whole`, `digest`, `changes`), taken or refused.
+    pub(crate) fn proxy_set(&self, set: &str, form: &str, taken: bool) {
+        self.proxy_sets
+            .get_or_create(&ProxySetLabel {
+                set: set.to_owned(),
+                form: form.to_owned(),
+                outcome: if taken { "taken" } else { "refused" }.to_owned(),
+            })
+            .inc();
     }
 
     /// Counts one configuration payload encoded (`delta` or `full`).

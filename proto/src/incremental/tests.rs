@@ -154,3 +154,163 @@ proptest! {
         }
     }
 }
+
+/// A set large enough to be named by digest: keys `0..n`, values `v`.
+fn large(n: u32, v: u32) -> OrdMap<u32, u32> {
+    (0..n).map(|k| (k, v)).collect()
+}
+
+#[test]
+fn a_large_set_another_sender_sent_whole_is_taken_by_its_digest() {
+    let mut known = KnownSets::default();
+    let current = large(100, 7);
+
+    // The first sender: its digest is not known yet, so the set follows
+    // whole, and the receiver remembers it.
+    let mut first = SetSender::default();
+    let mut first_held = HeldSet::default();
+    let named = first.prepare(&current);
+    assert!(
+        matches!(named, SetUpdate::Known { seq: 1, .. }),
+        "{named:?}"
+    );
+    assert_eq!(
+        first_held.take_known(named, &mut known),
+        Err(NotHeld { held: 0, base: 0 })
+    );
+    first.answered(first_held.seq());
+    assert!(first.sends_whole());
+    let whole = first.prepare(&current);
+    assert!(matches!(whole, SetUpdate::Whole { seq: 1, ref entries } if entries.len() == 100));
+    first_held.take_known(whole, &mut known).unwrap();
+    first.answered(first_held.seq());
+    assert!(!first.sends_whole());
+
+    // A second sender with the same set: its digest is taken, no entries
+    // travel, and it holds exactly that set.
+    let mut second = SetSender::default();
+    let mut second_held = HeldSet::default();
+    let named = second.prepare(&current);
+    assert!(matches!(named, SetUpdate::Known { .. }));
+    assert_eq!(
+        second_held.take_known(named, &mut known).map(|k| k.len()),
+        Ok(100)
+    );
+    second.answered(second_held.seq());
+    assert!(!second.sends_whole());
+    assert_eq!(second_held.map(), &current);
+    assert!(
+        second_held.map().ptr_eq(first_held.map()),
+        "one copy shared"
+    );
+
+    // Changes then travel as usual.
+    let mut next = current.clone();
+    next.insert(3, 8);
+    let changes = second.prepare(&next);
+    assert!(matches!(
+        changes,
+        SetUpdate::Changes {
+            base: 1,
+            seq: 2,
+            ..
+        }
+    ));
+    assert_eq!(second_held.take_known(changes, &mut known), Ok(vec![3]));
+    assert_eq!(second_held.map(), &next);
+}
+
+#[test]
+fn a_set_differing_in_one_value_has_another_digest() {
+    let a = large(100, 7);
+    let mut b = a.clone();
+    b.insert(50, 8);
+    assert_ne!(digest(&a), digest(&b));
+    assert_eq!(digest(&a), digest(&large(100, 7)), "same set, same digest");
+    // Key order, not insertion order, defines the digest.
+    let reversed: OrdMap<u32, u32> = (0u32..100).rev().map(|k| (k, 7u32)).collect();
+    assert_eq!(digest(&a), digest(&reversed));
+}
+
+#[test]
+fn a_new_leader_takes_changes_then_digest_then_whole_in_one_send() {
+    let current = large(100, 1);
+    let mut sender = SetSender::default();
+    let mut old_leader = HeldSet::default();
+    let mut old_known = KnownSets::default();
+    sender.answered(0);
+    // Held by the old leader (first the digest, refused, then whole).
+    for _ in 0..2 {
+        let update = sender.prepare(&current);
+        let _ = old_leader.take_known(update, &mut old_known);
+        sender.answered(old_leader.seq());
+    }
+    assert!(!sender.sends_whole());
+
+    // A new leader that knows nothing: changes refused, digest refused,
+    // whole taken — three calls of one `send`.
+    let mut new_leader = HeldSet::default();
+    let mut new_known = KnownSets::default();
+    let mut calls = Vec::new();
+    let sent: Result<(), ()> = block_on_ready(sender.send(&current, |update| {
+        calls.push(match &update {
+            SetUpdate::Whole { .. } => "whole",
+            SetUpdate::Known { .. } => "digest",
+            SetUpdate::Changes { .. } => "changes",
+        });
+        let _ = new_leader.take_known(update, &mut new_known);
+        std::future::ready(Ok(((), new_leader.seq())))
+    }));
+    sent.unwrap();
+    assert_eq!(calls, ["changes", "digest", "whole"]);
+    assert_eq!(new_leader.map(), &current);
+    assert!(!sender.sends_whole());
+}
+
+#[test]
+fn a_receiver_without_digests_refuses_one_and_gets_the_set_whole() {
+    let current = large(100, 1);
+    let mut sender = SetSender::default();
+    let mut receiver = HeldSet::default();
+    let named = sender.prepare(&current);
+    assert!(matches!(named, SetUpdate::Known { .. }));
+    assert!(receiver.take(named).is_err(), "never mistaken for a set");
+    assert!(receiver.map().is_empty());
+    sender.answered(receiver.seq());
+    let whole = sender.prepare(&current);
+    assert!(matches!(whole, SetUpdate::Whole { .. }));
+    receiver.take(whole).unwrap();
+    assert_eq!(receiver.map(), &current);
+}
+
+#[test]
+fn small_sets_always_go_whole() {
+    let current = large(KNOWN_MIN_ENTRIES as u32 - 1, 1);
+    let mut sender = SetSender::default();
+    assert!(matches!(sender.prepare(&current), SetUpdate::Whole { .. }));
+    let mut known = KnownSets::default();
+    known.remember(&current);
+    assert_eq!(known.get(&digest(&current)), None, "not remembered either");
+}
+
+#[test]
+fn only_the_most_recent_large_sets_are_remembered() {
+    let mut known = KnownSets::default();
+    for v in 0..(KnownSets::<u32, u32>::CAPACITY as u32 + 1) {
+        known.remember(&large(100, v));
+    }
+    assert_eq!(known.get(&digest(&large(100, 0))), None, "the oldest went");
+    assert!(known.get(&digest(&large(100, 1))).is_some());
+}
+
+/// Drives a future that never waits (the calls above answer at once).
+fn block_on_ready<F: std::future::Future>(future: F) -> F::Output {
+    let waker = std::task::Waker::noop();
+    let mut context = std::task::Context::from_waker(waker);
+    let mut future = std::pin::pin!(future);
+    loop {
+        if let std::task::Poll::Ready(out) = future.as_mut().poll(&mut context) {
+            return out;
+        }
+    }
+}

@@ -15,7 +15,7 @@
 use super::Context;
 use crate::admin;
 use crate::agent::Fleet;
-use crate::cluster::metrics;
+use crate::cluster::{labelled, metrics};
 use crate::report::Failover;
 use crate::routes::{self, Variant};
 use anyhow::bail;
@@ -117,10 +117,17 @@ pub async fn run(
                     .any(|r| &r.name == name && admin::committed_at(r, *g))
             });
             if all {
+                let admin = new_admin.clone();
+                let sets = tokio::task::spawn_blocking(move || {
+                    labelled(&admin, "switchyard_coordinator_proxy_sets_total")
+                })
+                .await
+                .unwrap_or_default();
                 return Ok(Failover {
                     pending: targets.len(),
                     election: t_elected - t_kill,
                     committed: seen - t_elected,
+                    sets,
                 });
             }
         }

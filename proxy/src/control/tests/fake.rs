@@ -306,7 +306,7 @@ impl FleetService for Service {
         request: Request<pb::HeartbeatRequest>,
     ) -> Result<Response<pb::HeartbeatReply>, Status> {
         let request = request.into_inner();
-        let update = request.applied_update();
+        let update = request.applied_update().map_err(Status::invalid_argument)?;
         let _ = self.calls.heartbeats.send(request);
         let mut script = self.script.lock().unwrap();
         let known = script.forget_heartbeats == 0;
