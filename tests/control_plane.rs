@@ -350,6 +350,7 @@ async fn heartbeat_changes_on_a_set_the_leader_does_not_hold_are_refused_and_it_
         applied_base: base,
         applied_removed: removed,
         config_version: 0,
+        applied_digest: Vec::new(),
     };
 
     let whole = fleet
@@ -388,5 +389,101 @@ async fn heartbeat_changes_on_a_set_the_leader_does_not_hold_are_refused_and_it_
         ))
     );
     assert_eq!(applied("other"), Some(at("other")));
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_set_another_proxy_sent_whole_is_taken_by_its_digest_and_an_unknown_one_refused()
+-> anyhow::Result<()> {
+    use switchyard_proto::incremental::{SetUpdate, digest};
+    use switchyard_proto::model::ObjectName;
+    let coordinator = Coordinator::start().await?;
+    coordinator.apply(&manifests::base()).await?;
+    let mut fleet = coordinator.fleet_client();
+    let mut register = async |id: &str| -> anyhow::Result<u64> {
+        Ok(fleet
+            .register(pb::RegisterRequest {
+                proxy: Some(pb::ProxyIdentity {
+                    id: id.into(),
+                    zone: "a".into(),
+                    admin_address: String::new(),
+                }),
+            })
+            .await?
+            .into_inner()
+            .registration)
+    };
+    let (first, second) = (register("first").await?, register("second").await?);
+    // A set large enough to be named by digest: 100 served generations.
+    let set: imbl::OrdMap<ObjectName, u64> = (0..100)
+        .map(|i| (ObjectName::new("demo", format!("route-{i:03}")), 7u64))
+        .collect();
+    let beat = |proxy: &str, registration: u64, update: SetUpdate<ObjectName, u64>| {
+        let mut request = pb::HeartbeatRequest {
+            proxy_id: proxy.into(),
+            registration,
+            ..Default::default()
+        };
+        request.set_applied(update);
+        request
+    };
+    let mut fleet = coordinator.fleet_client();
+
+    // Nobody sent it yet: the digest is refused, nothing is held.
+    let named = SetUpdate::Known {
+        seq: 1,
+        digest: digest(&set),
+    };
+    let refused = fleet
+        .heartbeat(beat("second", second, named.clone()))
+        .await?
+        .into_inner();
+    assert!(refused.known);
+    assert_eq!(refused.applied_seq, 0, "send the whole set");
+
+    // The first proxy sends it whole; now the second's digest is taken.
+    let whole = SetUpdate::Whole {
+        seq: 1,
+        entries: set.iter().map(|(k, v)| (k.clone(), *v)).collect(),
+    };
+    let taken = fleet
+        .heartbeat(beat("first", first, whole))
+        .await?
+        .into_inner();
+    assert_eq!(taken.applied_seq, 1);
+    let taken = fleet
+        .heartbeat(beat("second", second, named))
+        .await?
+        .into_inner();
+    assert_eq!(taken.applied_seq, 1, "taken by digest");
+
+    // A digest of another set is not.
+    let mut other = set.clone();
+    other.insert(ObjectName::new("demo", "route-000"), 8);
+    let unknown = fleet
+        .heartbeat(beat(
+            "second",
+            second,
+            SetUpdate::Known {
+                seq: 2,
+                digest: digest(&other),
+            },
+        ))
+        .await?
+        .into_inner();
+    assert_eq!(unknown.applied_seq, 1, "what was held stays");
+    let metrics = coordinator.metrics_text()?;
+    for series in [
+        r#"form="digest",outcome="refused""#,
+        r#"form="digest",outcome="taken""#,
+        r#"form="whole",outcome="taken""#,
+    ] {
+        assert!(
+            metrics.lines().any(|l| l.starts_with("switchyard_coordinator_proxy_sets_total")
+                && l.contains(series)
+                && !l.ends_with(" 0")),
+            "no {series} in:\n{metrics}"
+        );
+    }
     Ok(())
 }

@@ -33,6 +33,8 @@ pub struct Coordinator {
     pub address: String,
     pub bound: Bound,
     pub metrics: CoordinatorMetrics,
+    /// Where `metrics` are registered, for [`Coordinator::metrics_text`].
+    registry: Registry,
     stop: Option<oneshot::Sender<()>>,
     _dir: tempfile::TempDir,
 }
@@ -62,7 +64,8 @@ impl Coordinator {
             defaults: CutoverSettings::default(),
             limits: Limits::default(),
         };
-        let metrics = CoordinatorMetrics::register(&mut Registry::default());
+        let mut registry = Registry::default();
+        let metrics = CoordinatorMetrics::register(&mut registry);
         let (bound_tx, bound_rx) = oneshot::channel();
         let (stop, stopped) = oneshot::channel::<()>();
         let served_metrics = metrics.clone();
@@ -90,6 +93,7 @@ impl Coordinator {
             address,
             bound,
             metrics,
+            registry,
             stop: Some(stop),
             _dir: dir,
         };
@@ -101,6 +105,13 @@ impl Coordinator {
         })
         .await?;
         Ok(coordinator)
+    }
+
+    /// The coordinator's metrics as `/metrics` shows them.
+    pub fn metrics_text(&self) -> anyhow::Result<String> {
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &self.registry)?;
+        Ok(text)
     }
 
     pub fn admin(&self) -> AdminClient {
