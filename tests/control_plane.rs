@@ -479,9 +479,11 @@ async fn a_set_another_proxy_sent_whole_is_taken_by_its_digest_and_an_unknown_on
         r#"form="whole",outcome="taken""#,
     ] {
         assert!(
-            metrics.lines().any(|l| l.starts_with("switchyard_coordinator_proxy_sets_total")
-                && l.contains(series)
-                && !l.ends_with(" 0")),
+            metrics
+                .lines()
+                .any(|l| l.starts_with("switchyard_coordinator_proxy_sets_total")
+                    && l.contains(series)
+                    && !l.ends_with(" 0")),
             "no {series} in:\n{metrics}"
         );
     }

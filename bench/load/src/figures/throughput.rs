@@ -12,10 +12,43 @@ use crate::routes::{self, Variant};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Distinct specs each client cycles through. Going back to the spec a
-/// route is active at withdraws its pending change without a new
-/// generation, so a client never re-applies one of its last few specs.
-const RING: usize = 64;
+/// The header value a client's template carries, replaced in every apply
+/// by a value of its own: a number no change counter reaches.
+const MARKER: u64 = 987_654_321_987_654;
+
+/// One client's route as encoded JSON around the header value, which
+/// every apply fills with a value never used before: going back to the
+/// spec a route is active at would withdraw its pending change without a
+/// new generation (a ring of 64 specs did, when 64 applies passed without
+/// a commit), and encoding the route afresh each time would cost the
+/// coordinators' CPU (the tool shares their cores).
+struct Template {
+    before: Vec<u8>,
+    after: Vec<u8>,
+}
+
+impl Template {
+    fn new(json: &[u8]) -> anyhow::Result<Template> {
+        let marker = MARKER.to_string();
+        let text = std::str::from_utf8(json)?;
+        let (before, after) = text
+            .split_once(&marker)
+            .ok_or_else(|| anyhow::anyhow!("the route's JSON lacks its header value"))?;
+        Ok(Template {
+            before: before.as_bytes().to_vec(),
+            after: after.as_bytes().to_vec(),
+        })
+    }
+
+    /// The route with header value `value`.
+    fn with(&self, value: &str) -> Vec<u8> {
+        let mut json = Vec::with_capacity(self.before.len() + value.len() + self.after.len());
+        json.extend_from_slice(&self.before);
+        json.extend_from_slice(value.as_bytes());
+        json.extend_from_slice(&self.after);
+        json
+    }
+}
 
 /// Runs `clients` clients on routes `first..first + clients` for
 /// `seconds`.
@@ -27,20 +60,15 @@ pub async fn run(
 ) -> anyhow::Result<Throughput> {
     let mut payloads = Vec::with_capacity(clients);
     for i in first..first + clients {
-        let mut ring = Vec::with_capacity(RING);
-        for _ in 0..RING {
-            ring.push(admin::encode(&routes::update(
-                i,
-                Variant::Header(ctx.next_change()),
-                ctx.endpoints,
-            )?)?);
-        }
-        payloads.push((i, ring));
+        let json = admin::encode(&routes::update(i, Variant::Header(MARKER), ctx.endpoints)?)?;
+        // This run's values for the route: `<change>-<k>`, a change number
+        // no other phase uses.
+        payloads.push((i, Template::new(&json)?, ctx.next_change()));
     }
     let run_for = Duration::from_secs_f64(seconds);
     let barrier = Arc::new(tokio::sync::Barrier::new(clients + 1));
     let mut tasks = Vec::new();
-    for (i, ring) in payloads {
+    for (i, template, change) in payloads {
         let mut client = admin::client(&ctx.leader, &ctx.security)?;
         let barrier = barrier.clone();
         tasks.push(tokio::spawn(async move {
@@ -52,7 +80,7 @@ pub async fn run(
             let mut k = 0usize;
             // Bounded: stops at the deadline (each call has its own).
             while start.elapsed() < run_for {
-                let json = ring[k % RING].clone();
+                let json = template.with(&format!("{change}-{k}"));
                 k += 1;
                 match admin::apply(&mut client, json).await {
                     Ok(reply) => {
@@ -94,4 +122,26 @@ pub async fn run(
         errors,
         elapsed: start.elapsed(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::routes::Endpoints;
+
+    #[test]
+    fn every_apply_carries_a_header_value_of_its_own() {
+        let json =
+            admin::encode(&routes::update(3, Variant::Header(MARKER), Endpoints::MadeUp).unwrap())
+                .unwrap();
+        let template = Template::new(&json).unwrap();
+        let (a, b) = (template.with("7-1"), template.with("7-2"));
+        assert_ne!(a, b);
+        let a: serde_json::Value = serde_json::from_slice(&a).expect("still JSON");
+        let text = a.to_string();
+        assert!(
+            text.contains("\"7-1\"") && !text.contains(&MARKER.to_string()),
+            "{text}"
+        );
+    }
 }
