@@ -18,9 +18,10 @@
 //! first named by its digest ([`SetUpdate::Known`]) when it is large: a
 //! fleet's proxies mostly keep the same backends warm and serve the same
 //! generations, so the receiver usually holds the very same set already,
-//! from another sender ([`KnownSets`]), and takes it in O(1) instead of
-//! decoding and indexing every entry again — at a failover, 200 proxies
-//! times 10,000 entries, twice. A digest it does not know is answered
+//! from another sender ([`KnownSets`]), and takes that one (a shared
+//! persistent map) instead of decoding, interning and indexing every
+//! entry again: at a failover, 200 proxies times 10,000 entries, twice.
+//! (Listing what changed is still O(R).) A digest it does not know is answered
 //! like changes on a set not held, and the set follows whole. On the wire
 //! the digest travels as changes on set 0, which a receiver older than
 //! digests refuses (no set is 0), so it never mistakes one for an empty
@@ -265,7 +266,7 @@ impl<K: Ord + Clone, V: Clone + PartialEq> HeldSet<K, V> {
 impl<K: Ord + Clone + Canonical, V: Clone + PartialEq + Canonical> HeldSet<K, V> {
     /// [`HeldSet::take`], with the sets `known` by digest: a large whole
     /// set is remembered there, and a [`SetUpdate::Known`] is taken from
-    /// there (O(1) when it is the set held already, else a diff with it),
+    /// there (a shared copy, and a diff with what was held),
     /// or refused when its digest is not known.
     pub fn take_known(
         &mut self,

@@ -140,7 +140,7 @@ pub struct CutoverEngine {
     applied: BTreeMap<String, Arc<HeldSet<Arc<ObjectName>, u64>>>,
     /// The large applied sets and evidence lately sent whole, by digest:
     /// a proxy whose set another proxy already sent names it by digest,
-    /// and it is taken in O(1) (a new leader then is not sent every
+    /// and it is taken without its entries (a new leader then is not sent every
     /// proxy's whole sets again; see `switchyard_proto::incremental`).
     known_applied: KnownSets<Arc<ObjectName>, u64>,
     known_evidence: KnownSets<Arc<BackendKey>, BackendEvidence>,
