@@ -458,17 +458,34 @@ impl CutoverEngine {
         let news_here = !changed.is_empty() || stale;
         if news_here {
             self.changes += 1;
-            self.scope
-                .narrow(changed.iter().map(|b| BackendKey::clone(b)));
-            if stale {
-                // Everything this proxy holds counts again, and whatever
-                // it held before counted no more.
-                let before = self.evidence.get(proxy).map(|r| r.backends.map().clone());
-                let keys = held
-                    .map()
-                    .keys()
-                    .chain(before.iter().flat_map(|m| m.keys()));
-                self.scope.narrow(keys.map(|b| BackendKey::clone(b)));
+            // Listing more backends than there are pending routes costs
+            // more than judging every pending route: a proxy's whole set
+            // reaching a new leader (10,000 backends from each of 200
+            // proxies, while a handful of routes wait) widens the scope
+            // instead of copying every key into it.
+            let before = stale
+                .then(|| self.evidence.get(proxy).map(|r| r.backends.map().clone()))
+                .flatten();
+            let listed = changed.len()
+                + if stale {
+                    held.map().len() + before.as_ref().map_or(0, |m| m.len())
+                } else {
+                    0
+                };
+            if listed > state.pending_bound() {
+                self.scope.widen();
+            } else {
+                self.scope
+                    .narrow(changed.iter().map(|b| BackendKey::clone(b)));
+                if stale {
+                    // Everything this proxy holds counts again, and
+                    // whatever it held before counted no more.
+                    let keys = held
+                        .map()
+                        .keys()
+                        .chain(before.iter().flat_map(|m| m.keys()));
+                    self.scope.narrow(keys.map(|b| BackendKey::clone(b)));
+                }
             }
         }
         let held_seq = held.seq();

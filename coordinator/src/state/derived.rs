@@ -205,6 +205,13 @@ impl ReplicatedState {
         })
     }
 
+    /// At least the number of pending transitions, in O(1) once the index
+    /// is built (the index may still list a route whose transition was
+    /// just decided): for weighing work against them, not for counting.
+    pub fn pending_bound(&self) -> usize {
+        self.indexes().pending.len()
+    }
+
     /// How many routes have a pending transition.
     pub fn pending_count(&self) -> usize {
         self.pending_routes().count()

@@ -259,3 +259,29 @@ fn when_only_evidence_changed_a_pass_judges_only_the_routes_on_those_backends() 
         29
     );
 }
+
+#[test]
+fn a_report_listing_more_backends_than_routes_pending_widens_the_pass_instead() {
+    // Three pending routes; one proxy's report names 40 backends at once
+    // (a whole set reaching a new leader): judging the three costs less
+    // than listing the 40, so all three are judged.
+    let mut s = ReplicatedState::default();
+    next(&mut s, register("p0", "a"));
+    let services: Vec<String> = (0..3).map(|i| format!("s{i}")).collect();
+    let mut resources: Vec<Resource> = services.iter().map(|n| service(n)).collect();
+    resources.extend(
+        services
+            .iter()
+            .enumerate()
+            .map(|(i, n)| route(&format!("r{i}"), n, "all", "keep-old")),
+    );
+    next(&mut s, apply(resources));
+    let mut e = CutoverEngine::new(settings(), &s, 0, TERM);
+    assert!(heartbeat(&mut e, &s, "p0", BTreeMap::new(), 10));
+    assert_eq!(loop_turn(&mut e, &s, 20).expect("first").evaluated, 3);
+    let many: Vec<_> = (0..40)
+        .flat_map(|i| evidence(BackendKey::new("default", format!("other-{i}"), 80), 1, 1))
+        .collect();
+    assert!(report(&mut e, &s, "p0", many, 30));
+    assert_eq!(loop_turn(&mut e, &s, 30).expect("evidence").evaluated, 3);
+}
