@@ -205,14 +205,14 @@ fn a_timeout_starts_when_a_proxy_is_live_however_long_nobody_was() {
     );
 }
 
-#[test]
-fn when_only_evidence_changed_a_pass_judges_only_the_routes_on_those_backends() {
-    // Three proxies, 30 pending routes each to its own Service.
+/// Proxies `p0..`, and `routes` routes `r<i>`, each pending to its own
+/// Service `s<i>` under policy all.
+fn pending_routes_world(proxies: usize, routes: usize) -> ReplicatedState {
     let mut s = ReplicatedState::default();
-    for i in 0..3 {
+    for i in 0..proxies {
         next(&mut s, register(&format!("p{i}"), "a"));
     }
-    let services: Vec<String> = (0..30).map(|i| format!("s{i}")).collect();
+    let services: Vec<String> = (0..routes).map(|i| format!("s{i}")).collect();
     let mut resources: Vec<Resource> = services.iter().map(|n| service(n)).collect();
     resources.extend(
         services
@@ -221,6 +221,13 @@ fn when_only_evidence_changed_a_pass_judges_only_the_routes_on_those_backends() 
             .map(|(i, n)| route(&format!("r{i}"), n, "all", "keep-old")),
     );
     next(&mut s, apply(resources));
+    s
+}
+
+#[test]
+fn when_only_evidence_changed_a_pass_judges_only_the_routes_on_those_backends() {
+    // Three proxies, 30 pending routes each to its own Service.
+    let mut s = pending_routes_world(3, 30);
     let mut e = CutoverEngine::new(settings(), &s, 0, TERM);
     for id in ["p0", "p1", "p2"] {
         assert!(heartbeat(&mut e, &s, id, BTreeMap::new(), 10));
@@ -265,17 +272,7 @@ fn a_report_listing_more_backends_than_routes_pending_widens_the_pass_instead() 
     // Three pending routes; one proxy's report names 40 backends at once
     // (a whole set reaching a new leader): judging the three costs less
     // than listing the 40, so all three are judged.
-    let mut s = ReplicatedState::default();
-    next(&mut s, register("p0", "a"));
-    let services: Vec<String> = (0..3).map(|i| format!("s{i}")).collect();
-    let mut resources: Vec<Resource> = services.iter().map(|n| service(n)).collect();
-    resources.extend(
-        services
-            .iter()
-            .enumerate()
-            .map(|(i, n)| route(&format!("r{i}"), n, "all", "keep-old")),
-    );
-    next(&mut s, apply(resources));
+    let s = pending_routes_world(1, 3);
     let mut e = CutoverEngine::new(settings(), &s, 0, TERM);
     assert!(heartbeat(&mut e, &s, "p0", BTreeMap::new(), 10));
     assert_eq!(loop_turn(&mut e, &s, 20).expect("first").evaluated, 3);
