@@ -325,17 +325,24 @@ async fn a_new_ca_bundle_for_an_active_backend_drops_no_request() {
     proxy.shutdown().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_uri_subject_alt_name_verifies_a_certificate_that_carries_it() {
+/// A TLS-only backend whose certificate carries the URI SAN `cert_uri`,
+/// behind a policy that asks for `spiffe://btls/secure`.
+async fn behind_a_uri_san_policy(cert_uri: &str) -> (TlsBackend, Proxy) {
     let ca = TestCa::new("backend CA");
-    // A SPIFFE-style certificate: a URI SAN and no DNS name at all.
-    let cert = ca.server_for_suite_hosts(&["spiffe://btls/secure"]);
+    let cert = ca.server_for_suite_hosts(&[cert_uri]);
     let backend = TlsBackend::start("secure", &cert, Duration::ZERO).await;
     let mut with_uri = policy("secure.btls.test", &[]);
     with_uri.validation.subject_alt_names =
         vec![SubjectAltName::Uri("spiffe://btls/secure".into())];
     let (snapshot, routes) = config(&backend, with_uri, Some(&ca.cert_pem), None);
     let proxy = start(snapshot, routes).await;
+    (backend, proxy)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_uri_subject_alt_name_verifies_a_certificate_that_carries_it() {
+    // A SPIFFE-style certificate: a URI SAN and no DNS name at all.
+    let (_backend, proxy) = behind_a_uri_san_policy("spiffe://btls/secure").await;
     proxy.wait_healthy(&[(key(), 1)]).await;
     let (status, seen) = fetch(&proxy).await;
     assert_eq!(status, 200, "{seen}");
@@ -345,14 +352,7 @@ async fn a_uri_subject_alt_name_verifies_a_certificate_that_carries_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_uri_subject_alt_name_the_certificate_lacks_never_turns_healthy() {
-    let ca = TestCa::new("backend CA");
-    let cert = ca.server_for_suite_hosts(&["spiffe://btls/somebody-else"]);
-    let backend = TlsBackend::start("secure", &cert, Duration::ZERO).await;
-    let mut with_uri = policy("secure.btls.test", &[]);
-    with_uri.validation.subject_alt_names =
-        vec![SubjectAltName::Uri("spiffe://btls/secure".into())];
-    let (snapshot, routes) = config(&backend, with_uri, Some(&ca.cert_pem), None);
-    let proxy = start(snapshot, routes).await;
+    let (backend, proxy) = behind_a_uri_san_policy("spiffe://btls/somebody-else").await;
     assert_never_healthy(&proxy, &backend, 4).await;
     assert_eq!(backend.handshakes(), 0, "no handshake completed");
     proxy.shutdown().await;

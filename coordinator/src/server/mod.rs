@@ -190,7 +190,9 @@ impl Coordinator {
         if !self.node.is_leader() {
             return false;
         }
-        let metrics = self.node.metrics().borrow().clone();
+        // Borrowed, not cloned: every heartbeat and report asks.
+        let metrics = self.node.metrics();
+        let metrics = metrics.borrow();
         let voters = metrics.membership_config.membership().voter_ids().count();
         let bound = self.config.node.raft.election_timeout_max.as_millis() as u64;
         voters <= 1 || metrics.millis_since_quorum_ack.is_some_and(|ms| ms < bound)
