@@ -79,6 +79,7 @@ async fn watch_and_status_streams_end_when_their_clients_go() -> anyhow::Result<
                 proxy_id: format!("watcher-{i}"),
                 known_version: 0,
                 accepts_deltas: false,
+                accepts_lz4: false,
             })
             .await?
             .into_inner();

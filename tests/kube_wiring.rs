@@ -53,6 +53,7 @@ fn snapshot(address: &str) -> anyhow::Result<ConfigSnapshot> {
             proxy_id: "kube-wiring-test".into(),
             known_version: 0,
             accepts_deltas: false,
+            accepts_lz4: false,
         };
         let mut stream = client.watch(request).await?.into_inner();
         let update = tokio::time::timeout(Duration::from_secs(5), stream.message())

@@ -6,13 +6,15 @@
 //!   resources, backends and endpoint sets, route records with active and
 //!   pending generations, readiness policies — with validation at the edge.
 //! - [`watch`]: the receiving rules of the configuration stream (chunks,
-//!   deltas), shared by every watcher.
+//!   deltas), shared by every watcher; [`compressed`]: the compressed form
+//!   of its payloads.
 //! - [`incremental`]: sets a proxy tells the leader again and again
 //!   (applied generations, readiness evidence), sent whole once and then
 //!   as changes; both sides' rules.
 //!
 //! This crate imports neither the proxy nor the coordinator; it holds no IO.
 
+pub mod compressed;
 mod convert;
 pub use convert::{AppliedUpdate, EvidenceUpdate};
 pub mod incremental;

@@ -5,7 +5,8 @@
 //! and applied on a copy of the configuration held).
 //!
 //! Owns the chunk rules of `ConfigUpdate` (consecutive chunks of one
-//! version, nothing in between, nothing used before the last) and the
+//! version and encoding, nothing in between, nothing used before the
+//! last), reading a compressed payload back ([`Encoded::json`]), and the
 //! sequence rules of deltas (a delta or bare version must be based on
 //! exactly the version held). Whatever breaks them is refused and nothing
 //! of it is used: a watcher never holds a half-applied change. Every
@@ -20,7 +21,7 @@
 //! itself, in O(C).
 
 use crate::model::{ConfigDelta, ConfigSnapshot};
-use crate::pb;
+use crate::{compressed, pb};
 use prost::bytes::Bytes;
 
 /// Which field a payload travels in.
@@ -32,6 +33,37 @@ pub enum Payload {
     Delta,
 }
 
+/// A whole payload as it came: its bytes, and whether they are the JSON
+/// itself or its compressed form ([`crate::compressed`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Encoded {
+    /// `PAYLOAD_ENCODING_LZ4`.
+    pub compressed: bool,
+    /// The bytes, chunks concatenated.
+    pub bytes: Bytes,
+}
+
+impl Encoded {
+    /// Plain JSON.
+    pub fn json(bytes: Bytes) -> Encoded {
+        Encoded {
+            compressed: false,
+            bytes,
+        }
+    }
+
+    /// The payload's JSON: the bytes themselves, or decompressed (a copy
+    /// of the payload's length times the compression ratio).
+    pub fn to_json(&self) -> Result<Bytes, Refused> {
+        if !self.compressed {
+            return Ok(self.bytes.clone());
+        }
+        compressed::decompress(&self.bytes)
+            .map(Bytes::from)
+            .map_err(Refused::Encoding)
+    }
+}
+
 /// One whole update, its chunks (if any) assembled.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Whole {
@@ -40,7 +72,7 @@ pub struct Whole {
     /// The version a delta or bare version is based on (0: unsaid).
     pub base: u64,
     /// The payload, `None` for a bare version.
-    pub payload: Option<(Payload, Bytes)>,
+    pub payload: Option<(Payload, Encoded)>,
 }
 
 /// The chunks of one payload received so far.
@@ -49,6 +81,7 @@ struct Partial {
     version: u64,
     base: u64,
     kind: Payload,
+    compressed: bool,
     count: u32,
     received: u32,
     bytes: Vec<u8>,
@@ -68,6 +101,14 @@ impl Assembler {
     /// payload is dropped).
     pub fn push(&mut self, update: pb::ConfigUpdate) -> Result<Option<Whole>, String> {
         let version = update.version;
+        let compressed = match pb::PayloadEncoding::try_from(update.encoding) {
+            Ok(pb::PayloadEncoding::Json) => false,
+            Ok(pb::PayloadEncoding::Lz4) => true,
+            Err(_) => {
+                self.partial = None;
+                return Err(format!("unknown payload encoding {}", update.encoding));
+            }
+        };
         let (kind, bytes) = match (
             update.snapshot_json.is_empty(),
             update.delta_json.is_empty(),
@@ -94,7 +135,7 @@ impl Assembler {
             return Ok(Some(Whole {
                 version,
                 base: update.base_version,
-                payload: kind.map(|k| (k, bytes)),
+                payload: kind.map(|k| (k, Encoded { compressed, bytes })),
             }));
         }
         let Some(kind) = kind else {
@@ -106,14 +147,15 @@ impl Assembler {
                 version,
                 base: update.base_version,
                 kind,
+                compressed,
                 count,
                 received: 0,
                 bytes: Vec::with_capacity(bytes.len().saturating_mul(count as usize)),
             },
             None => return Err(format!("chunk {index} of {count} came without chunk 0")),
             Some(p) => {
-                let expected = (p.version, p.base, p.kind, p.count, p.received);
-                if (version, update.base_version, kind, count, index) != expected {
+                let expected = (p.version, p.base, p.kind, p.compressed, p.count, p.received);
+                if (version, update.base_version, kind, compressed, count, index) != expected {
                     return Err(format!(
                         "chunk {index} of {count} of version {version} came where chunk {} of {} of version {} was due",
                         p.received, p.count, p.version
@@ -131,7 +173,13 @@ impl Assembler {
         Ok(Some(Whole {
             version: partial.version,
             base: partial.base,
-            payload: Some((partial.kind, Bytes::from(partial.bytes))),
+            payload: Some((
+                partial.kind,
+                Encoded {
+                    compressed: partial.compressed,
+                    bytes: Bytes::from(partial.bytes),
+                },
+            )),
         }))
     }
 }
@@ -158,6 +206,8 @@ pub enum Refused {
     OutOfSequence(String),
     /// Its JSON does not decode.
     Decode(serde_json::Error),
+    /// Its compressed payload does not decompress (why, in words).
+    Encoding(String),
 }
 
 /// What one whole update says, decoded and checked against the sequence
@@ -192,7 +242,7 @@ pub enum Step {
     /// Only the version moved.
     Version(u64),
     /// A whole configuration at this version, still encoded.
-    Snapshot(u64, Bytes),
+    Snapshot(u64, Encoded),
     /// The changes from exactly the version held to `version`, still
     /// encoded: [`decode_delta`] checks that they say so themselves.
     Delta {
@@ -200,8 +250,8 @@ pub enum Step {
         version: u64,
         /// The version they apply on (the one held).
         base: u64,
-        /// Their JSON.
-        json: Bytes,
+        /// Their payload.
+        payload: Encoded,
     },
 }
 
@@ -213,11 +263,11 @@ pub fn step(held: u64, holding: bool, resync: bool, update: Whole) -> Result<Ste
     let version = update.version;
     let out_of_sequence = Refused::OutOfSequence;
     match update.payload {
-        Some((Payload::Snapshot, json)) => {
+        Some((Payload::Snapshot, payload)) => {
             if snapshot_is_stale(held, resync, version) {
                 return Ok(Step::Stale);
             }
-            Ok(Step::Snapshot(version, json))
+            Ok(Step::Snapshot(version, payload))
         }
         _ if version <= held => Ok(Step::Stale),
         _ if resync => Err(out_of_sequence(
@@ -233,10 +283,10 @@ pub fn step(held: u64, holding: bool, resync: bool, update: Whole) -> Result<Ste
         Some((Payload::Delta, _)) if !holding => {
             Err(out_of_sequence("a delta came before any snapshot".into()))
         }
-        Some((Payload::Delta, json)) => Ok(Step::Delta {
+        Some((Payload::Delta, payload)) => Ok(Step::Delta {
             version,
             base: update.base,
-            json,
+            payload,
         }),
     }
 }
@@ -264,14 +314,15 @@ pub fn decode(held: u64, holding: bool, resync: bool, update: Whole) -> Result<D
     match step(held, holding, resync, update)? {
         Step::Stale => Ok(Decoded::Stale),
         Step::Version(version) => Ok(Decoded::Version(version)),
-        Step::Snapshot(version, json) => serde_json::from_slice(&json)
+        Step::Snapshot(version, payload) => serde_json::from_slice(&payload.to_json()?)
             .map(|snapshot| Decoded::Snapshot(version, snapshot))
             .map_err(Refused::Decode),
         Step::Delta {
             version,
             base,
-            json,
-        } => decode_delta(version, base, &json).map(|delta| Decoded::Delta(version, delta)),
+            payload,
+        } => decode_delta(version, base, &payload.to_json()?)
+            .map(|delta| Decoded::Delta(version, delta)),
     }
 }
 

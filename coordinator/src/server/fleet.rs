@@ -8,10 +8,10 @@
 //! that accept them, whole snapshots to older ones). Every call must come from the proxy it names
 //! (`switchyard_tls::authz`; anything goes with `--insecure`).
 
-use super::journal::{Full, Journal, Position};
+use super::journal::{Encodings, Full, Journal, Position};
+use super::metrics::CoordinatorMetrics;
 use super::{Coordinator, admin::async_stream, errors, now_ms};
 use crate::state::Command;
-use bytes::Bytes;
 use std::pin::Pin;
 use std::sync::Arc;
 use switchyard_proto::incremental::SetUpdate;
@@ -166,14 +166,23 @@ impl FleetService for Fleet {
             proxy = %request.proxy_id,
             known_version = request.known_version,
             accepts_deltas = request.accepts_deltas,
+            accepts_lz4 = request.accepts_lz4,
             "proxy watching configuration"
         );
         let journal = self.coordinator.journal.clone();
         let coordinator_id = self.coordinator.config.node.id;
-        let open = self.coordinator.metrics.stream_opened("watch");
+        let metrics = self.coordinator.metrics.clone();
+        let open = metrics.stream_opened("watch");
         let stream = async_stream(move |tx| async move {
             let _open = open;
-            let out = Out { tx, coordinator_id };
+            let out = Out {
+                tx,
+                coordinator_id,
+                // Only chunked payloads may come compressed: a watcher
+                // of whole snapshots is one older than both.
+                accepts_lz4: request.accepts_lz4 && request.accepts_deltas,
+                metrics,
+            };
             if request.accepts_deltas {
                 stream_deltas(&journal, &out, request.known_version).await;
             } else {
@@ -239,6 +248,10 @@ fn form_of<K, V>(update: &SetUpdate<K, V>) -> &'static str {
 struct Out {
     tx: tokio::sync::mpsc::Sender<Result<pb::ConfigUpdate, Status>>,
     coordinator_id: u64,
+    /// The watcher reads compressed payloads.
+    accepts_lz4: bool,
+    /// Where the journal counts the compressions it makes.
+    metrics: CoordinatorMetrics,
 }
 
 /// Which field a payload travels in.
@@ -246,6 +259,16 @@ struct Out {
 enum Payload {
     Snapshot,
     Delta,
+}
+
+impl Payload {
+    /// Its label in the encoding counters.
+    fn label(self) -> &'static str {
+        match self {
+            Payload::Snapshot => "full",
+            Payload::Delta => "delta",
+        }
+    }
 }
 
 impl Out {
@@ -266,14 +289,22 @@ impl Out {
     }
 
     /// One payload as consecutive chunks of `version`, nothing between
-    /// them (this task is the stream's only sender).
+    /// them (this task is the stream's only sender), compressed if the
+    /// watcher reads that and the payload gains from it.
     async fn chunks(
         &self,
         version: u64,
         base_version: u64,
         kind: Payload,
-        chunks: &[Bytes],
+        payload: &Encodings,
     ) -> bool {
+        let (compressed, chunks) =
+            payload.for_watcher(self.accepts_lz4, kind.label(), &self.metrics);
+        let encoding = if compressed {
+            pb::PayloadEncoding::Lz4
+        } else {
+            pb::PayloadEncoding::Json
+        };
         let chunk_count = u32::try_from(chunks.len()).unwrap_or(u32::MAX);
         for (i, chunk) in chunks.iter().enumerate() {
             let mut update = pb::ConfigUpdate {
@@ -282,6 +313,7 @@ impl Out {
                 coordinator_id: self.coordinator_id,
                 chunk_index: u32::try_from(i).unwrap_or(u32::MAX),
                 chunk_count,
+                encoding: encoding.into(),
                 ..Default::default()
             };
             match kind {
@@ -339,7 +371,7 @@ async fn stream_deltas(journal: &Journal, out: &Out, known: u64) {
                     return;
                 };
                 if !out
-                    .chunks(full.version, 0, Payload::Snapshot, &full.chunks)
+                    .chunks(full.version, 0, Payload::Snapshot, &full.payload)
                     .await
                 {
                     return;
@@ -366,7 +398,7 @@ async fn stream_deltas(journal: &Journal, out: &Out, known: u64) {
                         let sent = if entry.is_bare() {
                             out.bare(entry.version, entry.base).await
                         } else {
-                            out.chunks(entry.version, entry.base, Payload::Delta, &entry.chunks)
+                            out.chunks(entry.version, entry.base, Payload::Delta, &entry.payload)
                                 .await
                         };
                         if !sent {
@@ -403,7 +435,7 @@ async fn stream_snapshots(journal: &Journal, out: &Out) {
                 };
                 let update = pb::ConfigUpdate {
                     version: full.version,
-                    snapshot_json: full.whole.clone(),
+                    snapshot_json: full.payload.json.clone(),
                     coordinator_id: out.coordinator_id,
                     ..Default::default()
                 };

@@ -9,7 +9,9 @@
 //! O(C log R) per change of C objects, done once for all watchers),
 //! encoding and chunking it, the ring and its bounds,
 //! the full snapshot (encoded at most once per version, lazily, when some
-//! watcher needs it, and kept through bare versions), and the encoding counters. Does not own: the stream
+//! watcher needs it, and kept through bare versions), each payload's
+//! compressed form (made at most once, lazily, when a watcher that reads
+//! it is sent the payload: [`Encodings`]), and the encoding counters. Does not own: the stream
 //! protocol (what each watcher is sent, in `fleet`), nor the state machine
 //! (`crate::state`, `crate::raft`).
 //!
@@ -26,7 +28,8 @@ use crate::state::ReplicatedState;
 use bytes::Bytes;
 use imbl::ordmap::DiffItem;
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
+use switchyard_proto::compressed;
 use switchyard_proto::model::{ConfigDelta, Kind, ResourceKey};
 use tokio::sync::watch;
 
@@ -46,11 +49,67 @@ pub(crate) fn chunk_bytes(max_message_bytes: usize) -> usize {
 /// The ring keeps at most this many entries...
 pub(crate) const RING_ENTRIES: usize = 4096;
 
-/// ...and at most this many payload bytes. A watcher further behind than
-/// the ring reaches gets a full snapshot. The ring's memory is bounded by
-/// `RING_BYTES` plus `RING_ENTRIES` small headers; one entry larger than
-/// the byte bound (a bulk import) is kept alone until the next one arrives.
+/// ...and at most this many payload bytes of JSON. A watcher further
+/// behind than the ring reaches gets a full snapshot. The ring's memory is
+/// bounded by `RING_BYTES`, the compressed forms made of them (smaller
+/// than their JSON, which would at most double it), plus `RING_ENTRIES`
+/// small headers; one entry larger than the byte bound (a bulk import) is
+/// kept alone until the next one arrives.
 pub(crate) const RING_BYTES: usize = 64 * 1024 * 1024;
+
+/// One payload, encoded once for every watcher: its JSON in chunks, and
+/// its compressed form in chunks, made the first time a watcher that reads
+/// it is sent the payload (a fleet of older proxies never pays for it).
+#[derive(Debug)]
+pub(crate) struct Encodings {
+    /// The JSON.
+    pub json: Bytes,
+    /// `json` in chunks of at most `chunk_bytes` (slices, not copies).
+    pub chunks: Vec<Bytes>,
+    /// The compressed form in chunks, once made.
+    compressed: OnceLock<Vec<Bytes>>,
+    chunk_bytes: usize,
+}
+
+impl Encodings {
+    fn new(json: Bytes, chunk_bytes: usize) -> Encodings {
+        Encodings {
+            chunks: chunked(json.clone(), chunk_bytes),
+            json,
+            compressed: OnceLock::new(),
+            chunk_bytes,
+        }
+    }
+
+    /// No payload (a bare version).
+    fn none() -> Encodings {
+        Encodings::new(Bytes::new(), 1)
+    }
+
+    /// The chunks to send a watcher, and whether they are the compressed
+    /// form: compressed when the watcher reads it and the payload is
+    /// large enough to gain from it ([`compressed::worth_compressing`]).
+    /// The first such call compresses (counted as an encoding of `kind`
+    /// with `-lz4`); concurrent ones wait for it and share it.
+    pub fn for_watcher(
+        &self,
+        accepts_lz4: bool,
+        kind: &'static str,
+        metrics: &CoordinatorMetrics,
+    ) -> (bool, &[Bytes]) {
+        if !accepts_lz4 || !compressed::worth_compressing(self.json.len()) {
+            return (false, &self.chunks);
+        }
+        let chunks = self.compressed.get_or_init(|| {
+            metrics.config_encoded(&format!("{kind}-lz4"));
+            chunked(
+                Bytes::from(compressed::compress(&self.json)),
+                self.chunk_bytes,
+            )
+        });
+        (true, chunks)
+    }
+}
 
 /// One journaled change.
 #[derive(Debug)]
@@ -61,17 +120,17 @@ pub(crate) struct Entry {
     pub version: u64,
     /// The encoded `ConfigDelta`, in chunks of at most [`chunk_bytes`];
     /// empty for a bare version.
-    pub chunks: Vec<Bytes>,
+    pub payload: Encodings,
 }
 
 impl Entry {
     /// Whether it changes nothing proxies see.
     pub fn is_bare(&self) -> bool {
-        self.chunks.is_empty()
+        self.payload.json.is_empty()
     }
 
     fn bytes(&self) -> usize {
-        self.chunks.iter().map(Bytes::len).sum()
+        self.payload.json.len()
     }
 }
 
@@ -80,12 +139,9 @@ impl Entry {
 pub(crate) struct Full {
     /// Its version.
     pub version: u64,
-    /// The whole `ConfigSnapshot` JSON (for watchers that do not take
-    /// chunks).
-    pub whole: Bytes,
-    /// The same bytes in chunks of at most [`chunk_bytes`] (slices of
-    /// `whole`, not copies).
-    pub chunks: Vec<Bytes>,
+    /// The whole `ConfigSnapshot` (its JSON whole for watchers that do not
+    /// take chunks).
+    pub payload: Encodings,
 }
 
 /// Where a watcher holding some version stands.
@@ -176,13 +232,13 @@ impl Journal {
             return;
         }
         let delta = delta_between(&previous, &state);
-        let chunks = if delta.is_empty() {
-            Vec::new()
+        let payload = if delta.is_empty() {
+            Encodings::none()
         } else {
             match serde_json::to_vec(&delta) {
                 Ok(json) => {
                     self.metrics.config_encoded("delta");
-                    chunked(Bytes::from(json), self.chunk_bytes)
+                    Encodings::new(Bytes::from(json), self.chunk_bytes)
                 }
                 Err(e) => {
                     // Nothing in the model fails to encode; if it ever did,
@@ -196,7 +252,7 @@ impl Journal {
         let entry = Arc::new(Entry {
             base: previous.last_index,
             version,
-            chunks,
+            payload,
         });
         let entry_is_bare = entry.is_bare();
         {
@@ -276,8 +332,7 @@ impl Journal {
         self.metrics.config_encoded("full");
         let full = Arc::new(Full {
             version,
-            chunks: chunked(whole.clone(), self.chunk_bytes),
-            whole,
+            payload: Encodings::new(whole, self.chunk_bytes),
         });
         let mut ring = self.ring();
         if ring.head() == version {

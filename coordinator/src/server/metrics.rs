@@ -37,8 +37,10 @@ pub struct StreamLabel {
 /// Label of `config_encodings`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct EncodingLabel {
-    /// `delta` (one per change, shared by every watcher) or `full` (a
-    /// whole snapshot, at most one per version).
+    /// `delta` (one per change, shared by every watcher), `full` (a
+    /// whole snapshot, at most one per version), or `delta-lz4` /
+    /// `full-lz4`: the compressed form of one, made at most once, for the
+    /// watchers that read it.
     pub kind: String,
 }
 
@@ -279,7 +281,8 @@ impl CoordinatorMetrics {
         self.config_encoding(kind).inc();
     }
 
-    /// Configuration payloads of `kind` (`delta` or `full`) encoded so far.
+    /// Configuration payloads of `kind` (see [`EncodingLabel`]) encoded so
+    /// far.
     pub fn config_encodings(&self, kind: &str) -> u64 {
         self.config_encoding(kind).get()
     }

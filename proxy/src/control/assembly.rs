@@ -7,11 +7,11 @@
 use super::error::ControlError;
 use switchyard_proto::model::{ConfigDelta, ConfigSnapshot};
 #[cfg(test)]
-pub(super) use switchyard_proto::watch::Payload;
-#[cfg(test)]
 pub(super) use switchyard_proto::watch::Received;
 use switchyard_proto::watch::Refused;
 pub(super) use switchyard_proto::watch::{Assembler, Decoded, Whole};
+#[cfg(test)]
+pub(super) use switchyard_proto::watch::{Encoded, Payload};
 
 /// Reads one whole update from `coordinator` without applying it; see
 /// [`switchyard_proto::watch::decode`].
@@ -63,6 +63,11 @@ fn refusal(coordinator: &str, version: u64, refused: Refused) -> ControlError {
             coordinator: coordinator.to_string(),
             version,
             source,
+        },
+        Refused::Encoding(reason) => ControlError::Encoding {
+            coordinator: coordinator.to_string(),
+            version,
+            reason,
         },
     }
 }

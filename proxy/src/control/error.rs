@@ -130,6 +130,20 @@ pub enum ControlError {
         #[source]
         source: serde_json::Error,
     },
+    /// A configuration arrived compressed and does not decompress (a
+    /// payload cut or altered on the way, or a bug). Handled as
+    /// [`ControlError::Decode`].
+    #[error(
+        "coordinator {coordinator}: configuration version {version} does not decompress: {reason}"
+    )]
+    Encoding {
+        /// The coordinator that sent it.
+        coordinator: String,
+        /// The version it carried.
+        version: u64,
+        /// Why.
+        reason: String,
+    },
     /// An update that does not fit the configuration held: a delta or a
     /// bare version based on another version, chunks out of order or cut
     /// short, a delta that does not apply. Nothing of it was applied (the
@@ -234,6 +248,7 @@ impl ControlError {
             ControlError::Address { coordinator, .. }
             | ControlError::Transport { coordinator, .. }
             | ControlError::Decode { coordinator, .. }
+            | ControlError::Encoding { coordinator, .. }
             | ControlError::OutOfSequence { coordinator, .. }
             | ControlError::Refused { coordinator, .. }
             | ControlError::Lagging { coordinator, .. } => coordinator,
@@ -285,6 +300,7 @@ impl ControlError {
             } => Level::WARN,
             ControlError::Address { .. }
             | ControlError::Decode { .. }
+            | ControlError::Encoding { .. }
             | ControlError::Refused {
                 refusal: Refusal::PermissionDenied,
                 ..

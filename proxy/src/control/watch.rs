@@ -181,7 +181,9 @@ pub(super) async fn run(shared: Arc<Shared>, tx: watch::Sender<Option<Arc<Config
                 shared.metrics.coordinator_errors.inc();
                 if matches!(
                     e,
-                    ControlError::OutOfSequence { .. } | ControlError::Decode { .. }
+                    ControlError::OutOfSequence { .. }
+                        | ControlError::Decode { .. }
+                        | ControlError::Encoding { .. }
                 ) {
                     resync = true;
                 }
@@ -232,6 +234,7 @@ async fn stream_from(
         proxy_id: shared.config.proxy_id.clone(),
         known_version: if *resync { 0 } else { *held },
         accepts_deltas: true,
+        accepts_lz4: true,
     };
     let failed = |status: tonic::Status| ControlError::from_status(address, Call::Watch, &status);
     let mut stream = client.watch(request).await.map_err(failed)?.into_inner();

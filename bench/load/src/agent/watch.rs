@@ -28,9 +28,8 @@
 //! of turning identical bytes into identical indexes is shared.
 
 use super::view::Builder;
-use bytes::Bytes;
 use switchyard_proto::pb;
-use switchyard_proto::watch::{self as rules, Assembler, Step};
+use switchyard_proto::watch::{self as rules, Assembler, Encoded, Step};
 
 /// Deltas remembered for agents that are a few behind the others.
 const SHARED_DELTAS: usize = 64;
@@ -48,8 +47,8 @@ struct Decode {
     before: Option<Builder>,
     /// The version it leads to.
     version: u64,
-    /// Its bytes.
-    bytes: Bytes,
+    /// Its payload.
+    payload: Encoded,
     /// The lineage of `builder`.
     lineage: u64,
     /// The configuration it led to.
@@ -77,19 +76,21 @@ pub struct Shared {
     pub shared: u64,
 }
 
-/// A whole payload the sequence rules let through, still encoded.
+/// A whole payload the sequence rules let through, still encoded (and
+/// compressed, if it came so: agents compare the bytes as they came, so
+/// one decompression serves the fleet too).
 #[derive(Debug)]
 pub struct Pending {
     version: u64,
     /// The version a delta applies on; `None` for a snapshot.
     delta_base: Option<u64>,
-    bytes: Bytes,
+    payload: Encoded,
 }
 
 impl Pending {
-    /// Its size in bytes.
+    /// Its size in bytes, as it came.
     fn size(&self) -> usize {
-        self.bytes.len()
+        self.payload.bytes.len()
     }
 }
 
@@ -115,7 +116,7 @@ impl Shared {
         lineage: u64,
         current: Option<&Builder>,
     ) -> Option<(u64, Builder)> {
-        let same_bytes = |d: &&Decode| d.version == pending.version && d.bytes == pending.bytes;
+        let same_bytes = |d: &&Decode| d.version == pending.version && d.payload == pending.payload;
         let lineage = self.aliases.get(&lineage).copied().unwrap_or(lineage);
         let found = match pending.delta_base {
             None => self.snapshot.as_ref().filter(same_bytes),
@@ -160,7 +161,7 @@ impl Shared {
             from: lineage,
             before: before.cloned(),
             version: pending.version,
-            bytes: pending.bytes.clone(),
+            payload: pending.payload.clone(),
             lineage: self.lineages,
             builder: builder.clone(),
         };
@@ -246,6 +247,7 @@ impl Held {
             proxy_id: proxy_id.to_owned(),
             known_version: if self.resync { 0 } else { self.version },
             accepts_deltas: true,
+            accepts_lz4: true,
         }
     }
 
@@ -363,19 +365,19 @@ impl Held {
                 self.version = v;
                 Prepared::Done(Outcome::Version)
             }
-            Step::Snapshot(version, bytes) => Prepared::Payload(Pending {
+            Step::Snapshot(version, payload) => Prepared::Payload(Pending {
                 version,
                 delta_base: None,
-                bytes,
+                payload,
             }),
             Step::Delta {
                 version,
                 base,
-                json,
+                payload,
             } => Prepared::Payload(Pending {
                 version,
                 delta_base: Some(base),
-                bytes: json,
+                payload,
             }),
         })
     }
@@ -383,12 +385,17 @@ impl Held {
     /// Decodes `pending` into the configuration it leads to (a refusal
     /// changes nothing held and asks for a full snapshot).
     fn build(&mut self, pending: &Pending) -> Result<Builder, DecodeError> {
-        let built = match pending.delta_base {
-            None => serde_json::from_slice(&pending.bytes)
-                .map(|snapshot| Builder::of(&snapshot))
-                .map_err(|e| e.to_string()),
-            Some(base) => self.apply_delta(pending.version, base, &pending.bytes),
-        };
+        let built =
+            pending
+                .payload
+                .to_json()
+                .map_err(refusal)
+                .and_then(|json| match pending.delta_base {
+                    None => serde_json::from_slice(&json)
+                        .map(|snapshot| Builder::of(&snapshot))
+                        .map_err(|e| e.to_string()),
+                    Some(base) => self.apply_delta(pending.version, base, &json),
+                });
         built.map_err(|reason| self.refused(pending.version, reason))
     }
 
@@ -431,6 +438,7 @@ fn refusal(refused: rules::Refused) -> String {
     match refused {
         rules::Refused::OutOfSequence(reason) => reason,
         rules::Refused::Decode(e) => e.to_string(),
+        rules::Refused::Encoding(reason) => reason,
     }
 }
 

@@ -86,7 +86,7 @@ fn each_change_is_one_entry_and_a_version_only_change_is_bare() {
     let mut held = s0.config_snapshot();
     for entry in entries.iter().filter(|e| !e.is_bare()) {
         held.version = entry.base;
-        held.apply_delta(&decode(&entry.chunks))
+        held.apply_delta(&decode(&entry.payload.chunks))
             .expect("the delta applies");
     }
     assert_eq!(held, s3.config_snapshot());
@@ -120,7 +120,7 @@ fn a_large_delta_is_cut_into_chunks_that_reassemble() {
     let Position::Behind(entries) = f.journal.position(0) else {
         panic!("version 0 is journaled");
     };
-    let chunks = &entries[0].chunks;
+    let chunks = &entries[0].payload.chunks;
     assert!(chunks.len() >= 5, "{} chunks", chunks.len());
     assert!(chunks.iter().all(|c| c.len() <= 1000 && !c.is_empty()));
     let mut held = ConfigSnapshot::default();
@@ -139,12 +139,13 @@ async fn the_full_snapshot_is_encoded_once_per_version() {
     assert!(Arc::ptr_eq(&first, &second));
     assert_eq!(first.version, 1);
     let joined: Vec<u8> = first
+        .payload
         .chunks
         .iter()
         .flat_map(|c| c.iter().copied())
         .collect();
-    assert_eq!(joined, first.whole.to_vec());
-    let snapshot: ConfigSnapshot = serde_json::from_slice(&first.whole).expect("decodes");
+    assert_eq!(joined, first.payload.json.to_vec());
+    let snapshot: ConfigSnapshot = serde_json::from_slice(&first.payload.json).expect("decodes");
     assert_eq!(snapshot, s1.config_snapshot());
     f.record(2, Some(("a", "2")));
     assert_eq!(f.journal.full().await.expect("encodes").version, 2);

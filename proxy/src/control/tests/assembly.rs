@@ -3,7 +3,7 @@
 
 use super::fake::Fake;
 use super::{Logs, Proxy, served};
-use crate::control::assembly::{Assembler, Payload, Received, Whole, receive};
+use crate::control::assembly::{Assembler, Encoded, Payload, Received, Whole, receive};
 use crate::control::error::ControlError;
 use switchyard_proto::model::{ConfigDelta, ConfigSnapshot, ObjectMeta, Resource, Service};
 use switchyard_proto::pb;
@@ -72,7 +72,10 @@ fn nothing_is_whole_before_the_last_chunk_and_then_all_of_it_is() {
         } else {
             let whole = out.expect("the last chunk completes the payload");
             assert_eq!(whole.version, 7);
-            assert_eq!(whole.payload.map(|(_, b)| b.to_vec()), Some(json.clone()));
+            assert_eq!(
+                whole.payload.map(|(_, p)| p.bytes.to_vec()),
+                Some(json.clone())
+            );
         }
     }
 }
@@ -125,9 +128,11 @@ fn whole_delta(old: &ConfigSnapshot, new: &ConfigSnapshot) -> Whole {
         base: old.version,
         payload: Some((
             Payload::Delta,
-            serde_json::to_vec(&ConfigDelta::between(old, new))
-                .unwrap()
-                .into(),
+            Encoded::json(
+                serde_json::to_vec(&ConfigDelta::between(old, new))
+                    .unwrap()
+                    .into(),
+            ),
         )),
     }
 }
@@ -149,7 +154,7 @@ fn a_delta_applies_on_the_version_held_and_nothing_else() {
     delta_six.base_version = 6;
     from_six.payload = Some((
         Payload::Delta,
-        serde_json::to_vec(&delta_six).unwrap().into(),
+        Encoded::json(serde_json::to_vec(&delta_six).unwrap().into()),
     ));
     assert!(matches!(
         receive("c", 6, Some(&old), false, from_six),
@@ -202,7 +207,7 @@ fn while_resyncing_only_a_full_snapshot_counts_even_at_the_version_held() {
     let full = Whole {
         version: 5,
         base: 0,
-        payload: Some((Payload::Snapshot, json.into())),
+        payload: Some((Payload::Snapshot, Encoded::json(json.into()))),
     };
     assert!(matches!(
         receive("c", 5, Some(&held), true, full),
@@ -271,6 +276,83 @@ async fn a_chunked_snapshot_then_a_delta_reach_the_data_plane_and_a_bad_delta_as
         proxy.metric("switchyard_proxy_config_version_received"),
         6.0
     );
+}
+
+/// `chunks` of `bytes` compressed, marked `PAYLOAD_ENCODING_LZ4`.
+fn compressed_chunks(
+    version: u64,
+    base: u64,
+    kind: Payload,
+    json: &[u8],
+    count: u32,
+) -> Vec<pb::ConfigUpdate> {
+    let packed = switchyard_proto::compressed::compress(json);
+    let mut parts = chunks(version, base, kind, &packed, count);
+    for part in &mut parts {
+        part.set_encoding(pb::PayloadEncoding::Lz4);
+    }
+    parts
+}
+
+#[tokio::test]
+async fn compressed_chunks_reach_the_data_plane_and_a_corrupt_one_asks_for_a_full_snapshot() {
+    let _logs = Logs::capture();
+    let mut coordinator = Fake::start().await;
+    let proxy = Proxy::against(&coordinator);
+    let stream = coordinator.next_watch().await;
+    assert!(stream.request.accepts_lz4, "the proxy reads LZ4");
+    let first = with_service(3, "a");
+    let json = serde_json::to_vec(&first).unwrap();
+    for part in compressed_chunks(3, 0, Payload::Snapshot, &json, 3) {
+        stream.send_update(part).await;
+    }
+    let second = with_service(4, "b");
+    let delta = serde_json::to_vec(&ConfigDelta::between(&first, &second)).unwrap();
+    for part in compressed_chunks(4, 3, Payload::Delta, &delta, 2) {
+        stream.send_update(part).await;
+    }
+    coordinator.heartbeat_where(|h| h.config_version == 4).await;
+    assert!(
+        !stream.is_closed(),
+        "the compressed updates were in sequence"
+    );
+    assert!(proxy.dataplane.has_config());
+    // A compressed payload cut short: nothing of it is used, and the next
+    // watch asks for everything.
+    let third = with_service(5, "c");
+    let delta = serde_json::to_vec(&ConfigDelta::between(&second, &third)).unwrap();
+    let mut cut = compressed_chunks(5, 4, Payload::Delta, &delta, 1).remove(0);
+    let half = cut.delta_json.len() / 2;
+    cut.delta_json.truncate(half);
+    stream.send_update(cut).await;
+    stream.closed().await;
+    let again = coordinator.next_watch().await;
+    assert_eq!(
+        again.request.known_version, 0,
+        "a full snapshot is asked for"
+    );
+    assert_eq!(
+        proxy.metric("switchyard_proxy_config_version_received"),
+        4.0,
+        "the cut delta was not applied"
+    );
+    again.send_snapshot(5, &third).await;
+    coordinator.heartbeat_where(|h| h.config_version == 5).await;
+}
+
+#[test]
+fn a_payload_whose_chunks_change_encoding_midway_is_refused() {
+    let json = serde_json::to_vec(&with_service(7, "a")).unwrap();
+    let mut parts = chunks(7, 0, Payload::Snapshot, &json, 2);
+    parts[1].set_encoding(pb::PayloadEncoding::Lz4);
+    let mut a = Assembler::default();
+    assert_eq!(a.push(parts[0].clone()), Ok(None));
+    assert!(a.push(parts[1].clone()).is_err());
+    // An encoding this proxy does not know is refused outright.
+    let mut unknown = parts[0].clone();
+    unknown.encoding = 7;
+    let why = Assembler::default().push(unknown).unwrap_err();
+    assert!(why.contains("unknown payload encoding 7"), "{why}");
 }
 
 #[tokio::test]
