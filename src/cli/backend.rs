@@ -79,9 +79,9 @@ pub async fn run(args: BackendArgs) -> anyhow::Result<ExitCode> {
         name: args.name.clone(),
         healthy_at: (!args.never_healthy).then(|| Instant::now() + args.unhealthy_for),
     });
+    let shutdown = super::shutdown_signal();
     println!("LISTENING http={}", listener.local_addr()?);
     std::io::stdout().flush()?;
-    let shutdown = super::shutdown_signal();
     tokio::pin!(shutdown);
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let http = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());

@@ -249,8 +249,10 @@ pub async fn run(args: CoordinatorArgs) -> anyhow::Result<ExitCode> {
         let _ = std::io::stdout().flush();
         live_task = live.map(|live| live.spawn(b.coordinator.clone()));
     };
+    // Installed now, before `ready` says LISTENING.
+    let signal = super::shutdown_signal();
     let shutdown = async move {
-        super::shutdown_signal().await;
+        signal.await;
         let _ = stop_tx.send(true);
     };
     let served =

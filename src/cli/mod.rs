@@ -121,20 +121,27 @@ pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
     }
 }
 
-/// Resolves when the process gets SIGTERM or SIGINT.
-pub(crate) async fn shutdown_signal() {
+/// A future that resolves when the process gets SIGTERM or SIGINT.
+///
+/// The handlers are installed when this is called, not when the future is
+/// first polled: call it before announcing the process as ready
+/// (`LISTENING`), or a SIGTERM sent right after the announcement can find
+/// the default action still in place and kill the process without its
+/// clean stop (seen: a proxy killed before flushing its access log).
+pub(crate) fn shutdown_signal() -> impl std::future::Future<Output = ()> + Send + 'static {
     use tokio::signal::unix::{SignalKind, signal};
-    let mut term = match signal(SignalKind::terminate()) {
-        Ok(s) => s,
-        Err(e) => {
-            tracing::error!(error = %e, "cannot listen for SIGTERM; stop with SIGINT");
-            let _ = tokio::signal::ctrl_c().await;
-            return;
+    let term = signal(SignalKind::terminate());
+    let interrupt = signal(SignalKind::interrupt());
+    async move {
+        match (term, interrupt) {
+            (Ok(mut term), Ok(mut interrupt)) => tokio::select! {
+                _ = term.recv() => tracing::info!("SIGTERM received, shutting down"),
+                _ = interrupt.recv() => tracing::info!("SIGINT received, shutting down"),
+            },
+            (Err(e), _) | (_, Err(e)) => {
+                tracing::error!(error = %e, "cannot listen for SIGTERM or SIGINT; stopping now");
+            }
         }
-    };
-    tokio::select! {
-        _ = term.recv() => tracing::info!("SIGTERM received, shutting down"),
-        _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT received, shutting down"),
     }
 }
 

@@ -336,11 +336,13 @@ pub async fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
         }
     };
     tracing::info!(id = %args.id, zone = %zone, "proxy starting");
+    // Installed before the LISTENING line (see `shutdown_signal`).
+    let shutdown = super::shutdown_signal();
     println!("{line}");
     std::io::stdout().flush()?;
 
     let signal = tokio::spawn(async move {
-        super::shutdown_signal().await;
+        shutdown.await;
         let _ = stop_tx.send(true);
     });
     let served = dataplane.serve(listeners, stopped(stop_rx)).await;
