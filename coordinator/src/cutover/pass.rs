@@ -238,18 +238,49 @@ impl CutoverEngine {
         state: &ReplicatedState,
         route: &ObjectName,
     ) -> bool {
+        self.ready_everywhere_past(live, state, route, &mut None)
+    }
+
+    /// [`CutoverEngine::ready_everywhere`], asked again and again of one
+    /// route: `blocker` remembers the proxy found behind last time, and
+    /// while it is live and still behind the answer is no at O(log) cost;
+    /// only when it caught up (or left) are the others looked at again,
+    /// O(P). A bootstrap's 10,000 commits awaiting Ready were each checked
+    /// against every proxy on every look of the leader: 2 million lookups
+    /// per look at 200 proxies, half a second the next decision waited.
+    pub fn ready_everywhere_past(
+        &self,
+        live: &BTreeMap<String, String>,
+        state: &ReplicatedState,
+        route: &ObjectName,
+        blocker: &mut Option<String>,
+    ) -> bool {
         let Some(record) = state.routes.get(route) else {
             return false;
         };
+        if record.pending.is_some() || live.is_empty() {
+            return false;
+        }
         let generation = record.newest_generation();
-        record.pending.is_none()
-            && !live.is_empty()
-            && live.keys().all(|p| {
-                self.applied
-                    .get(p)
-                    .and_then(|a| a.map().get(route))
-                    .is_some_and(|g| *g >= generation)
-            })
+        let serves = |proxy: &str| {
+            self.applied
+                .get(proxy)
+                .and_then(|a| a.map().get(route))
+                .is_some_and(|g| *g >= generation)
+        };
+        if let Some(behind) = blocker.as_deref()
+            && live.contains_key(behind)
+            && !serves(behind)
+        {
+            return false;
+        }
+        match live.keys().find(|p| !serves(p)) {
+            Some(behind) => {
+                *blocker = Some(behind.clone());
+                false
+            }
+            None => true,
+        }
     }
 
     /// "n of m proxies at generation g" for a route's newest generation, and

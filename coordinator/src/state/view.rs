@@ -154,7 +154,7 @@ impl ReplicatedState {
     /// One status row per route named in `only` (every route for `None`),
     /// from replicated state alone. A name not stored has no row.
     pub fn route_statuses_of(&self, only: Option<&BTreeSet<ObjectName>>) -> Vec<RouteStatus> {
-        let topology = Topology::of_resources(self.resources.values(), CONTROLLER_NAME);
+        let topology = self.attachment_topology();
         let row = |r: &RouteRecord| RouteStatus {
             namespace: r.name.namespace.clone(),
             name: r.name.name.clone(),
@@ -179,9 +179,36 @@ impl ReplicatedState {
     /// Whether `route`'s newest spec attaches anywhere (see
     /// [`RouteStatus::not_served`]).
     pub fn route_not_served(&self, route: &RouteRecord) -> Option<String> {
-        not_served(
-            &Topology::of_resources(self.resources.values(), CONTROLLER_NAME),
-            route,
+        not_served(&self.attachment_topology(), route)
+    }
+
+    /// The topology a route's attachment is worked out on: the Gateways,
+    /// their classes and listeners' TLS references, Namespaces and grants
+    /// — every kind but Services (which only backend resolution reads,
+    /// never attachment), routes and EndpointSlices. Walks only the kinds
+    /// it takes (the store is ordered by kind): a status of one route at
+    /// 10,000 routes indexed 10,000 Services first.
+    fn attachment_topology(&self) -> Topology<'_> {
+        // Every kind but those, so a kind added later is in by default.
+        let taken = |kind: &Kind| {
+            !matches!(
+                kind,
+                Kind::Service | Kind::HTTPRoute | Kind::GRPCRoute | Kind::EndpointSlice
+            )
+        };
+        let of_kind = |kind: Kind| {
+            let first = ResourceKey {
+                kind,
+                name: ObjectName::new("", ""),
+            };
+            self.resources
+                .range(first..)
+                .take_while(move |(key, _)| key.kind == kind)
+                .map(|(_, resource)| resource)
+        };
+        Topology::of_resources(
+            Kind::ALL.into_iter().filter(taken).flat_map(of_kind),
+            CONTROLLER_NAME,
         )
     }
 

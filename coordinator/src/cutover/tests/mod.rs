@@ -464,6 +464,46 @@ fn applied_summary_and_ready() {
 }
 
 #[test]
+fn asked_again_ready_everywhere_starts_with_the_proxy_found_behind_and_moves_on_when_it_caught_up()
+{
+    let mut s = world(&["a", "b", "c"], "all", "keep-old");
+    let g = s.routes[&r()].newest_generation();
+    next(
+        &mut s,
+        Command::CommitTransition {
+            route: r(),
+            generation: g,
+            forced: true,
+            basis: Some(DecisionBasis {
+                term: TERM,
+                endpoints: vec![],
+            }),
+        },
+    );
+    let mut e = CutoverEngine::new(settings(), &s, 0, TERM);
+    for p in ["p0", "p1", "p2"] {
+        heartbeat(&mut e, &s, p, [(r(), 0)].into(), 10);
+    }
+    let live = e.live_proxies(&s, 20);
+    let mut blocker = None;
+    assert!(!e.ready_everywhere_past(&live, &s, &r(), &mut blocker));
+    assert_eq!(blocker.as_deref(), Some("p0"), "the first proxy behind");
+    // p1 catches up: p0 is still behind, and still the one remembered.
+    heartbeat(&mut e, &s, "p1", [(r(), g)].into(), 10);
+    assert!(!e.ready_everywhere_past(&live, &s, &r(), &mut blocker));
+    assert_eq!(blocker.as_deref(), Some("p0"));
+    // p0 catches up: the next one behind is found.
+    heartbeat(&mut e, &s, "p0", [(r(), g)].into(), 10);
+    assert!(!e.ready_everywhere_past(&live, &s, &r(), &mut blocker));
+    assert_eq!(blocker.as_deref(), Some("p2"));
+    heartbeat(&mut e, &s, "p2", [(r(), g)].into(), 10);
+    assert!(e.ready_everywhere_past(&live, &s, &r(), &mut blocker));
+    // A remembered proxy that is no longer live does not hold it back.
+    let mut gone = Some("p9".to_string());
+    assert!(e.ready_everywhere_past(&live, &s, &r(), &mut gone));
+}
+
+#[test]
 fn evidence_must_be_current() {
     let s = world(&["a"], "all", "keep-old");
     let mut e = engine_with_ready(&s, &[0]);
