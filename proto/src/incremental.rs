@@ -432,15 +432,6 @@ impl<K: Ord + Clone + Canonical, V: Clone + PartialEq + Canonical> SetSender<K, 
         self.unknown = None;
     }
 
-    /// Whether the receiver is known to hold `current` already (so an
-    /// update would only renew it). O(1) when `current` is the set last
-    /// acknowledged or shares its root; else a comparison, O(R).
-    pub fn receiver_holds(&self, current: &OrdMap<K, V>) -> bool {
-        self.acked
-            .as_ref()
-            .is_some_and(|(_, acked)| acked.ptr_eq(current) || acked == current)
-    }
-
     /// Whether the next update will be whole.
     pub fn sends_whole(&self) -> bool {
         self.acked.is_none()
