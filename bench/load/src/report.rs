@@ -36,6 +36,24 @@ pub struct Acceptance {
     pub warnings: usize,
     /// The first of them.
     pub first_warning: Option<String>,
+    /// The three real proxies' memory and route-table installs.
+    pub real: RealProxies,
+}
+
+/// What the real proxies of the acceptance sequence measured of
+/// themselves.
+#[derive(Debug, Clone)]
+pub struct RealProxies {
+    /// Largest VmRSS among them at the end of the sequence, bytes.
+    pub rss: u64,
+    /// Largest VmHWM (peak RSS), bytes.
+    pub hwm: u64,
+    /// Most routes one of their tables held.
+    pub routes: usize,
+    /// Installs of a whole route table (most routes compiled).
+    pub whole_tables: Latencies,
+    /// Installs of an update (most routes taken from the previous table).
+    pub updates: Latencies,
 }
 
 /// p50 / p99 / max of some durations.
@@ -372,7 +390,7 @@ impl Report {
                     (
                         format!("{} failed of {}", a.failed, a.sent),
                         format!(
-                            "{} cutovers through 3 real proxies with the agents connected; apply → Ready p50 {}, max {}; {} WARN/ERROR lines of proxies and backends{}",
+                            "{} cutovers through 3 real proxies with the agents connected; apply → Ready p50 {}, max {}; {} WARN/ERROR lines of proxies and backends{}; one real proxy: RSS {} (peak {}) with {} routes, route table installed whole p50 {} ({} installs), updated p50 {} / max {} ({} installs)",
                             a.cutovers,
                             ms(a.ready.p50),
                             ms(a.ready.max),
@@ -380,7 +398,15 @@ impl Report {
                             a.first_warning
                                 .as_ref()
                                 .map(|w| format!(" (first: {w})"))
-                                .unwrap_or_default()
+                                .unwrap_or_default(),
+                            mib(a.real.rss),
+                            mib(a.real.hwm),
+                            a.real.routes,
+                            ms(a.real.whole_tables.p50),
+                            a.real.whole_tables.count,
+                            ms(a.real.updates.p50),
+                            ms(a.real.updates.max),
+                            a.real.updates.count,
                         ),
                     )
                 },

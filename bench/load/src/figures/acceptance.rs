@@ -9,10 +9,15 @@
 //! loopback ([`crate::routes::Endpoints::Shared`], started by
 //! [`SharedBackend::start`]): the proxies share one endpoint among the
 //! generated Services, and nothing is ever sent off this machine.
+//!
+//! It also reads what the issue asks of one real proxy at this size: its
+//! memory (`/proc`, before it stops) and how long installing a route
+//! table took (each "configuration installed" line of its log: the whole
+//! table once, then every update).
 
 use super::Context;
-use crate::cluster::ClusterSpec;
-use crate::report::Acceptance;
+use crate::cluster::{ClusterSpec, proc_stats};
+use crate::report::{Acceptance, Latencies, RealProxies};
 use anyhow::{Context as _, bail};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -67,6 +72,7 @@ pub async fn run(ctx: &Context, binary: PathBuf) -> anyhow::Result<Acceptance> {
     let mut fleet = tokio::task::block_in_place(|| Fleet::start(options))?;
     let demo = DemoOptions::acceptance(binary);
     let outcome = run_on(&mut fleet, &demo).await;
+    let real = real_proxies(&fleet.proxies);
     // Gracefully, as pods are deleted: each proxy deregisters, so no lease
     // is left to expire (and to hold up the next phase's cutovers).
     tokio::task::block_in_place(|| {
@@ -101,5 +107,79 @@ pub async fn run(ctx: &Context, binary: PathBuf) -> anyhow::Result<Acceptance> {
         ready: crate::report::Latencies::of(ready),
         warnings: warnings.len(),
         first_warning: warnings.first().cloned(),
+        real,
     })
+}
+
+/// One "configuration installed" line of a proxy's log.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Install {
+    routes: usize,
+    compiled: usize,
+    seconds: f64,
+}
+
+/// The install a log line reports, if it is one.
+fn install_of(line: &str) -> Option<Install> {
+    if !line.contains("configuration installed") {
+        return None;
+    }
+    let field = |name: &str| {
+        line.split_whitespace()
+            .find_map(|word| word.strip_prefix(name)?.strip_prefix('='))
+    };
+    Some(Install {
+        routes: field("routes")?.parse().ok()?,
+        compiled: field("compiled")?.parse().ok()?,
+        seconds: field("seconds")?.parse().ok()?,
+    })
+}
+
+/// The real proxies' memory now and their route-table installs so far: an
+/// install that compiled more than half of its routes counts as a whole
+/// table, the others as updates.
+fn real_proxies(proxies: &[switchyard_harness::Process]) -> RealProxies {
+    let stats: Vec<_> = proxies
+        .iter()
+        .filter_map(|p| p.pid().and_then(|pid| proc_stats(pid).ok()))
+        .collect();
+    let installs: Vec<Install> = proxies
+        .iter()
+        .flat_map(|p| p.log_lines())
+        .filter_map(|line| install_of(&line))
+        .collect();
+    let (whole, updates): (Vec<Install>, Vec<Install>) = installs
+        .iter()
+        .partition(|i| i.routes > 0 && i.compiled * 2 > i.routes);
+    let seconds = |v: &[Install]| -> Vec<Duration> {
+        v.iter()
+            .map(|i| Duration::from_secs_f64(i.seconds))
+            .collect()
+    };
+    RealProxies {
+        rss: stats.iter().map(|s| s.rss).max().unwrap_or(0),
+        hwm: stats.iter().map(|s| s.hwm).max().unwrap_or(0),
+        routes: installs.iter().map(|i| i.routes).max().unwrap_or(0),
+        whole_tables: Latencies::of(seconds(&whole)),
+        updates: Latencies::of(seconds(&updates)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_install_line_gives_its_routes_and_seconds() {
+        let line = "[proxy-a] 2026-12-05T22:25:48.435073Z  INFO switchyard_proxy::dataplane: configuration installed version=1 routes=10001 compiled=3 reused=9998 seconds=0.0123";
+        assert_eq!(
+            install_of(line),
+            Some(Install {
+                routes: 10001,
+                compiled: 3,
+                seconds: 0.0123
+            })
+        );
+        assert_eq!(install_of("proxy starting id=p1"), None);
+    }
 }
