@@ -8,8 +8,7 @@
 mod support;
 
 use std::time::Duration;
-use support::{BIN, route_yaml, write};
-use switchyard::demo::manifests;
+use support::{BIN, fixed_proxy_args};
 use switchyard_harness::{Process, ProcessSpec, free_port};
 
 /// Starts made and stopped per command: the window was short, so one try
@@ -37,23 +36,7 @@ fn strings(args: &[&str]) -> Vec<String> {
 #[test]
 fn a_proxy_stops_cleanly_on_a_sigterm_right_after_listening() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
-    let config = write(
-        dir.path(),
-        "config.yaml",
-        &format!("{}---\n{}", manifests::base(), route_yaml("app", "blue")),
-    );
-    let listener = format!("{}=127.0.0.1:0", manifests::GATEWAY_PORT);
-    let args = strings(&[
-        "proxy",
-        "--id",
-        "p1",
-        "--config",
-        &config,
-        "--listener",
-        &listener,
-        "--admin-listen",
-        "127.0.0.1:0",
-    ]);
+    let args = fixed_proxy_args(dir.path(), &[]);
     stops_cleanly_right_after_listening("proxy", |_| args.clone())
 }
 

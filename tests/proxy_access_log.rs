@@ -5,7 +5,7 @@
 mod support;
 
 use std::time::Duration;
-use support::{BIN, route_yaml, write};
+use support::{BIN, fixed_proxy_args};
 use switchyard::demo::manifests;
 use switchyard_harness::{Process, ProcessSpec, http_get};
 
@@ -14,28 +14,8 @@ fn a_stopped_proxy_leaves_every_line_in_its_access_log() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     // Route demo/app sends everything to Service demo/blue, which has no
     // endpoints: 503, with the route and backend known.
-    let config = write(
-        dir.path(),
-        "config.yaml",
-        &format!("{}---\n{}", manifests::base(), route_yaml("app", "blue")),
-    );
     let log = dir.path().join("access.json");
-    let args: Vec<String> = [
-        "proxy",
-        "--id",
-        "p1",
-        "--config",
-        &config,
-        "--listener",
-        &format!("{}=127.0.0.1:0", manifests::GATEWAY_PORT),
-        "--admin-listen",
-        "127.0.0.1:0",
-        "--access-log",
-        &log.to_string_lossy(),
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
+    let args = fixed_proxy_args(dir.path(), &["--access-log", &log.to_string_lossy()]);
     let mut proxy = Process::start(ProcessSpec::new("proxy-p1", BIN, args))?;
     let listener = proxy.address(&manifests::GATEWAY_PORT.to_string())?;
     let answer = http_get(&listener, "/hello")?;

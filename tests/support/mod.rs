@@ -189,6 +189,36 @@ spec:
     )
 }
 
+/// The arguments of `switchyard proxy` serving a fixed configuration from
+/// a file written into `dir` — the demo's base objects and route `app` to
+/// Service `blue`, which has no endpoints — on an ephemeral listener and
+/// admin port, followed by `extra`.
+pub fn fixed_proxy_args(dir: &Path, extra: &[&str]) -> Vec<String> {
+    use switchyard::demo::manifests;
+    let config = write(
+        dir,
+        "config.yaml",
+        &format!("{}---\n{}", manifests::base(), route_yaml("app", "blue")),
+    );
+    let listener = format!("{}=127.0.0.1:0", manifests::GATEWAY_PORT);
+    let mut args: Vec<String> = [
+        "proxy",
+        "--id",
+        "p1",
+        "--config",
+        &config,
+        "--listener",
+        &listener,
+        "--admin-listen",
+        "127.0.0.1:0",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    args.extend(extra.iter().map(|s| s.to_string()));
+    args
+}
+
 /// The replicated part of each status route row (evidence and applied
 /// counts are the leader's soft state and differ between coordinators).
 pub fn replicated_routes(status: &Value) -> Value {

@@ -426,9 +426,10 @@ fn a_stuck_route_never_delays_another() {
     assert!(matches!(&decisions[0], Decision::Commit { route, .. } if route.name == "other"));
 }
 
-#[test]
-fn applied_summary_and_ready() {
-    let mut s = world(&["a", "b"], "all", "keep-old");
+/// A world of one proxy per zone in `zones` whose route's transition is
+/// committed (forced): the state and the route's active generation.
+fn committed_world(zones: &[&str]) -> (ReplicatedState, u64) {
+    let mut s = world(zones, "all", "keep-old");
     let g = s.routes[&r()].newest_generation();
     next(
         &mut s,
@@ -442,6 +443,12 @@ fn applied_summary_and_ready() {
             }),
         },
     );
+    (s, g)
+}
+
+#[test]
+fn applied_summary_and_ready() {
+    let (s, g) = committed_world(&["a", "b"]);
     let mut e = CutoverEngine::new(settings(), &s, 0, TERM);
     heartbeat(&mut e, &s, "p0", [(r(), g)].into(), 10);
     heartbeat(&mut e, &s, "p1", [(r(), 0)].into(), 10);
@@ -466,20 +473,7 @@ fn applied_summary_and_ready() {
 #[test]
 fn asked_again_ready_everywhere_starts_with_the_proxy_found_behind_and_moves_on_when_it_caught_up()
 {
-    let mut s = world(&["a", "b", "c"], "all", "keep-old");
-    let g = s.routes[&r()].newest_generation();
-    next(
-        &mut s,
-        Command::CommitTransition {
-            route: r(),
-            generation: g,
-            forced: true,
-            basis: Some(DecisionBasis {
-                term: TERM,
-                endpoints: vec![],
-            }),
-        },
-    );
+    let (s, g) = committed_world(&["a", "b", "c"]);
     let mut e = CutoverEngine::new(settings(), &s, 0, TERM);
     for p in ["p0", "p1", "p2"] {
         heartbeat(&mut e, &s, p, [(r(), 0)].into(), 10);
