@@ -6,7 +6,7 @@
 //!
 //! Owns the chunk rules of `ConfigUpdate` (consecutive chunks of one
 //! version and encoding, nothing in between, nothing used before the
-//! last), reading a compressed payload back ([`Encoded::json`]), and the
+//! last), reading a compressed payload back ([`Encoded::to_json`]), and the
 //! sequence rules of deltas (a delta or bare version must be based on
 //! exactly the version held). Whatever breaks them is refused and nothing
 //! of it is used: a watcher never holds a half-applied change. Every

@@ -9,7 +9,6 @@
 //! (`switchyard_tls::authz`; anything goes with `--insecure`).
 
 use super::journal::{Encodings, Full, Journal, Position};
-use super::metrics::CoordinatorMetrics;
 use super::{Coordinator, admin::async_stream, errors, now_ms};
 use crate::state::Command;
 use std::pin::Pin;
@@ -171,8 +170,7 @@ impl FleetService for Fleet {
         );
         let journal = self.coordinator.journal.clone();
         let coordinator_id = self.coordinator.config.node.id;
-        let metrics = self.coordinator.metrics.clone();
-        let open = metrics.stream_opened("watch");
+        let open = self.coordinator.metrics.stream_opened("watch");
         let stream = async_stream(move |tx| async move {
             let _open = open;
             let out = Out {
@@ -181,7 +179,6 @@ impl FleetService for Fleet {
                 // Only chunked payloads may come compressed: a watcher
                 // of whole snapshots is one older than both.
                 accepts_lz4: request.accepts_lz4 && request.accepts_deltas,
-                metrics,
             };
             if request.accepts_deltas {
                 stream_deltas(&journal, &out, request.known_version).await;
@@ -250,8 +247,6 @@ struct Out {
     coordinator_id: u64,
     /// The watcher reads compressed payloads.
     accepts_lz4: bool,
-    /// Where the journal counts the compressions it makes.
-    metrics: CoordinatorMetrics,
 }
 
 /// Which field a payload travels in.
@@ -293,13 +288,12 @@ impl Out {
     /// watcher reads that and the payload gains from it.
     async fn chunks(
         &self,
-        version: u64,
-        base_version: u64,
+        journal: &Journal,
+        (version, base_version): (u64, u64),
         kind: Payload,
         payload: &Encodings,
     ) -> bool {
-        let (compressed, chunks) =
-            payload.for_watcher(self.accepts_lz4, kind.label(), &self.metrics);
+        let (compressed, chunks) = journal.chunks_for(payload, self.accepts_lz4, kind.label());
         let encoding = if compressed {
             pb::PayloadEncoding::Lz4
         } else {
@@ -371,7 +365,7 @@ async fn stream_deltas(journal: &Journal, out: &Out, known: u64) {
                     return;
                 };
                 if !out
-                    .chunks(full.version, 0, Payload::Snapshot, &full.payload)
+                    .chunks(journal, (full.version, 0), Payload::Snapshot, &full.payload)
                     .await
                 {
                     return;
@@ -398,8 +392,13 @@ async fn stream_deltas(journal: &Journal, out: &Out, known: u64) {
                         let sent = if entry.is_bare() {
                             out.bare(entry.version, entry.base).await
                         } else {
-                            out.chunks(entry.version, entry.base, Payload::Delta, &entry.payload)
-                                .await
+                            out.chunks(
+                                journal,
+                                (entry.version, entry.base),
+                                Payload::Delta,
+                                &entry.payload,
+                            )
+                            .await
                         };
                         if !sent {
                             return;

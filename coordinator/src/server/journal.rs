@@ -91,7 +91,7 @@ impl Encodings {
     /// large enough to gain from it ([`compressed::worth_compressing`]).
     /// The first such call compresses (counted as an encoding of `kind`
     /// with `-lz4`); concurrent ones wait for it and share it.
-    pub fn for_watcher(
+    fn for_watcher(
         &self,
         accepts_lz4: bool,
         kind: &'static str,
@@ -207,6 +207,17 @@ impl Journal {
             chunk_bytes: chunk_bytes.max(1),
             metrics,
         }
+    }
+
+    /// The chunks of `payload` to send a watcher, and whether they are
+    /// the compressed form ([`Encodings::for_watcher`], counted here).
+    pub(crate) fn chunks_for<'p>(
+        &self,
+        payload: &'p Encodings,
+        accepts_lz4: bool,
+        kind: &'static str,
+    ) -> (bool, &'p [Bytes]) {
+        payload.for_watcher(accepts_lz4, kind, &self.metrics)
     }
 
     fn ring(&self) -> std::sync::MutexGuard<'_, Ring> {

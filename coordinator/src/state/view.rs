@@ -176,12 +176,6 @@ impl ReplicatedState {
         }
     }
 
-    /// Whether `route`'s newest spec attaches anywhere (see
-    /// [`RouteStatus::not_served`]).
-    pub fn route_not_served(&self, route: &RouteRecord) -> Option<String> {
-        not_served(&self.attachment_topology(), route)
-    }
-
     /// The topology a route's attachment is worked out on: the Gateways,
     /// their classes and listeners' TLS references, Namespaces and grants
     /// — every kind but Services (which only backend resolution reads,

@@ -29,13 +29,11 @@ async fn a_watcher_that_falls_behind_the_ring_gets_a_full_snapshot_then_deltas()
     let journal = Arc::new(Journal::new(start.clone(), CHUNK_BYTES, metrics.clone()));
     let (tx, mut rx) = tokio::sync::mpsc::channel(4);
     let stream_journal = journal.clone();
-    let stream_metrics = metrics.clone();
     let stream = tokio::spawn(async move {
         let out = Out {
             tx,
             coordinator_id: 1,
             accepts_lz4: false,
-            metrics: stream_metrics,
         };
         stream_deltas(&stream_journal, &out, 1).await;
     });
