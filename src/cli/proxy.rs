@@ -16,6 +16,7 @@ use switchyard_proto::model::{
 use switchyard_proxy::control::coordinators::CoordinatorAddress;
 use switchyard_proxy::control::{self, ControlConfig, ControlMetrics};
 use switchyard_proxy::router::ListenerKey;
+use switchyard_proxy::server::handoff;
 use switchyard_proxy::settings::{EncodedSlashes, PathSettings};
 use switchyard_proxy::{
     AccessLogTarget, DataPlane, DataPlaneSettings, ListenerSpec, Listeners, ServingConfig,
@@ -133,6 +134,17 @@ pub struct ProxyArgs {
     /// is flushed at least every second and when the proxy stops.
     #[arg(long, env = "SWITCHYARD_ACCESS_LOG", value_name = "PATH|-", value_parser = AccessLogTarget::parse)]
     pub access_log: Option<AccessLogTarget>,
+    /// Take the listening sockets over from the proxy process serving at this Unix socket path,
+    /// and offer this process's own there to the next one (README, "Replacing a proxy process").
+    ///
+    /// A replacement started with the same path and --listener addresses accepts from the very
+    /// sockets the old process accepts from, so when the old one is sent SIGTERM and drains,
+    /// no connection queued in them is reset. Without it a replacement shares the address
+    /// through SO_REUSEPORT, and connections the kernel queued on the old socket when it closes
+    /// are reset (unless the host sets net.ipv4.tcp_migrate_req=1). Nothing at the path: this
+    /// process binds its own sockets. The path is created mode 0600; keep its directory private.
+    #[arg(long, env = "SWITCHYARD_HANDOFF_SOCKET", value_name = "PATH")]
+    pub handoff_socket: Option<PathBuf>,
     /// TLS towards the coordinators (not needed with --config, which talks to none).
     #[command(flatten)]
     pub tls: super::tls::TlsArgs,
@@ -276,10 +288,15 @@ pub async fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
     // Bound now, listening only once this proxy serves its configuration:
     // a replacement sharing the address (SO_REUSEPORT) must not take
     // connections it would answer 503.
-    let mut listeners = Listeners::bind(
+    let handed = match &args.handoff_socket {
+        Some(path) => take_sockets(path),
+        None => Vec::new(),
+    };
+    let mut listeners = Listeners::bind_taking(
         args.listeners
             .into_iter()
             .map(|(name, key, address)| ListenerSpec { name, key, address }),
+        handed,
     );
     // With coordinators, a socket that cannot be bound (its port taken) is
     // retried while the others serve, and reported: the Gateway listener's
@@ -295,6 +312,19 @@ pub async fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
     for (name, address) in listeners.bound() {
         line.push_str(&format!(" {name}={address}"));
     }
+    // Offered from now until this process ends, its drain included.
+    let _offer = match args.handoff_socket {
+        Some(path) => {
+            let copies = listeners
+                .handoff_copies()
+                .context("cannot copy the listening sockets for --handoff-socket")?;
+            Some(
+                handoff::offer(path.clone(), copies)
+                    .with_context(|| format!("cannot offer sockets at {}", path.display()))?,
+            )
+        }
+        None => None,
+    };
 
     let (stop_tx, stop_rx) = watch::channel(false);
     let stopped = |mut rx: watch::Receiver<bool>| async move {
@@ -354,6 +384,25 @@ pub async fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
     served.context("serving failed")?;
     tracing::info!(id = %args.id, "proxy drained and stopped");
     Ok(ExitCode::SUCCESS)
+}
+
+/// The sockets the process serving at `path` hands over; none (said at
+/// WARN, this process binds its own) when its answer cannot be read.
+fn take_sockets(path: &std::path::Path) -> Vec<handoff::HandedSocket> {
+    match handoff::take(path) {
+        Ok(handed) => {
+            if !handed.is_empty() {
+                tracing::info!(path = %path.display(), sockets = handed.len(),
+                    "took the listening sockets of the process this one replaces");
+            }
+            handed
+        }
+        Err(error) => {
+            tracing::warn!(path = %path.display(), %error,
+                "cannot take the listening sockets of the process at --handoff-socket; binding new ones");
+            Vec::new()
+        }
+    }
 }
 
 #[cfg(test)]

@@ -16,6 +16,8 @@
 //!
 //! [`bind_reuseport`] lets a replacement process bind the same address
 //! while the old one still serves: both accept until the old one drains.
+//! [`handoff`] passes the listening sockets themselves to a replacement,
+//! so that nothing queued in them is reset when the old process closes.
 //! [`sockets`] binds the `--listener` sockets, listens on them only once
 //! the data plane is ready (so a replacement gets no connection it cannot
 //! serve), keeps retrying one that cannot be bound while the others
@@ -34,6 +36,7 @@
 mod conn;
 mod forwarded;
 mod grpc_answers;
+pub mod handoff;
 pub mod headers;
 pub mod host;
 pub mod inbound;

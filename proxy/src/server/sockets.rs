@@ -14,6 +14,11 @@
 //! address (the bind error, if any, is known and reported at once) and
 //! gets nothing until it can serve.
 //!
+//! A replacement started with `--handoff-socket` takes the old process's
+//! sockets instead of binding its own ([`super::handoff`]): they listen
+//! already, and the old process accepts from them until it drains, but
+//! the same rule holds — this process accepts from them only once ready.
+//!
 //! Why retry rather than exit: a proxy that exits on a taken port is
 //! restarted in a loop and never tells anyone why; one that serves its
 //! other listeners and reports the failure lets the Gateway's status say
@@ -23,11 +28,13 @@
 //! Not here: accepting connections (`server`), what the reports mean for
 //! a Gateway listener (`gateway_api::listener_port_state`).
 
+use super::handoff::HandedSocket;
 use super::{BACKLOG, BoundListener, reserve_reuseport};
 use crate::router::ListenerKey;
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
+use std::os::fd::AsFd;
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 use switchyard_proto::model::ListenerBinding;
@@ -88,14 +95,58 @@ impl Listeners {
     /// docs say why). One that fails is kept, with its error, for serving
     /// to retry.
     pub fn bind(specs: impl IntoIterator<Item = ListenerSpec>) -> Listeners {
+        Self::bind_taking(specs, Vec::new())
+    }
+
+    /// [`bind`](Self::bind), but a spec whose address one of `handed`
+    /// sockets is bound to takes that socket (handed over by the process
+    /// this one replaces, see [`super::handoff`]) instead of binding its
+    /// own. Handed sockets no spec names are closed (logged).
+    pub fn bind_taking(
+        specs: impl IntoIterator<Item = ListenerSpec>,
+        mut handed: Vec<HandedSocket>,
+    ) -> Listeners {
         let entries = specs
             .into_iter()
-            .map(|spec| match reserve(spec) {
-                Ok(reserved) => Entry::Reserved(reserved),
-                Err((spec, error)) => Entry::Unbound { spec, error },
+            .map(|spec| {
+                let taken = handed
+                    .iter()
+                    .position(|h| h.address == spec.address)
+                    .map(|i| handed.swap_remove(i));
+                let reserved = match taken {
+                    Some(socket) => adopt(spec, socket),
+                    None => reserve(spec),
+                };
+                match reserved {
+                    Ok(reserved) => Entry::Reserved(reserved),
+                    Err((spec, error)) => Entry::Unbound { spec, error },
+                }
             })
             .collect();
+        for unused in handed {
+            info!(address = %unused.address, "closing a handed-over socket no --listener names");
+        }
         Listeners { entries }
+    }
+
+    /// Copies of every bound socket (listening or not), with its address,
+    /// to hand to a replacement process. A socket bound later, after
+    /// retrying, is not among them: the replacement binds its own.
+    pub fn handoff_copies(&self) -> io::Result<Vec<HandedSocket>> {
+        self.entries
+            .iter()
+            .filter_map(|entry| match entry {
+                Entry::Bound(b) => Some((b.listener.local_addr(), b.listener.as_fd())),
+                Entry::Reserved(r) => Some((Ok(r.local), r.socket.as_fd())),
+                Entry::Unbound { .. } => None,
+            })
+            .map(|(address, fd)| {
+                Ok(HandedSocket {
+                    address: address?,
+                    fd: fd.try_clone_to_owned()?,
+                })
+            })
+            .collect()
     }
 
     /// Listens now on every socket still waiting to: for a proxy that is
@@ -144,6 +195,28 @@ fn reserve(spec: ListenerSpec) -> Result<Reserved, (ListenerSpec, io::Error)> {
             socket,
             local,
         }),
+        Err(error) => Err((spec, error)),
+    }
+}
+
+/// Takes `handed` as `spec`'s socket, as it is: listening already when the
+/// process that handed it served, else bound only.
+fn adopt(spec: ListenerSpec, handed: HandedSocket) -> Result<Reserved, (ListenerSpec, io::Error)> {
+    let stream = std::net::TcpStream::from(handed.fd);
+    let adopted = stream
+        .set_nonblocking(true)
+        .map(|()| TcpSocket::from_std_stream(stream));
+    match adopted {
+        Ok(socket) => {
+            info!(listener = %spec.name, address = %handed.address,
+                listening = super::handoff::is_listening(&socket),
+                "took over the socket of the process this one replaces");
+            Ok(Reserved {
+                spec,
+                socket,
+                local: handed.address,
+            })
+        }
         Err(error) => Err((spec, error)),
     }
 }
