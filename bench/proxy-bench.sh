@@ -16,9 +16,17 @@
 #                          with the same self-signed certificate (openssl)
 #   BENCH_PIN=1            pin every proxy to the last CPU and wrk/h2load and
 #                          the backend to the others (0: let the kernel schedule)
-#   BENCH_PORT_BASE=28080  first of 12 consecutive loopback ports used
+#   BENCH_PORT_BASE=28080  first of 15 consecutive loopback ports used
 #   BENCH_PROXIES="switchyard nginx haproxy envoy"
 #   SWITCHYARD_BIN=path    the switchyard binary (default: build with cargo)
+#   SWITCHYARD_BIN_B=path  a second switchyard binary, measured as target
+#                          `switchyard-b` in the same interleaved run (to
+#                          judge a change against the build before it)
+#   SWITCHYARD_ENV_B="K=V ..." extra environment for switchyard-b only
+#   BENCH_WORKERS=1        worker threads/processes of every proxy (nginx
+#                          worker_processes, HAProxy nbthread, Envoy
+#                          --concurrency, switchyard --workers); with more than
+#                          one, proxies are pinned to as many last CPUs
 #   BENCH_OUT=path         Markdown output (default: target/bench/proxy.md)
 #
 # It installs nginx, haproxy, wrk, nghttp2-client (h2load), curl with apt-get
@@ -35,6 +43,8 @@ TLS=${BENCH_TLS:-0}
 PIN=${BENCH_PIN:-1}
 BASE=${BENCH_PORT_BASE:-28080}
 PROXIES=${BENCH_PROXIES:-"switchyard nginx haproxy envoy"}
+WORKERS=${BENCH_WORKERS:-1}
+[ -n "${SWITCHYARD_BIN_B:-}" ] && PROXIES="$PROXIES switchyard-b"
 OUT=${BENCH_OUT:-$REPO/target/bench/proxy.md}
 
 BE_PORT=$BASE            # shared backend
@@ -44,6 +54,7 @@ NG_PORT=$((BASE + 4)); NG_H2=$((BASE + 5))
 HA_PORT=$((BASE + 6))
 EN_PORT=$((BASE + 7)); EN_ADMIN=$((BASE + 8))
 SY_TLS=$((BASE + 10)); NG_TLS=$((BASE + 11))
+SB_PORT=$((BASE + 12)); SB_ADMIN=$((BASE + 13)); SB_TLS=$((BASE + 14))
 
 log() { echo "[proxy-bench] $*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -100,7 +111,7 @@ if [ -z "${SWITCHYARD_BIN:-}" ]; then
 fi
 [ -x "$SWITCHYARD_BIN" ] || die "no switchyard binary at $SWITCHYARD_BIN"
 
-for p in $(seq "$BASE" $((BASE + 11))); do
+for p in $(seq "$BASE" $((BASE + 14))); do
   if ss -Htln "sport = :$p" | grep -q .; then die "port $p is in use (set BENCH_PORT_BASE)"; fi
 done
 
@@ -108,11 +119,12 @@ done
 NCPU=$(nproc)
 PROXY_PIN=(); LOAD_PIN=()
 if [ "$PIN" = 1 ] && [ "$NCPU" -ge 2 ]; then
-  PROXY_PIN=(taskset -c $((NCPU - 1)))
-  LOAD_PIN=(taskset -c 0-$((NCPU - 2)))
-  LAYOUT="proxies pinned to CPU $((NCPU - 1)); wrk/h2load and the backend on CPU 0-$((NCPU - 2))"
+  [ "$WORKERS" -lt "$NCPU" ] || die "BENCH_WORKERS=$WORKERS leaves no CPU for the load (set BENCH_PIN=0)"
+  PROXY_PIN=(taskset -c $((NCPU - WORKERS))-$((NCPU - 1)))
+  LOAD_PIN=(taskset -c 0-$((NCPU - WORKERS - 1)))
+  LAYOUT="proxies ($WORKERS worker(s) each) pinned to CPU $((NCPU - WORKERS))-$((NCPU - 1)); wrk/h2load and the backend on CPU 0-$((NCPU - WORKERS - 1))"
 else
-  LAYOUT="no pinning (kernel schedules all processes on $NCPU CPUs)"
+  LAYOUT="$WORKERS worker(s) per proxy, no pinning (kernel schedules all processes on $NCPU CPUs)"
 fi
 
 # ---------------------------------------------------------------- processes
@@ -191,7 +203,7 @@ mkdir -p "$WORK/nginx"
 {
   nginx_common "$WORK/nginx"
   cat <<EOF
-worker_processes 1;
+worker_processes $WORKERS;
 events { worker_connections 4096; }
 http {
 $(nginx_http_common "$WORK/nginx")
@@ -237,7 +249,7 @@ EOF
 
 cat > "$WORK/haproxy.cfg" <<EOF
 global
-    nbthread 1
+    nbthread $WORKERS
     maxconn 4000
 defaults
     mode http
@@ -392,14 +404,27 @@ start_bg backend "$WORK/backend/out.log" "${LOAD_PIN[@]}" "$NGINX" -p "$WORK/bac
 wait_http "http://127.0.0.1:$BE_PORT/" || die "backend did not start: $(cat "$WORK/backend/error.log" "$WORK/backend/out.log" 2>/dev/null)"
 PORT[backend]=$BE_PORT
 
+# name binary port tls-port admin-port. TOKIO_WORKER_THREADS covers builds
+# from before --workers (which ignore it otherwise).
+start_switchyard() {
+  local workers=()
+  "$2" proxy --help | grep -q -- '--workers' && workers=(--workers "$WORKERS")
+  start_bg "$1" "$WORK/$1.log" "${PROXY_PIN[@]}" env TOKIO_WORKER_THREADS="$WORKERS" RUST_LOG=warn "${EXTRA_ENV[@]}" \
+    "$2" proxy --id bench --config "$WORK/switchyard.yaml" \
+    --listener "8080=127.0.0.1:$3" --listener "8443=127.0.0.1:$4" \
+    --admin-listen "127.0.0.1:$5" "${workers[@]}"
+  PORT[$1]=$3
+}
+
 for p in $PROXIES; do
   case $p in
     switchyard)
-      start_bg switchyard "$WORK/switchyard.log" "${PROXY_PIN[@]}" env TOKIO_WORKER_THREADS=1 RUST_LOG=warn \
-        "$SWITCHYARD_BIN" proxy --id bench --config "$WORK/switchyard.yaml" \
-        --listener "8080=127.0.0.1:$SY_PORT" --listener "8443=127.0.0.1:$SY_TLS" \
-        --admin-listen "127.0.0.1:$SY_ADMIN"
-      PORT[switchyard]=$SY_PORT ;;
+      EXTRA_ENV=()
+      start_switchyard switchyard "$SWITCHYARD_BIN" "$SY_PORT" "$SY_TLS" "$SY_ADMIN" ;;
+    switchyard-b)
+      # shellcheck disable=SC2206
+      EXTRA_ENV=(${SWITCHYARD_ENV_B:-})
+      start_switchyard switchyard-b "$SWITCHYARD_BIN_B" "$SB_PORT" "$SB_TLS" "$SB_ADMIN" ;;
     nginx)
       start_bg nginx "$WORK/nginx/out.log" "${PROXY_PIN[@]}" "$NGINX" -p "$WORK/nginx" -c "$WORK/nginx/nginx.conf"
       PORT[nginx]=$NG_PORT ;;
@@ -407,7 +432,7 @@ for p in $PROXIES; do
       start_bg haproxy "$WORK/haproxy.log" "${PROXY_PIN[@]}" "$HAPROXY" -db -f "$WORK/haproxy.cfg"
       PORT[haproxy]=$HA_PORT ;;
     envoy)
-      start_bg envoy "$WORK/envoy.log" "${PROXY_PIN[@]}" "$ENVOY" -c "$WORK/envoy.yaml" --concurrency 1 \
+      start_bg envoy "$WORK/envoy.log" "${PROXY_PIN[@]}" "$ENVOY" -c "$WORK/envoy.yaml" --concurrency "$WORKERS" \
         --disable-hot-restart --log-level warn
       PORT[envoy]=$EN_PORT ;;
     *) die "unknown proxy $p" ;;
@@ -460,6 +485,7 @@ run_one() {  # proto target conns round
   [ "$t" = nginx ] && [ "$proto" = h2c ] && port=$NG_H2
   [ "$t" = nginx ] && [ "$proto" = https ] && port=$NG_TLS
   [ "$t" = switchyard ] && [ "$proto" = https ] && port=$SY_TLS
+  [ "$t" = switchyard-b ] && [ "$proto" = https ] && port=$SB_TLS
   threads=$(( c < 2 ? 1 : 2 ))
   out=$WORK/run.$proto.$t.$c.$r
   local pids=${PIDS[$t]}
@@ -513,7 +539,7 @@ PROTOS=h1
 NT=$(echo $TARGETS | wc -w)
 TOTAL=$(( $(echo $CONNS | wc -w) * ROUNDS * NT ))
 [ "$H2" = 1 ] && TOTAL=$(( TOTAL + $(echo $CONNS | wc -w) * ROUNDS * (NT - 1) ))
-NTLS=$(echo " $PROXIES " | grep -o -E ' (switchyard|nginx) ' | wc -l)
+NTLS=$(echo " $PROXIES " | grep -o -E ' (switchyard|switchyard-b|nginx) ' | wc -l)
 [ "$TLS" = 1 ] && TOTAL=$(( TOTAL + $(echo $CONNS | wc -w) * ROUNDS * NTLS ))
 log "$TOTAL runs of ${SECS}s (~$(( TOTAL * (SECS + 3) / 60 )) min)"
 
@@ -532,7 +558,7 @@ for proto in $PROTOS; do
         # direct row is for HTTP/1.1 only.
         [ "$proto" = h2c ] && [ "$t" = backend ] && continue
         # HTTPS: switchyard and nginx only (the others have no TLS listener here).
-        [ "$proto" = https ] && [ "$t" != switchyard ] && [ "$t" != nginx ] && continue
+        [ "$proto" = https ] && [ "$t" != switchyard ] && [ "$t" != switchyard-b ] && [ "$t" != nginx ] && continue
         run_one "$proto" "$t" "$c" "$r"
       done
     done
@@ -593,12 +619,13 @@ END {
   }
   print "## switchyard vs nginx"
   print ""
-  print "| protocol | conns | switchyard req/s ÷ nginx req/s | switchyard CPU/req ÷ nginx CPU/req |"
-  print "|---|---:|---:|---:|"
-  for (pi = 1; pi <= np; pi++) for (ci = 1; ci <= nc; ci++) {
-    pr = protos[pi]; c = conns[ci]; sk = pr SUBSEP "switchyard" SUBSEP c; nk2 = pr SUBSEP "nginx" SUBSEP c
+  print "| build | protocol | conns | req/s ÷ nginx req/s | CPU/req ÷ nginx CPU/req |"
+  print "|---|---|---:|---:|---:|"
+  split("switchyard switchyard-b", builds, " ")
+  for (bi = 1; bi <= 2; bi++) for (pi = 1; pi <= np; pi++) for (ci = 1; ci <= nc; ci++) {
+    pr = protos[pi]; c = conns[ci]; sk = pr SUBSEP builds[bi] SUBSEP c; nk2 = pr SUBSEP "nginx" SUBSEP c
     if (!(sk in seen) || !(nk2 in seen) || reqs[sk] == 0 || reqs[nk2] == 0) continue
-    printf "| %s | %d | %.2f | %.2f |\n", pr, c, median(sk SUBSEP "rps") / median(nk2 SUBSEP "rps"), (ticks[sk] / reqs[sk]) / (ticks[nk2] / reqs[nk2])
+    printf "| %s | %s | %d | %.2f | %.2f |\n", builds[bi], pr, c, median(sk SUBSEP "rps") / median(nk2 SUBSEP "rps"), (ticks[sk] / reqs[sk]) / (ticks[nk2] / reqs[nk2])
   }
 }' "$WORK/results.tsv" > "$OUT.tmp"
 {

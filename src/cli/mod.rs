@@ -106,6 +106,26 @@ fn log_directives(rust_log: Option<&str>) -> String {
     }
 }
 
+/// The async runtime `command` runs on: a proxy's `--workers` picks one
+/// thread (a current-thread runtime) or that many workers; every other
+/// command gets Tokio's multi-threaded default (one worker per CPU, or
+/// `TOKIO_WORKER_THREADS`).
+pub fn runtime_for(command: &Command) -> std::io::Result<tokio::runtime::Runtime> {
+    let mut builder = match command {
+        Command::Proxy(args) => match args.workers.map(std::num::NonZeroUsize::get) {
+            Some(1) => tokio::runtime::Builder::new_current_thread(),
+            Some(workers) => {
+                let mut builder = tokio::runtime::Builder::new_multi_thread();
+                builder.worker_threads(workers);
+                builder
+            }
+            None => tokio::runtime::Builder::new_multi_thread(),
+        },
+        _ => tokio::runtime::Builder::new_multi_thread(),
+    };
+    builder.enable_all().build()
+}
+
 /// Runs one subcommand; the exit code says how it went.
 pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
     match command {

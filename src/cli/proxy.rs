@@ -134,6 +134,13 @@ pub struct ProxyArgs {
     /// is flushed at least every second and when the proxy stops.
     #[arg(long, env = "SWITCHYARD_ACCESS_LOG", value_name = "PATH|-", value_parser = AccessLogTarget::parse)]
     pub access_log: Option<AccessLogTarget>,
+    /// Threads that serve requests. 1 runs the whole proxy on one thread: no work stealing, no
+    /// wake-ups across threads, the least CPU per request (bench/RESULTS.md: 16–19 % less per
+    /// HTTP/1.1 request than one worker of a multi-threaded runtime). More run a multi-threaded
+    /// runtime with that many workers. Default: one per CPU this process may use
+    /// (TOKIO_WORKER_THREADS, when set, is that number instead).
+    #[arg(long, env = "SWITCHYARD_PROXY_WORKERS", value_name = "N")]
+    pub workers: Option<std::num::NonZeroUsize>,
     /// Take the listening sockets over from the proxy process serving at this Unix socket path,
     /// and offer this process's own there to the next one (README, "Replacing a proxy process").
     ///
