@@ -179,9 +179,13 @@ measure() {  # name pid port
 }
 
 : > "$WORK/results"
+# One thread (--workers 1); builds from before the flag get one runtime worker.
+WORKERS=()
+"$SWITCHYARD_BIN" proxy --help | grep -q -- '--workers' && WORKERS=(--workers 1)
 start_bg env TOKIO_WORKER_THREADS=1 RUST_LOG=warn "$SWITCHYARD_BIN" proxy --id idle \
   --config "$WORK/switchyard.yaml" --listener "8080=127.0.0.1:$SY_PORT" \
-  --admin-listen "127.0.0.1:$SY_ADMIN" --header-read-timeout 300s --max-connections $((N + 100))
+  --admin-listen "127.0.0.1:$SY_ADMIN" --header-read-timeout 300s --max-connections $((N + 100)) \
+  "${WORKERS[@]}"
 SY_PID=$LAST
 wait_200 "http://127.0.0.1:$SY_PORT/" || die "switchyard did not start"
 measure switchyard "$SY_PID" "$SY_PORT"

@@ -4,12 +4,6 @@
 use clap::Parser;
 use std::process::ExitCode;
 
-/// mimalloc rather than glibc's malloc: the proxy makes many small
-/// short-lived allocations per request, and mimalloc cut its CPU per
-/// request by 5.6–7.1 % in `bench/proxy-bench.sh` (bench/RESULTS.md).
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 fn main() -> ExitCode {
     let args = switchyard::cli::Args::parse();
     switchyard::cli::init_tracing(args.log_format);
