@@ -290,9 +290,10 @@ async fn replacing_a_proxy_process_under_keep_alive_load_drops_nothing() -> anyh
     relax(&mut options.coordinator_flags, "--rpc-timeout", "2s");
     relax(&mut options.coordinator_flags, "--proxy-lease-ttl", "5s");
     relax(&mut options.proxy_flags, "--rpc-timeout", "2s");
-    // One thread per proxy (a current-thread runtime): the drain, the
-    // handoff and the control client all share it, as in the benchmarks.
-    relax(&mut options.proxy_flags, "--workers", "1");
+    // Two worker threads per proxy: client connections are handed to
+    // them and drained there, while the handoff and the control client run
+    // on the proxy's main thread.
+    relax(&mut options.proxy_flags, "--workers", "2");
     let handoff_dir = tempfile::tempdir()?;
     let handoff = handoff_dir.path().join("edge.sock");
     relax(

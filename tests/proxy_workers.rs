@@ -1,7 +1,8 @@
 //! `switchyard proxy --workers N`: 1 serves on a single thread (a
-//! current-thread runtime: no Tokio worker threads at all), N > 1 on a
-//! multi-threaded runtime with exactly N workers; either way requests
-//! reach the backend and the proxy stops cleanly on SIGTERM.
+//! current-thread runtime: no Tokio worker threads at all), N > 1 on N
+//! threads of its own (`switchyard-worker-I`), each connection on one of
+//! them in turn; either way requests reach the backend, upstream
+//! connections are reused, and the proxy stops cleanly on SIGTERM.
 //!
 //! Threads are read from `/proc/PID/task/*/comm`: Tokio names its
 //! multi-threaded runtime's workers `tokio-rt-worker`.
@@ -38,10 +39,20 @@ fn get(listener: &str) -> anyhow::Result<String> {
     Ok(text)
 }
 
+/// Threads of a proxy, by kind.
+#[derive(Debug, PartialEq)]
+struct Threads {
+    /// Workers of a multi-threaded Tokio runtime.
+    tokio_workers: usize,
+    /// The proxy's own worker threads.
+    proxy_workers: usize,
+}
+
 /// Starts a backend and a proxy with `--workers workers` in front of it;
-/// returns the proxy's tokio worker thread count after serving
-/// [`REQUESTS`] requests, each of which must have reached the backend.
-fn serve_with(workers: &str) -> anyhow::Result<usize> {
+/// returns the proxy's threads after serving [`REQUESTS`] requests, each
+/// on a connection of its own and each of which must have reached the
+/// backend.
+fn serve_with(workers: &str) -> anyhow::Result<Threads> {
     let dir = tempfile::tempdir()?;
     let mut backend = Process::start(ProcessSpec::new(
         format!("backend-{workers}"),
@@ -102,7 +113,13 @@ fn serve_with(workers: &str) -> anyhow::Result<usize> {
     }
     let pid = proxy.pid().expect("a running proxy has a PID");
     let names = thread_names(pid)?;
-    let tokio_workers = names.iter().filter(|n| *n == "tokio-rt-worker").count();
+    let threads = Threads {
+        tokio_workers: names.iter().filter(|n| *n == "tokio-rt-worker").count(),
+        proxy_workers: names
+            .iter()
+            .filter(|n| n.starts_with("switchyard-work"))
+            .count(),
+    };
     assert_eq!(
         proxy.terminate(Duration::from_secs(20)),
         Some(0),
@@ -112,18 +129,32 @@ fn serve_with(workers: &str) -> anyhow::Result<usize> {
     backend.terminate(Duration::from_secs(20));
     let warnings = proxy.warnings();
     assert!(warnings.is_empty(), "{warnings:?}");
-    Ok(tokio_workers)
+    Ok(threads)
 }
 
 #[test]
 fn one_worker_serves_on_a_single_thread_runtime() -> anyhow::Result<()> {
-    assert_eq!(serve_with("1")?, 0, "tokio worker threads with --workers 1");
+    let threads = serve_with("1")?;
+    assert_eq!(
+        threads,
+        Threads {
+            tokio_workers: 0,
+            proxy_workers: 0
+        }
+    );
     Ok(())
 }
 
 #[test]
-fn n_workers_run_that_many_runtime_workers() -> anyhow::Result<()> {
-    assert_eq!(serve_with("3")?, 3, "tokio worker threads with --workers 3");
+fn n_workers_serve_on_n_threads_of_their_own() -> anyhow::Result<()> {
+    let threads = serve_with("3")?;
+    assert_eq!(
+        threads,
+        Threads {
+            tokio_workers: 0,
+            proxy_workers: 3
+        }
+    );
     Ok(())
 }
 

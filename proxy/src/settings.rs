@@ -46,6 +46,10 @@ pub struct DataPlaneSettings {
     pub pool_idle_timeout: Duration,
     /// Idle upstream connections kept per endpoint.
     pub max_idle_per_endpoint: usize,
+    /// Threads, each with a runtime of its own, that client connections
+    /// are handed to in turn (`server::workers`); 1 serves them on the
+    /// runtime `serve` runs on.
+    pub workers: usize,
     /// During a drain, how long an idle HTTP/1 connection is given to send
     /// one more request (answered with `Connection: close`) before it is
     /// closed. Closing it at once would race a request already on the wire.
@@ -130,6 +134,7 @@ impl Default for DataPlaneSettings {
             max_attempts: 3,
             pool_idle_timeout: Duration::from_secs(4),
             max_idle_per_endpoint: 256,
+            workers: 1,
             drain_idle_grace: Duration::from_secs(2),
             drain_timeout: Duration::from_secs(30),
             max_mirrors_in_flight: 1024,

@@ -106,21 +106,19 @@ fn log_directives(rust_log: Option<&str>) -> String {
     }
 }
 
-/// The async runtime `command` runs on: a proxy's `--workers` picks one
-/// thread (a current-thread runtime) or that many workers; every other
-/// command gets Tokio's multi-threaded default (one worker per CPU, or
-/// `TOKIO_WORKER_THREADS`).
+/// The async runtime `command` runs on: a proxy with `--workers` runs on
+/// one thread (a current-thread runtime; with N > 1 its client connections
+/// go to N worker threads, `switchyard_proxy::server::workers`); every
+/// other command, and a proxy without the flag, gets Tokio's
+/// multi-threaded default (one worker per CPU, or `TOKIO_WORKER_THREADS`).
 pub fn runtime_for(command: &Command) -> std::io::Result<tokio::runtime::Runtime> {
     let mut builder = match command {
-        Command::Proxy(args) => match args.workers.map(std::num::NonZeroUsize::get) {
-            Some(1) => tokio::runtime::Builder::new_current_thread(),
-            Some(workers) => {
-                let mut builder = tokio::runtime::Builder::new_multi_thread();
-                builder.worker_threads(workers);
-                builder
-            }
-            None => tokio::runtime::Builder::new_multi_thread(),
-        },
+        // With --workers, client connections are served on that many
+        // threads of their own (one, this one); the rest of the proxy is
+        // light and shares one thread.
+        Command::Proxy(args) if args.workers.is_some() => {
+            tokio::runtime::Builder::new_current_thread()
+        }
         _ => tokio::runtime::Builder::new_multi_thread(),
     };
     builder.enable_all().build()

@@ -134,10 +134,12 @@ pub struct ProxyArgs {
     /// is flushed at least every second and when the proxy stops.
     #[arg(long, env = "SWITCHYARD_ACCESS_LOG", value_name = "PATH|-", value_parser = AccessLogTarget::parse)]
     pub access_log: Option<AccessLogTarget>,
-    /// Threads that serve requests. 1 runs the whole proxy on one thread: no work stealing, no
-    /// wake-ups across threads, the least CPU per request (bench/RESULTS.md: 16–19 % less per
-    /// HTTP/1.1 request than one worker of a multi-threaded runtime). More run a multi-threaded
-    /// runtime with that many workers. Default: one per CPU this process may use
+    /// Threads that serve client connections, each with a runtime of its own: a connection,
+    /// its requests and its upstream connections stay on one thread (no work stealing, no
+    /// wake-ups across threads: bench/RESULTS.md measured 16–19 % less CPU per HTTP/1.1 request
+    /// on one thread than on one worker of a multi-threaded runtime). 1 runs the whole proxy on
+    /// one thread; with more, the control client, health checks and admin endpoint share one
+    /// more. Without the flag: a multi-threaded runtime with one worker per CPU
     /// (TOKIO_WORKER_THREADS, when set, is that number instead).
     #[arg(long, env = "SWITCHYARD_PROXY_WORKERS", value_name = "N")]
     pub workers: Option<std::num::NonZeroUsize>,
@@ -278,6 +280,7 @@ pub async fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
         },
         expose_reasons: args.expose_reasons,
         drain_timeout: args.drain_timeout,
+        workers: args.workers.map_or(1, std::num::NonZeroUsize::get),
         ..Default::default()
     };
     let (dataplane, control_metrics, registry) = data_plane(settings);

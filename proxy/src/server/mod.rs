@@ -46,6 +46,7 @@ pub mod sockets;
 mod tunnel;
 mod upgrade;
 mod upload;
+pub mod workers;
 
 use crate::dataplane::DataPlane;
 use crate::metrics::Limit;
@@ -133,6 +134,8 @@ struct Accepting {
     alive: mpsc::Sender<()>,
     /// One permit per open client connection, over all listeners.
     slots: Arc<Semaphore>,
+    /// With more than one worker: the threads connections are handed to.
+    workers: Option<Arc<workers::Workers>>,
 }
 
 impl Accepting {
@@ -151,14 +154,23 @@ impl Accepting {
             force: self.force.clone(),
             alive: self.alive.clone(),
         };
-        tokio::spawn(conn::serve_connection(
-            Arc::clone(&self.dp),
-            Arc::clone(&self.builder),
-            stream,
-            Arc::clone(listener),
-            signals,
-            slot,
-        ));
+        let dp = Arc::clone(&self.dp);
+        let builder = Arc::clone(&self.builder);
+        let listener = Arc::clone(listener);
+        let serve =
+            move |stream| conn::serve_connection(dp, builder, stream, listener, signals, slot);
+        let Some(workers) = &self.workers else {
+            tokio::spawn(serve(stream));
+            return;
+        };
+        // Moved to the worker's runtime: out of this one's epoll set first.
+        match stream.into_std() {
+            Ok(stream) => workers.dispatch(workers::Job {
+                stream,
+                serve: Box::new(move |stream| Box::pin(serve(stream))),
+            }),
+            Err(error) => debug!(%error, "closing client connection: cannot hand it to a worker"),
+        }
     }
 }
 
@@ -176,6 +188,15 @@ pub async fn serve(
     let (drain_tx, drain_rx) = watch::channel(false);
     let (force_tx, force_rx) = watch::channel(false);
     let (alive_tx, mut alive_rx) = mpsc::channel::<()>(1);
+    let workers = if settings.workers > 1 {
+        info!(
+            workers = settings.workers,
+            "serving client connections on worker threads"
+        );
+        Some(Arc::new(workers::Workers::start(settings.workers)?))
+    } else {
+        None
+    };
     let accepting = Arc::new(Accepting {
         dp: Arc::clone(&dp),
         builder: Arc::new(http_builder(&settings)),
@@ -189,6 +210,7 @@ pub async fn serve(
         slots: Arc::new(Semaphore::new(
             settings.max_connections.min(Semaphore::MAX_PERMITS),
         )),
+        workers: workers.clone(),
     });
     let mut loops = JoinSet::new();
     dp.sockets().start(&listeners);
@@ -260,6 +282,9 @@ pub async fn serve(
         warn!(timeout = ?settings.drain_timeout, "drain timeout passed; closing remaining connections");
         let _ = force_tx.send(true);
         alive_rx.recv().await;
+    }
+    if let Some(workers) = workers {
+        workers.finish().await;
     }
     info!("drained");
     result

@@ -186,7 +186,10 @@ pub struct Endpoint {
     vouched: AtomicBool,
     health: Mutex<HealthTracker>,
     outlier: Mutex<OutlierDetector>,
-    idle: Mutex<Vec<IdleConn>>,
+    /// Idle HTTP/1.1 connections, one list per worker thread
+    /// (`server::workers`): a connection's task runs on the worker that
+    /// opened it, and a request reuses one of its own thread's.
+    idle: Box<[Mutex<Vec<IdleConn>>]>,
     retired: AtomicBool,
     checker: Mutex<Option<AbortHandle>>,
 }
@@ -242,6 +245,9 @@ impl Endpoint {
             // the backend is never ready, never cut over to.
             warn!(endpoint = %addr, reason = %why, "backend endpoint not connected to: its BackendTLSPolicy cannot be used");
         }
+        let idle_lists = (0..ctx.settings.workers.max(1))
+            .map(|_| Mutex::new(Vec::new()))
+            .collect();
         Endpoint {
             addr,
             health_path,
@@ -256,7 +262,7 @@ impl Endpoint {
             vouched: AtomicBool::new(false),
             health: Mutex::new(HealthTracker::default()),
             outlier: Mutex::new(OutlierDetector::default()),
-            idle: Mutex::new(Vec::new()),
+            idle: idle_lists,
             retired: AtomicBool::new(false),
             checker: Mutex::new(None),
         }
@@ -384,7 +390,7 @@ impl Endpoint {
         }
         let settings = &self.ctx.settings;
         loop {
-            let candidate = lock(&self.idle).pop();
+            let candidate = lock(self.idle_here()).pop();
             let Some(conn) = candidate else {
                 break;
             };
@@ -540,7 +546,7 @@ impl Endpoint {
             return;
         }
         let settings = &self.ctx.settings;
-        let mut idle = lock(&self.idle);
+        let mut idle = lock(self.idle_here());
         // Reap from the cold end so connections nobody reuses do not linger.
         let expired = idle
             .iter()
@@ -557,7 +563,12 @@ impl Endpoint {
 
     /// Idle connections in the pool (for tests and debugging).
     pub fn idle_connections(&self) -> usize {
-        lock(&self.idle).len()
+        self.idle.iter().map(|list| lock(list).len()).sum()
+    }
+
+    /// The idle list of the worker thread this runs on.
+    fn idle_here(&self) -> &Mutex<Vec<IdleConn>> {
+        &self.idle[crate::server::workers::current() % self.idle.len()]
     }
 
     /// One health probe: `GET <health path>` through the pool, healthy when
@@ -680,7 +691,9 @@ impl Endpoint {
         if let Some(handle) = lock(&self.checker).take() {
             handle.abort();
         }
-        lock(&self.idle).clear();
+        for list in &self.idle {
+            lock(list).clear();
+        }
         lock(&self.h2).take();
     }
 }
