@@ -12,7 +12,7 @@ mod support;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
-use support::{BIN, write};
+use support::{BIN, proxy_args_serving, write};
 use switchyard::demo::manifests;
 use switchyard_harness::{Process, ProcessSpec};
 
@@ -73,25 +73,8 @@ fn serve_with(workers: &str) -> anyhow::Result<Threads> {
             manifests::route("v1", "h0", "30s")
         ),
     );
-    let listener = format!("{}=127.0.0.1:0", manifests::GATEWAY_PORT);
-    let args = [
-        "proxy",
-        "--id",
-        "p1",
-        "--config",
-        &config,
-        "--listener",
-        &listener,
-        "--admin-listen",
-        "127.0.0.1:0",
-        "--workers",
-        workers,
-    ];
-    let mut proxy = Process::start(ProcessSpec::new(
-        format!("proxy-{workers}"),
-        BIN,
-        args.iter().map(|s| s.to_string()).collect(),
-    ))?;
+    let args = proxy_args_serving(&config, &["--workers", workers]);
+    let mut proxy = Process::start(ProcessSpec::new(format!("proxy-{workers}"), BIN, args))?;
     let address = proxy.address(&manifests::GATEWAY_PORT.to_string())?;
     // The endpoint is served once its first health check passed.
     let deadline = std::time::Instant::now() + Duration::from_secs(15);

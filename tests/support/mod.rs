@@ -200,13 +200,21 @@ pub fn fixed_proxy_args(dir: &Path, extra: &[&str]) -> Vec<String> {
         "config.yaml",
         &format!("{}---\n{}", manifests::base(), route_yaml("app", "blue")),
     );
+    proxy_args_serving(&config, extra)
+}
+
+/// The arguments of `switchyard proxy` serving the fixed configuration in
+/// file `config` on an ephemeral listener and admin port, followed by
+/// `extra`.
+pub fn proxy_args_serving(config: &str, extra: &[&str]) -> Vec<String> {
+    use switchyard::demo::manifests;
     let listener = format!("{}=127.0.0.1:0", manifests::GATEWAY_PORT);
     let mut args: Vec<String> = [
         "proxy",
         "--id",
         "p1",
         "--config",
-        &config,
+        config,
         "--listener",
         &listener,
         "--admin-listen",

@@ -240,27 +240,39 @@ mod tests {
         assert!(take(&path).expect("stale file").is_empty());
     }
 
+    /// A listening socket of "the old process", offered at `path`: the
+    /// socket, its address and the offering task.
+    fn offered(path: &Path) -> (TcpListener, SocketAddr, tokio::task::JoinHandle<()>) {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let address = listener.local_addr().expect("address");
+        let copy = listener.as_fd().try_clone_to_owned().expect("dup");
+        let offering =
+            offer(path.to_path_buf(), vec![HandedSocket { address, fd: copy }]).expect("offer");
+        (listener, address, offering)
+    }
+
+    /// What a replacement takes from `path`, taken off the runtime.
+    async fn taken(path: &Path) -> Vec<HandedSocket> {
+        let path = path.to_path_buf();
+        tokio::task::spawn_blocking(move || take(&path))
+            .await
+            .expect("join")
+            .expect("take")
+    }
+
     /// The property the handoff exists for: a connection the kernel queued
     /// on the old process's socket, never accepted there, is accepted by
     /// the new process after the old one closed everything it had.
     #[tokio::test]
     async fn a_connection_queued_on_the_old_socket_survives_its_process() {
         let (_dir, path) = socket_path();
-        let old = TcpListener::bind("127.0.0.1:0").expect("bind");
-        let address = old.local_addr().expect("address");
-        let copy = old.as_fd().try_clone_to_owned().expect("dup");
-        let offering =
-            offer(path.clone(), vec![HandedSocket { address, fd: copy }]).expect("offer");
+        let (old, address, offering) = offered(&path);
         assert_eq!(
             std::fs::metadata(&path).expect("path").permissions().mode() & 0o777,
             0o600
         );
 
-        let path_for_take = path.clone();
-        let handed = tokio::task::spawn_blocking(move || take(&path_for_take))
-            .await
-            .expect("join")
-            .expect("take");
+        let handed = taken(&path).await;
         assert_eq!(handed.len(), 1);
         assert_eq!(handed[0].address, address);
         assert!(is_listening(&handed[0].fd));
@@ -285,23 +297,11 @@ mod tests {
     #[tokio::test]
     async fn a_second_replacement_takes_the_sockets_from_the_first() {
         let (_dir, path) = socket_path();
-        let first = TcpListener::bind("127.0.0.1:0").expect("bind");
-        let address = first.local_addr().expect("address");
-        let copy = first.as_fd().try_clone_to_owned().expect("dup");
-        let _first_offer =
-            offer(path.clone(), vec![HandedSocket { address, fd: copy }]).expect("offer");
-        let p = path.clone();
-        let handed = tokio::task::spawn_blocking(move || take(&p))
-            .await
-            .expect("join")
-            .expect("take");
+        let (_first, address, _first_offer) = offered(&path);
+        let handed = taken(&path).await;
         // The replacement takes the path over and offers what it took.
         let _second_offer = offer(path.clone(), handed).expect("offer again");
-        let p = path.clone();
-        let again = tokio::task::spawn_blocking(move || take(&p))
-            .await
-            .expect("join")
-            .expect("take");
+        let again = taken(&path).await;
         assert_eq!(again.len(), 1);
         assert_eq!(again[0].address, address);
     }
