@@ -136,7 +136,7 @@ pub struct ProxyArgs {
     pub access_log: Option<AccessLogTarget>,
     /// Threads that serve client connections, each with a runtime of its own: a connection,
     /// its requests and its upstream connections stay on one thread (no work stealing, no
-    /// wake-ups across threads: bench/RESULTS.md measured 16–19 % less CPU per HTTP/1.1 request
+    /// wake-ups across threads: bench/RESULTS.md measured 6–19 % less CPU per HTTP/1.1 request
     /// on one thread than on one worker of a multi-threaded runtime). 1 runs the whole proxy on
     /// one thread; with more, the control client, health checks and admin endpoint share one
     /// more. Without the flag: a multi-threaded runtime with one worker per CPU
