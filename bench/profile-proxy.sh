@@ -68,9 +68,13 @@ sed -e "s/port: 1808[12]$/port: $BE/" "$REPO/kubeconfig/src/default.yaml" > "$WO
 "$NGINX" -p "$WORK" -c "$WORK/nginx.conf" > "$WORK/nginx.out" 2>&1 &
 STARTED+=($!)
 mkdir -p "$OUTDIR"
+# One thread: --workers 1 where the build has it (a current-thread
+# runtime); TOKIO_WORKER_THREADS=1 for builds from before it.
+WORKERS=()
+"$SWITCHYARD_BIN" proxy --help | grep -q -- '--workers' && WORKERS=(--workers 1)
 TOKIO_WORKER_THREADS=1 RUST_LOG=warn valgrind --tool=callgrind --callgrind-out-file="$OUTDIR/callgrind.out" \
   "$SWITCHYARD_BIN" proxy --id profile --config "$WORK/sy.yaml" \
-  --listener "8080=127.0.0.1:$SY" --admin-listen "127.0.0.1:$SYA" > "$WORK/sy.out" 2>&1 &
+  --listener "8080=127.0.0.1:$SY" --admin-listen "127.0.0.1:$SYA" "${WORKERS[@]}" > "$WORK/sy.out" 2>&1 &
 SYPID=$!
 STARTED+=($SYPID)
 for _ in $(seq 1 300); do

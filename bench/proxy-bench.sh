@@ -397,6 +397,15 @@ cpu_ticks() {
   done
   echo "$total"
 }
+# utime alone (user space; the rest of cpu_ticks is the kernel's work).
+user_ticks() {
+  local total=0 p v
+  for p in "$@"; do
+    v=$(awk '{ sub(/^.*\) /, ""); print $12 }' /proc/"$p"/stat 2>/dev/null || echo 0)
+    total=$((total + v))
+  done
+  echo "$total"
+}
 HZ=$(getconf CLK_TCK)
 
 log "workdir $WORK; $LAYOUT"
@@ -456,7 +465,7 @@ SUMMARY_ENV="$(uname -r); $NCPU CPUs; $("$NGINX" -v 2>&1 | sed 's/.*: //'); $("$
 
 # ---------------------------------------------------------------- one run
 # Results: one line per run in $WORK/results.tsv:
-# proto target conns round requests rps p50_ms p99_ms cpu_ticks be_accepts be_peak errors
+# proto target conns round requests rps p50_ms p99_ms cpu_ticks be_accepts be_peak errors user_ticks
 be_accepts() { curl -s --max-time 2 "http://127.0.0.1:$BE_STATUS/" | awk 'NR==3 {print $1}'; }
 be_peak_sampler() {  # target pids... ; prints peak ESTABLISHED conns to the backend port owned by pids
   local peak=0 n pat
@@ -489,12 +498,13 @@ run_one() {  # proto target conns round
   threads=$(( c < 2 ? 1 : 2 ))
   out=$WORK/run.$proto.$t.$c.$r
   local pids=${PIDS[$t]}
-  local a0 a1 cpu0 cpu1 peak reqs rps p50 p99 errs
+  local a0 a1 cpu0 cpu1 user0 user1 peak reqs rps p50 p99 errs
   a0=$(be_accepts)
   rm -f "$WORK/stop_sampler"
   be_peak_sampler $pids > "$out.peak" &
   local sampler=$!
   cpu0=$(cpu_ticks $pids)
+  user0=$(user_ticks $pids)
   if [ "$proto" = h1 ] || [ "$proto" = https ]; then
     local scheme=http
     [ "$proto" = https ] && scheme=https
@@ -505,6 +515,7 @@ run_one() {  # proto target conns round
       --log-file="$out.log" "http://127.0.0.1:$port/" > "$out" 2>&1 || true
   fi
   cpu1=$(cpu_ticks $pids)
+  user1=$(user_ticks $pids)
   touch "$WORK/stop_sampler"
   wait "$sampler" || true
   peak=$(cat "$out.peak")
@@ -527,8 +538,8 @@ run_one() {  # proto target conns round
   fi
   [ -n "$reqs" ] || { log "run $proto $t c=$c failed: $(tail -3 "$out")"; reqs=0; rps=0; p50=NaN; p99=NaN; errs=NaN; }
   # The stub_status request itself is one accepted connection.
-  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$proto" "$t" "$c" "$r" "$reqs" "$rps" "$p50" "$p99" \
-    $((cpu1 - cpu0)) $((a1 - a0 - 1)) "$peak" "$errs" >> "$WORK/results.tsv"
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$proto" "$t" "$c" "$r" "$reqs" "$rps" "$p50" "$p99" \
+    $((cpu1 - cpu0)) $((a1 - a0 - 1)) "$peak" "$errs" $((user1 - user0)) >> "$WORK/results.tsv"
   log "$proto $t c=$c round $r: $rps req/s p50 ${p50}ms p99 ${p99}ms cpu $((cpu1 - cpu0)) ticks, backend conns opened $((a1 - a0 - 1)) peak $peak, errors $errs"
 }
 
@@ -583,7 +594,7 @@ function push(k, v) { cnt[k]++; vals[k, cnt[k]] = v }
   if (!($1 in pseen)) { pseen[$1] = 1; protos[++np] = $1 }
   if (!($3 in cseen)) { cseen[$3] = 1; conns[++nc] = $3 }
   push(k SUBSEP "rps", $6); push(k SUBSEP "p50", $7); push(k SUBSEP "p99", $8)
-  reqs[k] += $5; ticks[k] += $9
+  reqs[k] += $5; ticks[k] += $9; uticks[k] += $13
   if (!(k in acc) || $10 + 0 > acc[k]) acc[k] = $10 + 0
   if (!(k in peak) || $11 + 0 > peak[k]) peak[k] = $11 + 0
   errs[k] += $12
@@ -593,13 +604,13 @@ END {
   print "# Proxy benchmark"
   print ""
   printf "%d rounds x %d s per cell, interleaved round-robin. %s. %s.\n\n", rounds, secs, layout, envline
-  print "Columns: req/s, p50 and p99 are medians over rounds (h1: wrk --latency; h2c: h2load -m1, percentiles from its per-request log). CPU/req = (utime+stime of the proxy process tree, all threads, from /proc/PID/stat) summed over rounds / requests summed over rounds. BE conns opened = most new connections the backend accepted during one run (nginx stub_status `accepts` delta; includes any health checks). BE conns peak = most ESTABLISHED connections to the backend port owned by the proxy PIDs seen by `ss -tnp` (sampled each second; idle pooled connections left from earlier runs count too, connection counts run in increasing order). vs nginx = ratio to the nginx proxy in the same protocol/connection count. The `backend` row is wrk straight to the backend (no proxy): the ceiling of the load side; its CPU/req is the backend nginx'"'"'s."
+  print "Columns: req/s, p50 and p99 are medians over rounds (h1: wrk --latency; h2c: h2load -m1, percentiles from its per-request log). CPU/req = (utime+stime of the proxy process tree, all threads, from /proc/PID/stat) summed over rounds / requests summed over rounds; user/req is the utime part alone (the rest is kernel time). BE conns opened = most new connections the backend accepted during one run (nginx stub_status `accepts` delta; includes any health checks). BE conns peak = most ESTABLISHED connections to the backend port owned by the proxy PIDs seen by `ss -tnp` (sampled each second; idle pooled connections left from earlier runs count too, connection counts run in increasing order). vs nginx = ratio to the nginx proxy in the same protocol/connection count. The `backend` row is wrk straight to the backend (no proxy): the ceiling of the load side; its CPU/req is the backend nginx'"'"'s."
   print ""
   for (pi = 1; pi <= np; pi++) {
     pr = protos[pi]
     printf "## %s\n\n", (pr == "h1" ? "HTTP/1.1 (wrk)" : pr == "https" ? "HTTPS: TLS 1.3, ECDSA P-256, keep-alive (wrk)" : "HTTP/2 prior knowledge, h2c (h2load)")
-    print "| proxy | conns | req/s | p50 ms | p99 ms | CPU µs/req | BE conns opened | BE conns peak | errors | req/s vs nginx | CPU/req vs nginx |"
-    print "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    print "| proxy | conns | req/s | p50 ms | p99 ms | CPU µs/req | of it user µs/req | BE conns opened | BE conns peak | errors | req/s vs nginx | CPU/req vs nginx |"
+    print "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     for (ci = 1; ci <= nc; ci++) {
       c = conns[ci]
       nk2 = pr SUBSEP "nginx" SUBSEP c
@@ -610,9 +621,10 @@ END {
         if (!(k in seen)) continue
         rps = median(k SUBSEP "rps")
         cpu = reqs[k] > 0 ? ticks[k] / hz * 1e6 / reqs[k] : 0
+        ucpu = reqs[k] > 0 ? uticks[k] / hz * 1e6 / reqs[k] : 0
         r1 = (nrps > 0 && t != "backend") ? sprintf("%.2f", rps / nrps) : "-"
         r2 = (ncpu > 0 && t != "backend") ? sprintf("%.2f", cpu / ncpu) : "-"
-        printf "| %s | %d | %.0f | %.3f | %.3f | %.1f | %s | %s | %d | %s | %s |\n", t, c, rps, median(k SUBSEP "p50"), median(k SUBSEP "p99"), cpu, (t == "backend" ? "-" : acc[k]), (t == "backend" ? "-" : peak[k]), errs[k], r1, r2
+        printf "| %s | %d | %.0f | %.3f | %.3f | %.1f | %.1f | %s | %s | %d | %s | %s |\n", t, c, rps, median(k SUBSEP "p50"), median(k SUBSEP "p99"), cpu, ucpu, (t == "backend" ? "-" : acc[k]), (t == "backend" ? "-" : peak[k]), errs[k], r1, r2
       }
     }
     print ""
@@ -631,7 +643,7 @@ END {
 {
   cat "$OUT.tmp"
   echo
-  echo "Load average after: $(cut -d' ' -f1-3 /proc/loadavg). Raw per-run results (proto target conns round requests rps p50 p99 cpu_ticks be_opened be_peak errors):"
+  echo "Load average after: $(cut -d' ' -f1-3 /proc/loadavg). Raw per-run results (proto target conns round requests rps p50 p99 cpu_ticks be_opened be_peak errors user_ticks):"
   echo
   echo '```'
   cat "$WORK/results.tsv"

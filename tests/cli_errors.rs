@@ -445,3 +445,24 @@ fn proxy_help_documents_the_access_log_and_a_bad_path_stops_the_proxy() -> anyho
     );
     Ok(())
 }
+
+/// `--handoff-socket` in a directory that does not exist: the proxy stops
+/// before serving, naming the path, rather than serving without the
+/// handoff a later replacement would count on.
+#[test]
+fn a_handoff_socket_in_a_missing_directory_stops_the_proxy() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let missing = dir.path().join("no-such-dir").join("edge.sock");
+    let config = write(dir.path(), "config.yaml", &route_yaml("app", "blue"));
+    let args =
+        support::proxy_args_serving(&config, &["--handoff-socket", &missing.to_string_lossy()]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (out, took) = timed(&args)?;
+    fails_fast(
+        "handoff socket in a missing directory",
+        &out,
+        took,
+        &["cannot offer sockets at", "no-such-dir"],
+    );
+    Ok(())
+}

@@ -298,8 +298,12 @@ pub async fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
     // Bound now, listening only once this proxy serves its configuration:
     // a replacement sharing the address (SO_REUSEPORT) must not take
     // connections it would answer 503.
-    let handed = match &args.handoff_socket {
-        Some(path) => take_sockets(path),
+    // Taken off the runtime: a predecessor that does not answer is waited
+    // for (up to the handoff's timeout) on a blocking thread.
+    let handed = match args.handoff_socket.clone() {
+        Some(path) => tokio::task::spawn_blocking(move || take_sockets(&path))
+            .await
+            .context("taking the sockets of --handoff-socket")?,
         None => Vec::new(),
     };
     let mut listeners = Listeners::bind_taking(

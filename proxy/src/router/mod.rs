@@ -141,24 +141,25 @@ pub enum Decision {
 /// How to forward one request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ForwardPlan {
-    /// The route whose rule matched.
-    pub route: ObjectName,
+    /// The route whose rule matched. The plan's parts are shared with the
+    /// compiled rule (reference counts per request, no copies).
+    pub route: Arc<ObjectName>,
     /// Index of that rule in the route's `rules`.
     pub rule_index: usize,
     /// The Service port chosen (by weight) among the rule's backendRefs.
-    pub backend: BackendKey,
+    pub backend: Arc<BackendKey>,
     /// Request header edits: the rule's filters, then the chosen
     /// backendRef's filters, in order.
-    pub request_headers: HeaderEdits,
+    pub request_headers: Arc<HeaderEdits>,
     /// Response header edits, in the same order.
-    pub response_headers: HeaderEdits,
+    pub response_headers: Arc<HeaderEdits>,
     /// URLRewrite hostname: the Host header to send upstream.
     pub host: Option<String>,
     /// URLRewrite path: the new path plus the original query.
     pub path_and_query: Option<String>,
     /// Backends that get a copy of the request (percentages already
     /// decided); their answers are dropped.
-    pub mirrors: Vec<BackendKey>,
+    pub mirrors: Vec<Arc<BackendKey>>,
 }
 
 /// Header edits from header modifier filters.

@@ -13,12 +13,13 @@ use super::regexes::RegexPlan;
 use super::{CompileNote, Decision, DirectResponse, ForwardPlan, HeaderEdits, RespondKind};
 use http::{HeaderValue, StatusCode};
 use std::collections::BTreeSet;
+use std::sync::Arc;
 use switchyard_proto::model::{BackendKey, HttpRoute, ObjectName, PathModifier, RouteRule};
 
 /// A mirror whose backendRef resolved.
 #[derive(Debug, Clone)]
 pub(crate) struct Mirror {
-    backend: BackendKey,
+    backend: Arc<BackendKey>,
     threshold: u64,
 }
 
@@ -27,11 +28,13 @@ pub(crate) struct Mirror {
 pub(crate) struct CompiledBackend {
     weight: u32,
     /// The Service port, or why the ref is invalid (its share answers 500).
-    target: Result<BackendKey, String>,
+    /// Shared (like the edits below) with every request's [`ForwardPlan`]:
+    /// a plan costs reference counts, not copies.
+    target: Result<Arc<BackendKey>, String>,
     /// A RequestRedirect on the ref itself.
     redirect: Option<Redirect>,
-    request: HeaderEdits,
-    response: HeaderEdits,
+    request: Arc<HeaderEdits>,
+    response: Arc<HeaderEdits>,
     host: Option<String>,
     path: Option<PathModifier>,
     mirrors: Vec<Mirror>,
@@ -41,7 +44,7 @@ pub(crate) struct CompiledBackend {
 #[derive(Debug)]
 pub(crate) struct CompiledRule {
     /// The route it belongs to.
-    pub(crate) route: ObjectName,
+    pub(crate) route: Arc<ObjectName>,
     /// Its index in the route's `rules`.
     pub(crate) rule_index: usize,
     /// Its matches (one catch-all when the route listed none).
@@ -78,7 +81,7 @@ impl CompiledRule {
         let mut backends = Vec::with_capacity(rule.backend_refs.len());
         for (j, r) in rule.backend_refs.iter().enumerate() {
             let own = FilterSet::compile(&r.filters, &mut problems);
-            let target = index.resolve(route, r);
+            let target = index.resolve(route, r).map(Arc::new);
             if let Err(why) = &target {
                 problems.push(format!("backendRef {j}: {why}; its share answers 500"));
             }
@@ -97,8 +100,8 @@ impl CompiledRule {
                 weight: r.weight,
                 target,
                 redirect: own.redirect,
-                request,
-                response,
+                request: Arc::new(request),
+                response: Arc::new(response),
                 host: own.rewrite_host.or_else(|| filters.rewrite_host.clone()),
                 path: own.rewrite_path.or_else(|| filters.rewrite_path.clone()),
                 mirrors,
@@ -114,7 +117,7 @@ impl CompiledRule {
             notes.push(CompileNote::route(&name, format!("rule {rule_index}: {p}")));
         }
         CompiledRule {
-            route: name,
+            route: Arc::new(name),
             rule_index,
             matches,
             redirect: filters.redirect,
@@ -135,8 +138,8 @@ impl CompiledRule {
                 continue;
             }
             if let Ok(key) = &b.target {
-                out.insert(key.clone());
-                out.extend(b.mirrors.iter().map(|m| m.backend.clone()));
+                out.insert(BackendKey::clone(key));
+                out.extend(b.mirrors.iter().map(|m| BackendKey::clone(&m.backend)));
             }
         }
     }
@@ -167,7 +170,7 @@ impl CompiledRule {
             return redirect_response(r, &b.response, &view, self.what());
         }
         let backend = match &b.target {
-            Ok(key) => key.clone(),
+            Ok(key) => Arc::clone(key),
             Err(why) => return error_500(format!("{}: {why}", self.what())),
         };
         let path_and_query = b.path.as_ref().map(|m| {
@@ -179,18 +182,18 @@ impl CompiledRule {
             p
         });
         Decision::Forward(ForwardPlan {
-            route: self.route.clone(),
+            route: Arc::clone(&self.route),
             rule_index: self.rule_index,
             backend,
-            request_headers: b.request.clone(),
-            response_headers: b.response.clone(),
+            request_headers: Arc::clone(&b.request),
+            response_headers: Arc::clone(&b.response),
             host: b.host.clone(),
             path_and_query,
             mirrors: b
                 .mirrors
                 .iter()
                 .filter(|m| mirror_taken(m.threshold, random))
-                .map(|m| m.backend.clone())
+                .map(|m| Arc::clone(&m.backend))
                 .collect(),
         })
     }
@@ -210,7 +213,7 @@ fn resolve_mirrors(
         .iter()
         .filter_map(|m| match index.resolve(route, &m.backend_ref) {
             Ok(backend) => Some(Mirror {
-                backend,
+                backend: Arc::new(backend),
                 threshold: m.threshold,
             }),
             Err(why) => {

@@ -234,7 +234,7 @@ pub(crate) fn respond(d: Decision) -> DirectResponse {
 /// The Service name a request is forwarded to, or the status as text.
 pub(crate) fn outcome(d: Decision) -> String {
     match d {
-        Decision::Forward(p) => p.backend.service.name,
+        Decision::Forward(p) => p.backend.service.name.clone(),
         Decision::Respond(r) => r.status.as_u16().to_string(),
     }
 }

@@ -30,6 +30,7 @@
 
 use super::forwarded::{Peer, Scheme};
 use super::service::{self, ConnShared};
+use super::wake_gate::WakeGate;
 use crate::dataplane::DataPlane;
 use crate::metrics::{Limit, TlsOutcome};
 use crate::router::{ListenerKey, Transport};
@@ -222,23 +223,44 @@ async fn serve_http<IO>(
             .reset(Instant::now() + settings.drain_idle_grace);
     }
 
+    // The connection's own signals, polled only when one of them fired
+    // (`wake_gate`): the task wakes several times per request, and
+    // re-polling them each time cost as much as routing a request.
+    let gate = WakeGate::new();
     loop {
-        tokio::select! {
-            result = conn.as_mut() => {
-                if let Err(error) = result {
-                    if let Some(limit) = limit_hit(&*error) {
-                        metrics.record_limit_hit(limit);
-                    }
-                    if let Some(log) = dp.access_log()
-                        && let Some(status) = refused_head(&*error)
-                    {
-                        log.refused(&shared.listener, peer, status, &error);
-                    }
-                    debug!(%error, "client connection ended with an error");
+        // Scoped: the signals are borrowed until `control` is dropped.
+        let event = {
+            let control = async {
+                tokio::select! {
+                    _ = &mut watchdog, if watching => Control::Watchdog,
+                    _ = drain.changed(), if !draining => Control::Drain,
+                    _ = &mut grace, if draining && !shut_down => Control::Grace,
+                    _ = force.changed(), if !force_closed => Control::Force,
+                    else => std::future::pending().await,
                 }
-                break;
+            };
+            tokio::pin!(control);
+            tokio::select! {
+                biased;
+                result = conn.as_mut() => {
+                    if let Err(error) = result {
+                        if let Some(limit) = limit_hit(&*error) {
+                            metrics.record_limit_hit(limit);
+                        }
+                        if let Some(log) = dp.access_log()
+                            && let Some(status) = refused_head(&*error)
+                        {
+                            log.refused(&shared.listener, peer, status, &error);
+                        }
+                        debug!(%error, "client connection ended with an error");
+                    }
+                    break;
+                }
+                event = gate.gated(control.as_mut()) => event,
             }
-            _ = &mut watchdog, if watching => {
+        };
+        match event {
+            Control::Watchdog => {
                 watching = false;
                 if !shared.saw_request.load(Ordering::Relaxed) {
                     metrics.record_limit_hit(Limit::HeaderTimeout);
@@ -246,21 +268,23 @@ async fn serve_http<IO>(
                     break;
                 }
             }
-            _ = drain.changed(), if !draining => {
+            Control::Drain => {
                 draining = true;
                 if shared.saw_h2.load(Ordering::Relaxed) {
                     conn.as_mut().graceful_shutdown();
                     shut_down = true;
                 } else {
-                    grace.as_mut().reset(Instant::now() + settings.drain_idle_grace);
+                    grace
+                        .as_mut()
+                        .reset(Instant::now() + settings.drain_idle_grace);
                 }
             }
-            _ = &mut grace, if draining && !shut_down => {
+            Control::Grace => {
                 // Requests in flight still finish; idle connections close.
                 conn.as_mut().graceful_shutdown();
                 shut_down = true;
             }
-            _ = force.changed(), if !force_closed => {
+            Control::Force => {
                 force_closed = true;
                 if *force.borrow() {
                     debug!("closing client connection: drain timeout passed");
@@ -281,6 +305,18 @@ async fn serve_http<IO>(
             }
         }
     }
+}
+
+/// Which of a connection's own signals fired.
+enum Control {
+    /// The first-request watchdog's time is up.
+    Watchdog,
+    /// The proxy started draining.
+    Drain,
+    /// An HTTP/1 connection's drain grace period ended.
+    Grace,
+    /// The drain deadline signal changed.
+    Force,
 }
 
 /// Resolves once `force` says the drain deadline passed; never if `serve`

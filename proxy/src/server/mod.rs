@@ -46,6 +46,7 @@ pub mod sockets;
 mod tunnel;
 mod upgrade;
 mod upload;
+mod wake_gate;
 pub mod workers;
 
 use crate::dataplane::DataPlane;

@@ -195,8 +195,8 @@ enum Accounting {
     Unrouted,
     /// A route sent it to a backend.
     Forwarded {
-        route: ObjectName,
-        backend: BackendKey,
+        route: Arc<ObjectName>,
+        backend: Arc<BackendKey>,
         /// The tracked backend, whose counters are cached; `None` when the
         /// backend is unknown.
         handle: Option<Arc<Backend>>,
@@ -237,7 +237,7 @@ async fn gate_and_route(
         Decision::Respond(direct) => (direct_response(dp, trail, direct), Accounting::Unrouted),
         Decision::Forward(plan) => {
             trail.routed(&plan);
-            let handle = served.backends.get(&plan.backend).cloned();
+            let handle = served.backends.get(plan.backend.as_ref()).cloned();
             let request = Inbound {
                 parts,
                 body,
@@ -288,7 +288,7 @@ async fn forward_plan(
                 .record_upgrade(&backend_labels(&plan.backend), UpgradeOutcome::Failed);
         }
         let error = ProxyError::BackendUnknown {
-            backend: plan.backend.clone(),
+            backend: BackendKey::clone(&plan.backend),
         };
         return error_response(dp, trail, &error);
     };
@@ -319,14 +319,33 @@ async fn forward_plan(
         .mirrors
         .iter()
         .filter_map(|key| {
-            let found = served.backends.get(key);
+            let found = served.backends.get(key.as_ref());
             if found.is_none() {
                 debug!(mirror = %key, "mirror backend not tracked; copy skipped");
             }
             found
         })
         .collect();
-    let (client_body, client_failed, mirror_bodies) = ClientBody::new(body, mirrors.len());
+    // An ended body (most requests: no body at all) is sent as an empty
+    // one: nothing to tee, to watch or to fail, and nothing allocated.
+    let no_failure = AtomicBool::new(false);
+    let (body, client_failed, mirror_bodies, upload) = if body.is_end_stream() {
+        let empties = mirrors.iter().map(|_| body::empty()).collect();
+        (body::empty(), None, empties, None)
+    } else {
+        let (client_body, failed, mirror_bodies) = ClientBody::new(body, mirrors.len());
+        // The upload is watched only while there is one to wait for.
+        let upload = Upload::new();
+        let idle = dp.settings().request_body_idle_timeout;
+        let timed = TimedBody::new(client_body, Arc::clone(&upload), idle);
+        (
+            timed.boxed_unsync(),
+            Some(failed),
+            mirror_bodies,
+            Some(upload),
+        )
+    };
+    let client_failed: &AtomicBool = client_failed.as_deref().unwrap_or(&no_failure);
     for (mirror_backend, mirror_body) in mirrors.into_iter().zip(mirror_bodies) {
         if let Some(mut copy) = copy_request(&parts, mirror_body) {
             if upgrade.is_some() {
@@ -335,18 +354,9 @@ async fn forward_plan(
             mirror::spawn(dp.mirror_limiter(), Arc::clone(mirror_backend), copy);
         }
     }
-    // The upload is watched only while there is one to wait for.
-    let (body, upload) = if client_body.is_end_stream() {
-        (client_body.map_err(Into::into).boxed_unsync(), None)
-    } else {
-        let upload = Upload::new();
-        let idle = dp.settings().request_body_idle_timeout;
-        let timed = TimedBody::new(client_body, Arc::clone(&upload), idle);
-        (timed.boxed_unsync(), Some(upload))
-    };
     let req = Request::from_parts(parts, trail.count_upload(body));
     // Layer 8: upstream.
-    let answer = forward_timed(backend, req, &client_failed, upload.as_ref()).await;
+    let answer = forward_timed(backend, req, client_failed, upload.as_ref()).await;
     // Layer 9: response shaping.
     let outcome = |outcome| {
         if upgrade.is_some() {

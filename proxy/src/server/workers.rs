@@ -5,7 +5,7 @@
 //! no work stealing and no wake-ups across threads, which is what makes one
 //! thread cheaper per request than a worker of a multi-threaded runtime
 //! (bench/RESULTS.md). The upstream pools keep one idle list per worker
-//! ([`current`] says whose), so a request reuses a connection its own
+//! ([`current`] says whose, the main thread having a list of its own), so a request reuses a connection its own
 //! thread runs.
 //!
 //! The accept loops, the control client, health checks and the admin
@@ -30,10 +30,19 @@ thread_local! {
     static INDEX: Cell<usize> = const { Cell::new(0) };
 }
 
-/// The worker this thread is (0 on any other thread, the main runtime's
-/// included).
+/// This thread's slot among the per-worker lists of a `--workers N`
+/// proxy: 1 + I on worker I, 0 on any other thread (the main runtime's:
+/// health checks, the control client), so that no worker shares its list
+/// with the main thread.
 pub fn current() -> usize {
     INDEX.with(Cell::get)
+}
+
+/// How many per-thread slots a proxy with `workers` (the `--workers`
+/// setting, 0 when not given) needs: with worker threads, one each plus
+/// the main thread's; without, one list shared by the runtime's threads.
+pub fn slots(workers: usize) -> usize {
+    if workers > 1 { workers + 1 } else { 1 }
 }
 
 /// A connection's task, built on the worker that runs it.
@@ -67,7 +76,7 @@ impl Workers {
             let thread = std::thread::Builder::new()
                 .name(format!("switchyard-worker-{index}"))
                 .spawn(move || {
-                    INDEX.with(|i| i.set(index));
+                    INDEX.with(|i| i.set(index + 1));
                     runtime.block_on(run(rx, done));
                 })?;
             senders.push(tx);
@@ -134,6 +143,16 @@ mod tests {
     use super::*;
     use std::io::{Read, Write};
 
+    /// Worker threads each have a slot, the main thread one of its own;
+    /// without worker threads there is one shared list.
+    #[test]
+    fn the_main_thread_has_a_slot_no_worker_shares() {
+        assert_eq!(current(), 0);
+        assert_eq!(slots(0), 1);
+        assert_eq!(slots(1), 1);
+        assert_eq!(slots(3), 4);
+    }
+
     /// Each connection runs on a worker thread, in turn, and the workers
     /// stop when told.
     #[tokio::test]
@@ -165,10 +184,10 @@ mod tests {
         assert_eq!(
             seen,
             [
-                "switchyard-worker-0 0\n",
-                "switchyard-worker-1 1\n",
-                "switchyard-worker-0 0\n",
-                "switchyard-worker-1 1\n"
+                "switchyard-worker-0 1\n",
+                "switchyard-worker-1 2\n",
+                "switchyard-worker-0 1\n",
+                "switchyard-worker-1 2\n"
             ]
         );
         workers.finish().await;

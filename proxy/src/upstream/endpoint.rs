@@ -245,7 +245,7 @@ impl Endpoint {
             // the backend is never ready, never cut over to.
             warn!(endpoint = %addr, reason = %why, "backend endpoint not connected to: its BackendTLSPolicy cannot be used");
         }
-        let idle_lists = (0..ctx.settings.workers.max(1))
+        let idle_lists = (0..crate::server::workers::slots(ctx.settings.workers))
             .map(|_| Mutex::new(Vec::new()))
             .collect();
         Endpoint {

@@ -252,16 +252,21 @@ pub async fn forward_timed(
     let ctx = backend.context();
     let settings = &ctx.settings;
     let mut req = req;
+    // Endpoints an earlier attempt failed on; the current attempt's is
+    // added only when another attempt follows, so that the usual single
+    // attempt allocates nothing.
     let mut tried: Vec<SocketAddr> = Vec::new();
+    let mut failed_on: Option<SocketAddr> = None;
     let mut last_error: Option<ProxyError> = None;
     for attempt in 0..settings.max_attempts.max(1) {
+        tried.extend(failed_on.take());
         let Some(endpoint) = backend.select(&tried) else {
             break;
         };
         if attempt > 0 {
             ctx.metrics.retries.get_or_create(backend.labels()).inc();
         }
-        tried.push(endpoint.addr);
+        failed_on = Some(endpoint.addr);
         let in_flight = endpoint.begin();
         let mut sender = match endpoint.checkout(backend.labels()).await {
             Ok(sender) => sender,
@@ -316,10 +321,7 @@ pub async fn forward_timed(
             }
             Some(Ok(resp)) => {
                 endpoint.record_success();
-                ctx.metrics
-                    .upstream_latency
-                    .get_or_create(backend.labels())
-                    .observe(started.elapsed().as_secs_f64());
+                backend.observe_latency(started.elapsed().as_secs_f64());
                 if resp.status() == StatusCode::SWITCHING_PROTOCOLS {
                     return Ok(Answer::Switched(Switched {
                         response: resp,
@@ -357,7 +359,7 @@ pub async fn forward_timed(
                     // pooled connection went stale, not the endpoint, so
                     // the endpoint stays eligible (a new connection).
                     req = unsent;
-                    tried.pop();
+                    failed_on = None;
                     last_error = Some(ProxyError::Connect {
                         backend: backend.key().clone(),
                         endpoint: endpoint.addr,

@@ -124,6 +124,10 @@ pub struct Backend {
     /// Whether it was last resolved as a GRPCRoute's backend.
     grpc: AtomicBool,
     request_counters: RequestCounterCache,
+    /// Its series of the upstream latency histogram, resolved on first use
+    /// (families never drop a series, so the handle stays the exported
+    /// one): no label hashing per request.
+    latency: std::sync::OnceLock<prometheus_client::metrics::histogram::Histogram>,
 }
 
 impl Backend {
@@ -138,12 +142,26 @@ impl Backend {
             generation: AtomicU64::new(0),
             grpc: AtomicBool::new(false),
             request_counters: RequestCounterCache::default(),
+            latency: std::sync::OnceLock::new(),
         }
     }
 
     /// Request counters of this backend, by route and status class.
     pub fn request_counters(&self) -> &RequestCounterCache {
         &self.request_counters
+    }
+
+    /// Records one upstream response time.
+    pub fn observe_latency(&self, seconds: f64) {
+        self.latency
+            .get_or_init(|| {
+                self.ctx
+                    .metrics
+                    .upstream_latency
+                    .get_or_create(&self.info.labels)
+                    .clone()
+            })
+            .observe(seconds);
     }
 
     /// `namespace/name:port`.

@@ -84,7 +84,7 @@ fn url_rewrite_host_full_path_and_prefix_keep_the_query() {
     assert_eq!(p.host, None);
     assert_eq!(p.path_and_query.as_deref(), Some("/rewritten-full"));
     let p = forward(t.route(&gw80(), &get("h", "/prefix/x"), 0));
-    assert_eq!(p.route, ObjectName::new(INFRA, "r"));
+    assert_eq!(*p.route, ObjectName::new(INFRA, "r"));
     assert_eq!(p.rule_index, 0);
 }
 
@@ -214,7 +214,7 @@ fn mirrors_by_percent_and_invalid_mirrors_are_dropped_with_a_note() {
         assert_eq!(p.backend.service.name, "v1");
         p.mirrors
             .into_iter()
-            .map(|b| b.service.name)
+            .map(|b| b.service.name.clone())
             .collect::<Vec<_>>()
     };
     assert_eq!(mirrors(0), ["v2", "v3"]);
