@@ -6,11 +6,13 @@
 #
 # Usage:  bash bench/profile-proxy.sh
 # Environment: PROFILE_SECONDS=15, PROFILE_CONNS=32, PROFILE_PORT_BASE=28280,
+#              PROFILE_PROTO=h1 (wrk) or h2c (h2load -m1, HTTP/2 prior knowledge),
 #              SWITCHYARD_BIN, PROFILE_OUT=target/bench/profile (callgrind.out + report)
 set -euo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 SECS=${PROFILE_SECONDS:-15}
 CONNS=${PROFILE_CONNS:-32}
+PROTO=${PROFILE_PROTO:-h1}
 BASE=${PROFILE_PORT_BASE:-28280}
 OUTDIR=${PROFILE_OUT:-$REPO/target/bench/profile}
 BE=$BASE; SY=$((BASE + 1)); SYA=$((BASE + 2))
@@ -20,6 +22,7 @@ need=()
 command -v valgrind >/dev/null || need+=(valgrind)
 command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || need+=(nginx)
 command -v wrk >/dev/null || need+=(wrk)
+command -v h2load >/dev/null || need+=(nghttp2-client)
 command -v curl >/dev/null || need+=(curl)
 if [ ${#need[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
@@ -81,7 +84,11 @@ for _ in $(seq 1 300); do
   [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "http://127.0.0.1:$SY/" || true)" = 200 ] && break
   sleep 0.2
 done
-wrk -t2 -c"$CONNS" -d"${SECS}s" --latency "http://127.0.0.1:$SY/" | tee "$OUTDIR/wrk.txt" >&2
+if [ "$PROTO" = h2c ]; then
+  h2load -t2 -c"$CONNS" -m1 -D"$SECS" "http://127.0.0.1:$SY/" | tee "$OUTDIR/load.txt" >&2
+else
+  wrk -t2 -c"$CONNS" -d"${SECS}s" --latency "http://127.0.0.1:$SY/" | tee "$OUTDIR/load.txt" >&2
+fi
 kill -TERM $SYPID
 for _ in $(seq 1 100); do kill -0 $SYPID 2>/dev/null || break; sleep 0.2; done
 { callgrind_annotate --inclusive=no "$OUTDIR/callgrind.out" 2>/dev/null || true; } | head -80 > "$OUTDIR/self.txt" || true

@@ -28,6 +28,7 @@
 //! Not here: accepting connections and waiting for all of them
 //! ([`super::serve`]), what a request does ([`super::service`]).
 
+use super::StreamExecutor;
 use super::forwarded::{Peer, Scheme};
 use super::service::{self, ConnShared};
 use super::wake_gate::WakeGate;
@@ -35,7 +36,7 @@ use crate::dataplane::DataPlane;
 use crate::metrics::{Limit, TlsOutcome};
 use crate::router::{ListenerKey, Transport};
 use http::StatusCode;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::TokioIo;
 use hyper_util::server::conn::auto::Builder;
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -66,7 +67,7 @@ pub(crate) struct Signals {
 /// closed at once when the listener cannot be served.
 pub(crate) async fn serve_connection(
     dp: Arc<DataPlane>,
-    builder: Arc<Builder<TokioExecutor>>,
+    builder: Arc<Builder<StreamExecutor>>,
     stream: TcpStream,
     listener: Arc<ListenerKey>,
     signals: Signals,
@@ -113,7 +114,7 @@ pub(crate) async fn serve_connection(
 /// HTTP over it.
 async fn serve_tls(
     dp: Arc<DataPlane>,
-    builder: Arc<Builder<TokioExecutor>>,
+    builder: Arc<Builder<StreamExecutor>>,
     stream: TcpStream,
     config: Arc<rustls::ServerConfig>,
     peer: Option<SocketAddr>,
@@ -163,7 +164,7 @@ struct Accepted {
 /// the connection ends, per the module's drain protocol.
 async fn serve_http<IO>(
     dp: Arc<DataPlane>,
-    builder: Arc<Builder<TokioExecutor>>,
+    builder: Arc<Builder<StreamExecutor>>,
     io: IO,
     transport: Accepted,
     listener: Arc<ListenerKey>,

@@ -53,7 +53,7 @@ use crate::dataplane::DataPlane;
 use crate::metrics::Limit;
 use crate::router::ListenerKey;
 use crate::settings::DataPlaneSettings;
-use hyper_util::rt::{TokioExecutor, TokioTimer};
+use hyper_util::rt::TokioTimer;
 use hyper_util::server::conn::auto::Builder;
 use std::future::Future;
 use std::io;
@@ -103,8 +103,26 @@ pub(crate) fn reserve_reuseport(addr: SocketAddr) -> io::Result<TcpSocket> {
     Ok(socket)
 }
 
-fn http_builder(settings: &DataPlaneSettings) -> Builder<TokioExecutor> {
-    let mut builder = Builder::new(TokioExecutor::new());
+/// Runs each HTTP/2 stream hyper hands over as a task, boxed first. A
+/// stream's future holds the whole request stack's (several KiB); moved
+/// into a task unboxed it is copied whole several times on the way (about
+/// a tenth of an h2c request's instructions, bench/RESULTS.md), boxed it
+/// is copied once.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct StreamExecutor;
+
+impl<F> hyper::rt::Executor<F> for StreamExecutor
+where
+    F: std::future::Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    fn execute(&self, future: F) {
+        tokio::spawn(Box::pin(future));
+    }
+}
+
+fn http_builder(settings: &DataPlaneSettings) -> Builder<StreamExecutor> {
+    let mut builder = Builder::new(StreamExecutor);
     builder
         .http1()
         .timer(TokioTimer::new())
@@ -125,7 +143,7 @@ fn http_builder(settings: &DataPlaneSettings) -> Builder<TokioExecutor> {
 /// State one `serve` call shares with its accept loops.
 struct Accepting {
     dp: Arc<DataPlane>,
-    builder: Arc<Builder<TokioExecutor>>,
+    builder: Arc<Builder<StreamExecutor>>,
     draining: Arc<AtomicBool>,
     /// Turns true when the accept loops are to stop (and close their
     /// sockets); before `drain`, see `serve`.

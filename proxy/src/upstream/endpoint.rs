@@ -385,6 +385,10 @@ impl Endpoint {
     /// connection, or a new one when it closed (counted as opened for
     /// `opener`).
     pub async fn checkout(&self, opener: &BackendLabels) -> Result<Sender, ConnectError> {
+        // Connecting is the cold path and its future (TCP, TLS, the HTTP
+        // handshake) the largest part of a request's: boxed, so that every
+        // request's future — moved whole when it is spawned or stored —
+        // does not carry its space.
         if self.protocol.is_http2() {
             return self.checkout_h2(opener).await;
         }
@@ -409,7 +413,7 @@ impl Endpoint {
                 return Ok(sender);
             }
         }
-        self.connect_http1(opener).await
+        Box::pin(self.connect_http1(opener)).await
     }
 
     async fn checkout_h2(&self, opener: &BackendLabels) -> Result<Sender, ConnectError> {
@@ -420,7 +424,7 @@ impl Endpoint {
                 tls: self.is_tls(),
             },
             None => {
-                let fresh = self.connect_http2(opener).await?;
+                let fresh = Box::pin(self.connect_http2(opener)).await?;
                 let mut slot = lock(&self.h2);
                 // Two requests may have opened one at once: keep the first
                 // one stored that is still open, and use it.
