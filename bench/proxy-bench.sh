@@ -388,24 +388,19 @@ tree_pids() {
   for k in $kids; do out="$out $(tree_pids "$k")"; done
   echo "$out"
 }
-# utime+stime in clock ticks, summed over the given PIDs (all their threads).
-cpu_ticks() {
-  local total=0 p v
+# Clock ticks summed over the given PIDs (all their threads): the awk
+# expression $1 over utime ($12) and stime ($13) of /proc/PID/stat.
+proc_ticks() {
+  local expr=$1 total=0 p v
+  shift
   for p in "$@"; do
-    v=$(awk '{ sub(/^.*\) /, ""); print $12 + $13 }' /proc/"$p"/stat 2>/dev/null || echo 0)
+    v=$(awk "{ sub(/^.*\\) /, \"\"); print $expr }" /proc/"$p"/stat 2>/dev/null || echo 0)
     total=$((total + v))
   done
   echo "$total"
 }
-# utime alone (user space; the rest of cpu_ticks is the kernel's work).
-user_ticks() {
-  local total=0 p v
-  for p in "$@"; do
-    v=$(awk '{ sub(/^.*\) /, ""); print $12 }' /proc/"$p"/stat 2>/dev/null || echo 0)
-    total=$((total + v))
-  done
-  echo "$total"
-}
+cpu_ticks() { proc_ticks '$12 + $13' "$@"; }   # user + kernel
+user_ticks() { proc_ticks '$12' "$@"; }        # user space alone
 HZ=$(getconf CLK_TCK)
 
 log "workdir $WORK; $LAYOUT"
