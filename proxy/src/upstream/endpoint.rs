@@ -186,9 +186,10 @@ pub struct Endpoint {
     vouched: AtomicBool,
     health: Mutex<HealthTracker>,
     outlier: Mutex<OutlierDetector>,
-    /// Idle HTTP/1.1 connections, one list per worker thread
-    /// (`server::workers`): a connection's task runs on the worker that
-    /// opened it, and a request reuses one of its own thread's.
+    /// Idle HTTP/1.1 connections, one list per thread slot
+    /// (`server::workers::slots`: each worker's, and the main thread's):
+    /// a connection's task runs on the thread that opened it, and a
+    /// request reuses one of its own thread's.
     idle: Box<[Mutex<Vec<IdleConn>>]>,
     retired: AtomicBool,
     checker: Mutex<Option<AbortHandle>>,
@@ -385,10 +386,6 @@ impl Endpoint {
     /// connection, or a new one when it closed (counted as opened for
     /// `opener`).
     pub async fn checkout(&self, opener: &BackendLabels) -> Result<Sender, ConnectError> {
-        // Connecting is the cold path and its future (TCP, TLS, the HTTP
-        // handshake) the largest part of a request's: boxed, so that every
-        // request's future — moved whole when it is spawned or stored —
-        // does not carry its space.
         if self.protocol.is_http2() {
             return self.checkout_h2(opener).await;
         }
@@ -413,6 +410,10 @@ impl Endpoint {
                 return Ok(sender);
             }
         }
+        // Connecting is the cold path and its future (TCP, TLS, the HTTP
+        // handshake) the largest part of a request's: boxed, here and in
+        // `checkout_h2`, so that every request's future — moved whole when
+        // it is spawned or stored — does not carry its space.
         Box::pin(self.connect_http1(opener)).await
     }
 

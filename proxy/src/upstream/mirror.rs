@@ -44,23 +44,19 @@ pub struct ClientBody {
 }
 
 impl ClientBody {
-    /// Wraps `inner`, creating one body per mirror. Returns the wrapper, a
-    /// flag that turns true if the client's body fails, and the mirror
-    /// bodies.
+    /// Wraps `inner`, a body that has not ended yet, creating one body per
+    /// mirror. Returns the wrapper, a flag that turns true if the client's
+    /// body fails, and the mirror bodies. (hyper never polls an ended body,
+    /// so nothing would reach the mirrors' channels: the request stack
+    /// sends an ended one, and its mirrors' copies, as empty bodies.)
     pub fn new(inner: Incoming, mirrors: usize) -> (ClientBody, Arc<AtomicBool>, Vec<ProxyBody>) {
         let failed = Arc::new(AtomicBool::new(false));
-        let mut senders = Vec::new();
-        let mut bodies = Vec::new();
+        let mut senders = Vec::with_capacity(mirrors);
+        let mut bodies = Vec::with_capacity(mirrors);
         for _ in 0..mirrors {
-            if inner.is_end_stream() {
-                // hyper will never poll an ended body, so nothing would
-                // reach a channel: mirrors get an empty body directly.
-                bodies.push(crate::body::empty());
-            } else {
-                let (tx, rx) = mpsc::channel(MIRROR_BUFFER_FRAMES);
-                senders.push(tx);
-                bodies.push(MirrorBody { rx, ended: false }.boxed_unsync());
-            }
+            let (tx, rx) = mpsc::channel(MIRROR_BUFFER_FRAMES);
+            senders.push(tx);
+            bodies.push(MirrorBody { rx, ended: false }.boxed_unsync());
         }
         let body = ClientBody {
             inner,
