@@ -38,6 +38,7 @@ use imbl::ordmap::DiffItem;
 use std::collections::VecDeque;
 use std::future::Future;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// A set's SHA-256 over its entries' canonical bytes, in key order.
 pub type Digest = [u8; 32];
@@ -344,6 +345,9 @@ pub struct SetSender<K: Ord + Clone, V: Clone> {
     named: Option<u64>,
     /// A set whose digest the receiver did not know: it goes whole.
     unknown: Option<u64>,
+    /// When the last answered exchange started: the receiver's copy is
+    /// as fresh as that (see [`SetSender::due`]).
+    answered_at: Option<Instant>,
 }
 
 impl<K: Ord + Clone, V: Clone> Default for SetSender<K, V> {
@@ -353,6 +357,7 @@ impl<K: Ord + Clone, V: Clone> Default for SetSender<K, V> {
             last: None,
             named: None,
             unknown: None,
+            answered_at: None,
         }
     }
 }
@@ -430,6 +435,42 @@ impl<K: Ord + Clone + Canonical, V: Clone + PartialEq + Canonical> SetSender<K, 
     pub fn reset(&mut self) {
         self.acked = None;
         self.unknown = None;
+        self.answered_at = None;
+    }
+
+    /// Whether a round should send `current` at `now`: the receiver is not
+    /// known to hold it (it changed since the set acknowledged, or nothing
+    /// is), or its copy is due for renewal (`renew_every` since the last
+    /// answered exchange began: what it holds is only as fresh as its
+    /// last word from this sender, and leases and evidence expire). A
+    /// round woken by a change that left this set alone skips it: with a
+    /// fleet behind one leader, that halves the calls a change costs.
+    /// Equality is a diff that skips shared subtrees: O(1) for the same
+    /// map, O(C log R) for one derived from the acknowledged set by C
+    /// updates, O(R) at worst.
+    pub fn due(&self, current: &OrdMap<K, V>, now: Instant, renew_every: Duration) -> bool {
+        let held =
+            matches!(&self.acked, Some((_, acked)) if acked.ptr_eq(current) || acked == current);
+        !held
+            || self
+                .renewal_at(renew_every)
+                .is_none_or(|renew_at| now >= renew_at)
+    }
+
+    /// When the set the receiver holds is due for renewal (`None`: it
+    /// holds nothing known, so any round sends).
+    pub fn renewal_at(&self, renew_every: Duration) -> Option<Instant> {
+        self.acked.as_ref()?;
+        self.answered_at.map(|at| at + renew_every)
+    }
+
+    /// How long from `now` until the held set is due for renewal, at most
+    /// `renew_every` (also when nothing is held: a sender's loop waits
+    /// that long before trying again, never spins).
+    pub fn until_renewal(&self, now: Instant, renew_every: Duration) -> Duration {
+        self.renewal_at(renew_every)
+            .map_or(renew_every, |at| at.saturating_duration_since(now))
+            .min(renew_every)
     }
 
     /// Whether the next update will be whole.
@@ -442,7 +483,8 @@ impl<K: Ord + Clone + Canonical, V: Clone + PartialEq + Canonical> SetSender<K, 
     /// or a digest were not taken, sends again at once (changes not taken
     /// are followed by the digest or the whole set, a digest not known by
     /// the whole set, which is always taken: at most three calls). `call` answers with its own result and
-    /// the sequence held; its error ends the exchange with nothing noted.
+    /// the sequence held; its error ends the exchange with nothing noted
+    /// but that the set is due again ([`SetSender::due`]).
     pub async fn send<T, E, Fut>(
         &mut self,
         current: &OrdMap<K, V>,
@@ -452,10 +494,20 @@ impl<K: Ord + Clone + Canonical, V: Clone + PartialEq + Canonical> SetSender<K, 
         Fut: Future<Output = Result<(T, u64), E>>,
     {
         loop {
+            let started = Instant::now();
             let update = self.prepare(current);
             let whole = matches!(update, SetUpdate::Whole { .. });
-            let (answer, held) = call(update).await?;
+            let (answer, held) = match call(update).await {
+                Ok(answered) => answered,
+                Err(e) => {
+                    // Whoever answers next may be another receiver (a
+                    // failover): the set is due again, changed or not.
+                    self.answered_at = None;
+                    return Err(e);
+                }
+            };
             self.answered(held);
+            self.answered_at = Some(started);
             if whole || !self.sends_whole() {
                 return Ok(answer);
             }

@@ -303,6 +303,56 @@ fn only_the_most_recent_large_sets_are_remembered() {
     assert!(known.get(&digest(&large(100, 1))).is_some());
 }
 
+#[test]
+fn a_set_the_receiver_holds_is_due_again_only_for_renewal() {
+    let every = std::time::Duration::from_secs(1);
+    let mut sender = SetSender::default();
+    let mut receiver = HeldSet::default();
+    let mut current = set(&[(1, 10), (2, 20)]);
+    let mut exchange = |sender: &mut SetSender<u32, u32>, current: &OrdMap<u32, u32>| {
+        let sent: Result<(), ()> = block_on_ready(sender.send(current, |update| {
+            receiver.take(update).unwrap();
+            std::future::ready(Ok(((), receiver.seq())))
+        }));
+        sent.unwrap();
+    };
+    let before = Instant::now();
+    assert!(sender.due(&current, before, every), "nothing held yet");
+    assert_eq!(sender.renewal_at(every), None);
+
+    exchange(&mut sender, &current);
+    let renew_at = sender.renewal_at(every).unwrap();
+    assert!(renew_at >= before + every && renew_at <= Instant::now() + every);
+    // Held and fresh: not due, whether the same map or an equal one.
+    assert!(!sender.due(&current, renew_at - every, every));
+    assert!(!sender.due(&set(&[(1, 10), (2, 20)]), renew_at - every, every));
+    // Fresh no longer: due though unchanged.
+    assert!(sender.due(&current, renew_at, every));
+    assert_eq!(sender.until_renewal(renew_at - every / 4, every), every / 4);
+    assert_eq!(sender.until_renewal(renew_at, every), Duration::ZERO);
+    assert_eq!(sender.until_renewal(renew_at - every * 2, every), every);
+
+    // Changed: due at once.
+    current.insert(3, 30);
+    assert!(sender.due(&current, renew_at - every, every));
+    exchange(&mut sender, &current);
+    assert!(!sender.due(&current, Instant::now(), every));
+
+    // A failed exchange: whoever answers next may hold nothing.
+    let failed: Result<(), ()> =
+        block_on_ready(sender.send(&current, |_| std::future::ready(Err(()))));
+    assert!(failed.is_err());
+    assert!(sender.due(&current, Instant::now(), every));
+    exchange(&mut sender, &current);
+    assert!(!sender.due(&current, Instant::now(), every));
+
+    // A new registration holds nothing.
+    sender.reset();
+    assert!(sender.due(&current, Instant::now(), every));
+    assert_eq!(sender.renewal_at(every), None);
+    assert_eq!(sender.until_renewal(Instant::now(), every), every);
+}
+
 /// Drives a future that never waits (the calls above answer at once).
 fn block_on_ready<F: std::future::Future>(future: F) -> F::Output {
     let waker = std::task::Waker::noop();

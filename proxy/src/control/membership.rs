@@ -1,13 +1,17 @@
 //! This proxy's membership of the fleet, all with the leader: register,
-//! then report readiness evidence and heartbeat every round, register
-//! again when the leader no longer knows this registration, deregister on
-//! shutdown.
+//! then report readiness evidence and heartbeat the generations served,
+//! register again when the leader no longer knows this registration,
+//! deregister on shutdown.
 //!
 //! Evidence and applied generations go whole once, then as the changes
 //! since what the leader acknowledged ([`switchyard_proto::incremental`]):
-//! a round in which nothing changed sends two small messages, whatever
+//! a renewal in which nothing changed is two small messages, whatever
 //! the number of routes. When an answer shows the leader holds something
-//! else (a new leader, a lost answer), the set goes whole at once.
+//! else (a new leader, a lost answer), the set goes whole at once. A round
+//! runs every heartbeat interval and whenever the served generations, the
+//! evidence or the listener sockets change; it sends each set only when it
+//! changed or is an interval old, so a change costs the leader one call
+//! per proxy, not two.
 //!
 //! Owns: the unary `FleetService` calls (each to the leader as far as this
 //! proxy knows, following "not the leader" hints), the registration id
@@ -47,7 +51,19 @@ struct Senders {
     evidence: SetSender<BackendKey, BackendEvidence>,
 }
 
-/// Registers, then reports and heartbeats every round until aborted;
+impl Senders {
+    /// How long until the first of the two sets is due for renewal, at
+    /// most `interval`: however often changes wake the loop, the leader
+    /// hears both sets at least every interval.
+    fn until_renewal(&self, interval: Duration) -> Duration {
+        let now = std::time::Instant::now();
+        self.applied
+            .until_renewal(now, interval)
+            .min(self.evidence.until_renewal(now, interval))
+    }
+}
+
+/// Registers, then reports and heartbeats round after round until aborted;
 /// registers again whenever the leader no longer knows this registration.
 pub(super) async fn run(shared: Arc<Shared>) {
     let mut senders = Senders::default();
@@ -92,6 +108,9 @@ pub(super) async fn run(shared: Arc<Shared>) {
         // A new registration holds nothing on the leader.
         senders.applied.reset();
         senders.evidence.reset();
+        // Whether the listener sockets changed since the last report the
+        // leader answered (they ride along with the evidence).
+        let mut sockets_unsent = true;
         // Whether this streak of failed rounds has had its one retry at
         // once, after a refusal that named the leader.
         let mut followed_hint = false;
@@ -105,12 +124,22 @@ pub(super) async fn run(shared: Arc<Shared>) {
             // is followed at once, once per streak (a coordinator names a
             // leader only when it heard from it within two heartbeats, so
             // the hint is fresh; once per streak, so two coordinators that
-            // disagree for a moment cannot make a loop of it).
-            let mut pause = interval;
-            match round(&shared, &mut lag, &mut senders).await {
+            // disagree for a moment cannot make a loop of it). After a
+            // round that went through, the next comes when a set is due
+            // for renewal, or sooner on a change.
+            let pause = match round(
+                &shared,
+                &mut lag,
+                &mut senders,
+                interval,
+                &mut sockets_unsent,
+            )
+            .await
+            {
                 Ok(()) => {
                     backoff.reset();
                     followed_hint = false;
+                    senders.until_renewal(interval)
                 }
                 Err(e) if e.is_unknown_registration() => {
                     log_error!(
@@ -123,19 +152,19 @@ pub(super) async fn run(shared: Arc<Shared>) {
                 }
                 Err(e) => {
                     log_error!(round_level(&e), &e, "heartbeat or readiness report failed");
-                    pause = if e.leader_hint().is_some() && !followed_hint {
+                    if e.leader_hint().is_some() && !followed_hint {
                         followed_hint = true;
                         Duration::ZERO
                     } else {
                         backoff.next_delay().min(interval)
-                    };
+                    }
                 }
-            }
+            };
             tokio::select! {
                 _ = tokio::time::sleep(pause) => {}
                 _ = shared.report_now.notified() => {}
                 _ = readiness.changed() => {}
-                _ = sockets.changed() => {}
+                _ = sockets.changed() => sockets_unsent = true,
             }
         }
     }
@@ -156,24 +185,54 @@ fn round_level(e: &ControlError) -> Level {
 }
 
 /// One round: evidence first — a new leader learns readiness as soon as it
-/// hears from this proxy — then the heartbeat renews the lease. A failed
-/// report does not skip the heartbeat, unless it says the registration is
-/// unknown; the round then fails with the report's error even when the
-/// heartbeat (sent to the leader the refusal named) succeeded, so the
-/// evidence follows after a short pause, not a whole interval later.
+/// hears from this proxy — then the heartbeat renews the lease. Each set
+/// goes only when it is due ([`SetSender::due`]): changed since the leader
+/// acknowledged it, or an interval old (the sockets, riding with the
+/// evidence, make it due when they changed). So a new configuration that
+/// moves only served generations costs one call, not two, and one that
+/// moves neither costs none. A failed report does not skip the heartbeat,
+/// unless it says the registration is unknown; the round then fails with
+/// the report's error even when the heartbeat (sent to the leader the
+/// refusal named) succeeded, so the evidence follows after a short pause,
+/// not a whole interval later.
 async fn round(
     shared: &Shared,
     lag: &mut LagDetector,
     senders: &mut Senders,
+    interval: Duration,
+    sockets_unsent: &mut bool,
 ) -> Result<(), ControlError> {
-    let reported = report(shared, &mut senders.evidence).await;
+    let now = std::time::Instant::now();
+    let backends = evidence(shared);
+    let reported = if *sockets_unsent || senders.evidence.due(&backends, now, interval) {
+        let reported = report(shared, &mut senders.evidence, &backends).await;
+        if reported.is_ok() {
+            *sockets_unsent = false;
+        }
+        reported
+    } else {
+        Ok(())
+    };
     if reported
         .as_ref()
         .is_err_and(ControlError::is_unknown_registration)
     {
         return reported;
     }
-    let beat = heartbeat(shared, lag, &mut senders.applied).await;
+    // O(1): a persistent map.
+    let applied = shared
+        .applied
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone();
+    // After a failed report the heartbeat goes whether due or not: the
+    // leader may have changed, and a new one ends its grace only when
+    // every proxy heartbeated to it.
+    let beat = if reported.is_err() || senders.applied.due(&applied, now, interval) {
+        heartbeat(shared, lag, &mut senders.applied, &applied).await
+    } else {
+        Ok(())
+    };
     match (reported, beat) {
         (Err(report_error), Err(beat_error)) => {
             // The caller logs the heartbeat's error; this one would be lost.
@@ -186,6 +245,18 @@ async fn round(
         }
         (reported, beat) => beat.and(reported),
     }
+}
+
+/// The evidence this proxy reports: per backend it keeps warm, what its
+/// data plane knows. O(B).
+fn evidence(shared: &Shared) -> imbl::OrdMap<BackendKey, BackendEvidence> {
+    shared
+        .reported
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .filter_map(|b| Some((b.clone(), shared.dataplane.readiness(b)?)))
+        .collect()
 }
 
 /// One unary call to the leader as far as this proxy knows. A failure is
@@ -242,15 +313,10 @@ async fn heartbeat(
     shared: &Shared,
     lag: &mut LagDetector,
     sender: &mut SetSender<ObjectName, u64>,
+    applied: &imbl::OrdMap<ObjectName, u64>,
 ) -> Result<(), ControlError> {
-    // O(1): a persistent map.
-    let applied = shared
-        .applied
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .clone();
     let (held, leader) = sender
-        .send(&applied, |update| {
+        .send(applied, |update| {
             let held = shared.held_version.load(Ordering::Relaxed);
             let registration = shared.registration.load(Ordering::Relaxed);
             let mut request = pb::HeartbeatRequest {
@@ -283,19 +349,13 @@ async fn heartbeat(
 async fn report(
     shared: &Shared,
     sender: &mut SetSender<BackendKey, BackendEvidence>,
+    backends: &imbl::OrdMap<BackendKey, BackendEvidence>,
 ) -> Result<(), ControlError> {
-    let backends: imbl::OrdMap<BackendKey, BackendEvidence> = shared
-        .reported
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .iter()
-        .filter_map(|b| Some((b.clone(), shared.dataplane.readiness(b)?)))
-        .collect();
-    // Sent even when nothing changed: it keeps the evidence current on the
+    // Sent unchanged too when due: it keeps the evidence current on the
     // leader, and a whole empty one withdraws evidence for backends this
     // proxy no longer keeps warm.
     sender
-        .send(&backends, |update| {
+        .send(backends, |update| {
             let registration = shared.registration.load(Ordering::Relaxed);
             // The sockets ride along: whether this proxy bound each
             // listener port is what the Gateways' listener status rests on.

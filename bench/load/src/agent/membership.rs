@@ -1,7 +1,8 @@
-//! One agent's membership, as a real proxy keeps it: register, then every
-//! round report evidence and heartbeat the generations it serves (at the
-//! interval the coordinator gave, and at once when its view or the
-//! evidence hold changes), register again when the leader forgot it,
+//! One agent's membership, as a real proxy keeps it: register, then in
+//! rounds (at the interval the coordinator gave, and at once when its view
+//! or the evidence hold changes) report evidence and heartbeat the
+//! generations it serves, each set only when it changed or is an interval
+//! old ([`SetSender::due`]), register again when the leader forgot it,
 //! deregister when stopped. Like a proxy, it sends its sets whole once
 //! and then as changes on what the leader acknowledged
 //! ([`switchyard_proto::incremental`]), whole again at once when the
@@ -145,29 +146,42 @@ pub(super) async fn run(
             let current = views.borrow_and_update().clone();
             let holding = *hold.borrow_and_update();
             reported = view::reportable(&current, &reported, holding);
+            let now = std::time::Instant::now();
             // Evidence first, as a proxy does: a new leader learns
-            // readiness as soon as it hears from the proxy.
-            let reported_to = report(
-                &agent,
-                &fleet,
-                &router,
-                registration,
-                &reported,
-                &mut senders,
-            )
-            .await;
+            // readiness as soon as it hears from the proxy. Each set only
+            // when due, as a proxy sends it.
+            let reported_to = if senders.evidence.due(&reported, now, interval) {
+                report(
+                    &agent,
+                    &fleet,
+                    &router,
+                    registration,
+                    &reported,
+                    &mut senders,
+                )
+                .await
+            } else {
+                Some(true)
+            };
             if reported_to == Some(false) {
                 continue 'register;
             }
-            let heartbeat_to = heartbeat(
-                &agent,
-                &fleet,
-                &router,
-                registration,
-                &current,
-                &mut senders,
-            )
-            .await;
+            // After a failed report the heartbeat goes anyway, as a
+            // proxy's does (the leader may have changed).
+            let heartbeat_to =
+                if reported_to.is_none() || senders.applied.due(&current.applied, now, interval) {
+                    heartbeat(
+                        &agent,
+                        &fleet,
+                        &router,
+                        registration,
+                        &current,
+                        &mut senders,
+                    )
+                    .await
+                } else {
+                    Some(true)
+                };
             if heartbeat_to == Some(false) {
                 continue 'register;
             }
@@ -190,7 +204,11 @@ pub(super) async fn run(
             } else {
                 backoff.reset();
                 followed_hint = false;
-                interval
+                let now = std::time::Instant::now();
+                senders
+                    .applied
+                    .until_renewal(now, interval)
+                    .min(senders.evidence.until_renewal(now, interval))
             };
             tokio::select! {
                 _ = tokio::time::sleep(pause) => {}
