@@ -345,8 +345,7 @@ pub struct SetSender<K: Ord + Clone, V: Clone> {
     named: Option<u64>,
     /// A set whose digest the receiver did not know: it goes whole.
     unknown: Option<u64>,
-    /// When the last answered exchange started: the receiver's copy is
-    /// as fresh as that (see [`SetSender::due`]).
+    /// When the last exchange was answered (see [`SetSender::due`]).
     answered_at: Option<Instant>,
 }
 
@@ -441,8 +440,9 @@ impl<K: Ord + Clone + Canonical, V: Clone + PartialEq + Canonical> SetSender<K, 
     /// Whether a round should send `current` at `now`: the receiver is not
     /// known to hold it (it changed since the set acknowledged, or nothing
     /// is), or its copy is due for renewal (`renew_every` since the last
-    /// answered exchange began: what it holds is only as fresh as its
-    /// last word from this sender, and leases and evidence expire). A
+    /// exchange was answered, or that exchange failed: what it holds is
+    /// only as fresh as its last word from this sender, and leases and
+    /// evidence expire). A
     /// round woken by a change that left this set alone skips it: with a
     /// fleet behind one leader, that halves the calls a change costs.
     /// Equality is a diff that skips shared subtrees: O(1) for the same
@@ -494,7 +494,6 @@ impl<K: Ord + Clone + Canonical, V: Clone + PartialEq + Canonical> SetSender<K, 
         Fut: Future<Output = Result<(T, u64), E>>,
     {
         loop {
-            let started = Instant::now();
             let update = self.prepare(current);
             let whole = matches!(update, SetUpdate::Whole { .. });
             let (answer, held) = match call(update).await {
@@ -507,7 +506,10 @@ impl<K: Ord + Clone + Canonical, V: Clone + PartialEq + Canonical> SetSender<K, 
                 }
             };
             self.answered(held);
-            self.answered_at = Some(started);
+            // Counted from the answer, not the call: a renewal never
+            // follows a slow answer at once, which under load would have
+            // every sender calling back to back.
+            self.answered_at = Some(Instant::now());
             if whole || !self.sends_whole() {
                 return Ok(answer);
             }
