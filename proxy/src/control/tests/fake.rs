@@ -47,6 +47,8 @@ struct Script {
     evidence: HeldSet<BackendKey, BackendEvidence>,
     /// Heartbeat changes that did not apply on the set held.
     refused_applied: u32,
+    /// The heartbeat interval registrations are told (0: 50 ms).
+    heartbeat_interval_ms: u64,
 }
 
 /// What the proxy did, one channel per call.
@@ -178,9 +180,9 @@ impl Fake {
 
     /// Answers the next register with `registration`.
     pub fn answer_next_register(&self, registration: u64) {
-        self.script()
-            .registers
-            .push_back(Ok(register_reply(registration)));
+        let mut script = self.script();
+        let reply = register_reply(registration, script.heartbeat_interval_ms);
+        script.registers.push_back(Ok(reply));
     }
 
     /// Answers the next heartbeat `known: false`, as a leader that lost
@@ -207,6 +209,11 @@ impl Fake {
     pub fn applied_held(&self) -> (HeldSet<ObjectName, u64>, u32) {
         let script = self.script();
         (script.applied.clone(), script.refused_applied)
+    }
+
+    /// Registrations from now on are told to heartbeat every `ms`.
+    pub fn heartbeat_interval(&self, ms: u64) {
+        self.script().heartbeat_interval_ms = ms;
     }
 
     /// Heartbeats say from now on that the leader has `version`.
@@ -252,6 +259,11 @@ impl Fake {
             .unwrap()
     }
 
+    /// Whether the proxy sent a readiness report not read yet.
+    pub fn reported_again(&self) -> bool {
+        !self.reports.is_empty()
+    }
+
     /// The next deregister the proxy sent.
     pub async fn next_deregister(&mut self) -> pb::DeregisterRequest {
         within("a deregister", self.deregisters.recv())
@@ -270,10 +282,15 @@ impl Fake {
     }
 }
 
-fn register_reply(registration: u64) -> pb::RegisterReply {
+fn register_reply(registration: u64, heartbeat_interval_ms: u64) -> pb::RegisterReply {
+    let heartbeat_interval_ms = if heartbeat_interval_ms == 0 {
+        50
+    } else {
+        heartbeat_interval_ms
+    };
     pb::RegisterReply {
-        lease_ttl_ms: 2_000,
-        heartbeat_interval_ms: 50,
+        lease_ttl_ms: 40 * heartbeat_interval_ms,
+        heartbeat_interval_ms,
         registration,
     }
 }
@@ -292,7 +309,10 @@ impl FleetService for Service {
             Some(answer) => answer,
             None => match &script.refuse_registers {
                 Some(refusal) => Err(refusal.clone()),
-                None => Ok(register_reply(script.registration + 1)),
+                None => Ok(register_reply(
+                    script.registration + 1,
+                    script.heartbeat_interval_ms,
+                )),
             },
         };
         if let Ok(reply) = &answer {

@@ -139,3 +139,48 @@ async fn applied_generations_go_whole_once_then_as_changes_and_whole_again_to_a_
     proxy.stop().await;
     assert_eq!(logs.warnings(), Vec::<String>::new());
 }
+
+#[tokio::test]
+async fn a_configuration_that_moves_only_served_generations_costs_one_heartbeat_and_no_report() {
+    let logs = Logs::capture();
+    let mut leader = Fake::start().await;
+    leader.take_changes();
+    // An interval far longer than the test: no renewal falls due in it,
+    // so every call after the first round is a change's.
+    leader.heartbeat_interval(600_000);
+    let proxy = Proxy::against(&leader);
+    let stream = leader.next_watch().await;
+    leader.next_register().await;
+    // The first round sends both sets, whole (both empty).
+    assert!(!leader.next_report().await.delta);
+    assert!(!leader.next_heartbeat().await.applied_delta);
+
+    // Routes without backends: the served generations move, the evidence
+    // does not. A heartbeat with the change, and no report before it (a
+    // round reports first, so one would have arrived already).
+    stream.send_snapshot(5, &served(5, &["a", "b"], 5)).await;
+    let beat = leader.next_heartbeat().await;
+    assert!(beat.applied_delta && beat.applied.len() == 2, "{beat:?}");
+    assert!(!leader.reported_again(), "an unchanged report was sent");
+
+    // Nothing served moves: no call at all. The next change's heartbeat
+    // is the next heartbeat.
+    stream.send_version_only(6).await;
+    let mut next = served(7, &["a", "b"], 5);
+    next.routes[1].active.as_mut().unwrap().generation = 7;
+    stream.send_snapshot(7, &next).await;
+    let beat = leader.next_heartbeat().await;
+    assert_eq!(
+        beat.applied
+            .iter()
+            .map(|r| (r.name.as_str(), r.generation))
+            .collect::<Vec<_>>(),
+        [("b", 7)],
+        "{beat:?}"
+    );
+    assert!(!leader.reported_again(), "an unchanged report was sent");
+
+    proxy.stop().await;
+    leader.next_deregister().await;
+    assert_eq!(logs.warnings(), Vec::<String>::new());
+}
