@@ -442,9 +442,9 @@ impl<K: Ord + Clone + Canonical, V: Clone + PartialEq + Canonical> SetSender<K, 
     /// is), or its copy is due for renewal (`renew_every` since the last
     /// exchange was answered, or that exchange failed: what it holds is
     /// only as fresh as its last word from this sender, and leases and
-    /// evidence expire). A
-    /// round woken by a change that left this set alone skips it: with a
-    /// fleet behind one leader, that halves the calls a change costs.
+    /// evidence expire). A round woken by a change that left this set
+    /// alone skips it: with a fleet behind one leader, that halves the
+    /// calls a change costs.
     /// Equality is a diff that skips shared subtrees: O(1) for the same
     /// map, O(C log R) for one derived from the acknowledged set by C
     /// updates, O(R) at worst.
@@ -459,7 +459,7 @@ impl<K: Ord + Clone + Canonical, V: Clone + PartialEq + Canonical> SetSender<K, 
 
     /// When the set the receiver holds is due for renewal (`None`: it
     /// holds nothing known, so any round sends).
-    pub fn renewal_at(&self, renew_every: Duration) -> Option<Instant> {
+    fn renewal_at(&self, renew_every: Duration) -> Option<Instant> {
         self.acked.as_ref()?;
         self.answered_at.map(|at| at + renew_every)
     }

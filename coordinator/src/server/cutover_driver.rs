@@ -128,7 +128,8 @@ impl AwaitingReady {
                 .collect(),
             None => self.routes.keys().take(budget).cloned().collect(),
         };
-        for (checked, name) in names.iter().enumerate() {
+        let mut checked: usize = 0;
+        for name in &names {
             if checked > 0 && std::time::Instant::now() >= until {
                 break;
             }
@@ -137,8 +138,11 @@ impl AwaitingReady {
             {
                 self.routes.remove(name);
             }
-            self.cursor = Some(name.clone());
+            checked += 1;
         }
+        self.cursor = checked
+            .checked_sub(1)
+            .and_then(|last| names.get(last).cloned());
     }
 }
 
@@ -251,8 +255,8 @@ fn pace(last: Duration, since: Duration) -> Duration {
 /// Keeps the engine in step with leadership and, when a pass is due, runs
 /// it on a copy of the engine outside the lock, on a blocking thread —
 /// with a check of some of the commits awaiting Ready
-/// ([`AWAITING_CHECKS_PER_LOOK`], [`AWAITING_CHECK_TIME`]). Returns the decisions and how long the
-/// pass itself took.
+/// ([`AWAITING_CHECKS_PER_LOOK`], [`AWAITING_CHECK_TIME`]). Returns the
+/// decisions and how long the pass itself took.
 async fn decide(
     coordinator: &Coordinator,
     state: &ReplicatedState,
