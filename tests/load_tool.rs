@@ -51,8 +51,13 @@ fn check(report: &Report) {
     assert!(resync.times.p50 <= resync.times.p99 && resync.times.p99 <= resync.times.max);
 
     let ready = report.ready.as_ref().expect(&table);
-    assert_eq!(ready.count, 4, "every change Ready: {table}");
-    assert!(ready.p50 > Duration::ZERO);
+    assert_eq!(ready.ready.count, 4, "every change Ready: {table}");
+    assert!(ready.ready.p50 > Duration::ZERO);
+    assert_eq!(ready.committed.count, 4, "every apply answered: {table}");
+    assert!(
+        ready.committed.max <= ready.ready.max,
+        "an apply's reply comes before its Ready: {table}"
+    );
 
     let throughput = report.throughput.as_ref().expect(&table);
     assert_eq!(throughput.clients, 4);

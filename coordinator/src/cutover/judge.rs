@@ -153,6 +153,65 @@ impl CutoverEngine {
         Some((verdict, needed))
     }
 
+    /// The commit of `route`'s pending `generation` on the evidence a
+    /// verdict found for `needed` (each backend at the endpoint generation
+    /// it covered), in this engine's term.
+    fn commit_on_evidence(
+        &self,
+        route: &ObjectName,
+        generation: u64,
+        summary: String,
+        needed: BTreeMap<BackendKey, Option<u64>>,
+    ) -> Decision {
+        let endpoints = needed
+            .into_iter()
+            .filter_map(|(backend, g)| g.map(|g| (backend, g)))
+            .collect();
+        Decision::Commit {
+            route: route.clone(),
+            generation,
+            forced: false,
+            summary,
+            basis: DecisionBasis {
+                term: self.term,
+                endpoints,
+            },
+        }
+    }
+
+    /// Of `routes`, those pending in `state` whose policy the fleet's
+    /// current evidence meets, each as the commit a pass would propose
+    /// for it — by the same verdict, and nothing while this leader may not
+    /// judge or is in its grace. Timeouts are a pass's business: a route
+    /// not ready is left out. O(P) plus each route's own work.
+    pub(super) fn commits_ready<'r>(
+        &self,
+        state: &ReplicatedState,
+        routes: impl IntoIterator<Item = &'r ObjectName>,
+        now_ms: u64,
+    ) -> Vec<Decision> {
+        if !self.may_judge(state) || self.in_grace(state, now_ms) {
+            return Vec::new();
+        }
+        let mut view = FleetView::new(self, state, now_ms);
+        let mut commits = Vec::new();
+        for name in routes {
+            let Some(record) = state.routes.get(name) else {
+                continue;
+            };
+            let Some(generation) = record.pending.as_ref().map(|p| p.target.generation) else {
+                continue;
+            };
+            let Some((verdict, needed)) = self.verdict_in(&mut view, state, record) else {
+                continue;
+            };
+            if verdict.met {
+                commits.push(self.commit_on_evidence(name, generation, verdict.summary, needed));
+            }
+        }
+        commits
+    }
+
     /// What `spec` needs evidence for (the state's rule; a test-only fault
     /// can bring back the old one).
     fn required_backends(
@@ -258,20 +317,12 @@ impl CutoverEngine {
             let waited = self.waited_ms(name, generation, now_ms);
             let timed_out = anybody_live && waited >= timeout;
             if met && !grace {
-                let endpoints = needed
-                    .into_iter()
-                    .filter_map(|(backend, g)| g.map(|g| (backend, g)))
-                    .collect();
-                judgement.decisions.push(Decision::Commit {
-                    route: name.clone(),
+                judgement.decisions.push(self.commit_on_evidence(
+                    name,
                     generation,
-                    forced: false,
-                    summary: verdict.summary,
-                    basis: DecisionBasis {
-                        term: self.term,
-                        endpoints,
-                    },
-                });
+                    verdict.summary,
+                    needed,
+                ));
             } else if timed_out {
                 judgement.decisions.push(timeout_decision(
                     name,

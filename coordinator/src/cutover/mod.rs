@@ -45,6 +45,7 @@ mod names;
 mod pass;
 mod sockets;
 mod verdict;
+mod with_apply;
 
 #[cfg(test)]
 mod tests;
@@ -57,6 +58,7 @@ pub use judge::Judgement;
 pub use leases::Leases;
 pub use sockets::FleetSockets;
 pub use verdict::{Verdict, evaluate};
+pub use with_apply::MAX_ROUTES_JUDGED_WITH_APPLY;
 
 use crate::state::ReplicatedState;
 use std::collections::BTreeMap;

@@ -61,8 +61,7 @@ impl AdminService for Admin {
                 Status::invalid_argument(format!("resources_json is not a list of resources: {e}"))
             })?;
         self.check_count(resources.len())?;
-        let command = self.coordinator.apply_command(resources);
-        let response = self.coordinator.propose(command).await?;
+        let response = self.coordinator.propose_apply(resources).await?;
         let outcome = command_status(response)?;
         let log_index = outcome.index;
         tracing::info!(changes = ?outcome.changes, "apply committed");

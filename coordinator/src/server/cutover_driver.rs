@@ -263,6 +263,16 @@ async fn decide(
     awaiting: &mut AwaitingReady,
 ) -> (Vec<Decision>, Duration) {
     let now = now_ms();
+    for carried in coordinator.take_committed_with_apply() {
+        awaiting.insert(
+            carried.route,
+            Awaiting {
+                generation: carried.generation,
+                seen_ms: carried.received_ms,
+                blocker: None,
+            },
+        );
+    }
     let look = look(coordinator, state, awaiting, now);
     let (mut copy, pass) = match look {
         Look::Idle => return (Vec::new(), Duration::ZERO),

@@ -51,7 +51,8 @@ impl From<CommandError> for Status {
             | CommandError::Duplicate { .. }
             | CommandError::Empty
             | CommandError::InvalidProxy(_)
-            | CommandError::NotADecision { .. } => Status::invalid_argument(e.to_string()),
+            | CommandError::NotADecision { .. }
+            | CommandError::NotAnApply { .. } => Status::invalid_argument(e.to_string()),
         }
     }
 }

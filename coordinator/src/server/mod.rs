@@ -8,6 +8,7 @@
 //! (`crate::state`) or the decision logic (`crate::cutover`).
 
 mod admin;
+mod apply_commits;
 mod cutover_driver;
 mod errors;
 mod fleet;
@@ -110,6 +111,9 @@ pub struct Coordinator {
     metrics: CoordinatorMetrics,
     /// The configuration journal every watch stream reads from.
     journal: Arc<journal::Journal>,
+    /// Commits carried by applies, until the leader loop takes them for
+    /// its apply-to-Ready histogram (`apply_commits`).
+    committed_with_apply: Mutex<Vec<apply_commits::CommittedWithApply>>,
 }
 
 /// This process's monotonic clock in milliseconds (since the first call):
@@ -262,16 +266,17 @@ impl std::fmt::Debug for Coordinator {
 /// status the `AdminService` offers, without JSON or a socket. Additive;
 /// the services do not use it.
 impl Coordinator {
-    /// Stores `resources` through Raft as one `Command::Apply`, with this
-    /// coordinator's cutover defaults and store limits,
-    /// exactly as the admin `Apply` RPC does (a follower forwards to the
-    /// leader). The caller keeps each call within
+    /// Stores `resources` through Raft as one apply, with this
+    /// coordinator's cutover defaults and store limits, exactly as the
+    /// admin `Apply` RPC does (a follower forwards to the leader; the
+    /// leader commits with it every route the fleet is already ready
+    /// for). The caller keeps each call within
     /// [`Limits::max_objects_per_apply`].
     pub async fn apply_resources(
         &self,
         resources: Vec<Resource>,
     ) -> Result<CommandResponse, ProposeError> {
-        self.propose(self.apply_command(resources)).await
+        self.propose_apply(resources).await
     }
 
     /// Removes `keys` through Raft as one `Command::Delete`, as the admin
@@ -333,6 +338,7 @@ pub async fn run(
         node: node.clone(),
         config: config.clone(),
         engine: Mutex::new(None),
+        committed_with_apply: Mutex::new(Vec::new()),
         wake: Notify::new(),
         status_changes,
         metrics,

@@ -81,6 +81,9 @@ impl ReplicatedState {
                 basis,
             } => self.abandon_transition(at, route, *generation, reason, basis.as_ref()),
             Command::Decisions { decisions } => self.carry_out_decisions(at, decisions),
+            Command::ApplyAndCommit { apply, commits } => {
+                self.carry_out_apply_and_commits(at, apply, commits)
+            }
         };
         result.map(|mut outcome| {
             outcome.index = index;
@@ -375,7 +378,7 @@ impl ReplicatedState {
         }
     }
 
-    fn commit_transition(
+    pub(super) fn commit_transition(
         &mut self,
         at: LogPosition,
         route: &ObjectName,

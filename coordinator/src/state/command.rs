@@ -123,6 +123,23 @@ pub enum Command {
         /// The decisions, carried out in order.
         decisions: Vec<Command>,
     },
+    /// A [`Command::Apply`] and the commits its proposing leader decided
+    /// with it: routes of the apply whose new spec that leader's current
+    /// evidence already showed ready under its policy (a header change on
+    /// warm backends), so one entry and one change to the fleet do what
+    /// an apply and a later commit would. The apply is carried out first;
+    /// then each commit goes through the fence of a
+    /// [`Command::CommitTransition`] for the generation the apply left
+    /// pending, and is answered on its own in [`Outcome::decisions`]: one
+    /// refused (another term, endpoints moved on) leaves its route pending
+    /// for the leader loop, and never the apply undone. Anything but an
+    /// apply inside is refused with [`CommandError::NotAnApply`].
+    ApplyAndCommit {
+        /// The apply.
+        apply: Box<Command>,
+        /// The routes to commit, each with what its decision rests on.
+        commits: Vec<(ObjectName, DecisionBasis)>,
+    },
 }
 
 impl Command {
@@ -137,6 +154,7 @@ impl Command {
             Command::CommitTransition { .. } => "CommitTransition",
             Command::AbandonTransition { .. } => "AbandonTransition",
             Command::Decisions { .. } => "Decisions",
+            Command::ApplyAndCommit { .. } => "ApplyAndCommit",
         }
     }
 
@@ -163,7 +181,8 @@ pub struct Outcome {
     #[serde(default)]
     pub index: u64,
     /// For a [`Command::Decisions`] batch: each decision's own answer, in
-    /// the batch's order (empty for every other command).
+    /// the batch's order; for [`Command::ApplyAndCommit`], each commit's
+    /// (empty for every other command).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub decisions: Vec<Result<Outcome, CommandError>>,
 }
@@ -258,6 +277,13 @@ pub enum CommandError {
     /// leader's decision (or another batch).
     #[error("a batch of decisions may carry only commits, abandons and expiries, not {command}")]
     NotADecision {
+        /// What it carried.
+        command: String,
+    },
+    /// A [`Command::ApplyAndCommit`] that carried something other than an
+    /// apply.
+    #[error("an apply with commits must carry an Apply, not {command}")]
+    NotAnApply {
         /// What it carried.
         command: String,
     },

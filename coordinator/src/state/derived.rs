@@ -141,6 +141,8 @@ impl MayChange {
                     self.note(state, decision);
                 }
             }
+            // The commits are of routes the apply names.
+            Command::ApplyAndCommit { apply, .. } => self.note(state, apply),
             Command::RegisterProxy { .. }
             | Command::RemoveProxy { .. }
             | Command::ExpireProxy { .. } => {}

@@ -14,10 +14,12 @@
 //!
 //! A batch of decisions (`Command::Decisions`, one entry per leader pass)
 //! goes through the same fence decision by decision: each is answered on
-//! its own, and one refused leaves the others standing.
+//! its own, and one refused leaves the others standing. So do the commits
+//! an apply carries (`Command::ApplyAndCommit`), after the apply.
 
 use super::command::{Command, CommandError, DecisionBasis, Outcome};
 use super::{LogPosition, ReplicatedState};
+use std::collections::BTreeMap;
 use switchyard_proto::model::ObjectName;
 
 /// Refuses a decision that reached the log in another term than its own.
@@ -110,5 +112,46 @@ impl ReplicatedState {
             batch.decisions.push(answer);
         }
         Ok(batch)
+    }
+
+    /// An apply, then each commit its leader decided with it, fenced and
+    /// answered on its own as [`Command::CommitTransition`] for the
+    /// generation this apply gave the route (the one its answer names):
+    /// a route the apply left unchanged, withdrew or did not name is not
+    /// committed. A refused apply refuses the whole entry; a refused
+    /// commit leaves its route pending and the apply standing.
+    pub(super) fn carry_out_apply_and_commits(
+        &mut self,
+        at: LogPosition,
+        apply: &Command,
+        commits: &[(ObjectName, DecisionBasis)],
+    ) -> Result<Outcome, CommandError> {
+        if !matches!(apply, Command::Apply { .. }) {
+            return Err(CommandError::NotAnApply {
+                command: apply.kind_name().into(),
+            });
+        }
+        let mut outcome = self.carry_out(at, apply)?;
+        let given: BTreeMap<&ObjectName, u64> =
+            outcome.routes.iter().map(|(name, g)| (name, *g)).collect();
+        let mut answers = Vec::with_capacity(commits.len());
+        for (route, basis) in commits {
+            let answer = match given.get(route) {
+                Some(&generation) => {
+                    self.commit_transition(at, route, generation, false, Some(basis))
+                }
+                None => Err(CommandError::NotPending {
+                    route: route.to_string(),
+                    generation: 0,
+                    current: "the apply did not name it".into(),
+                }),
+            };
+            answers.push(answer);
+        }
+        for answer in answers.iter().flatten() {
+            outcome.changes.extend(answer.changes.iter().cloned());
+        }
+        outcome.decisions = answers;
+        Ok(outcome)
     }
 }

@@ -4,7 +4,7 @@
 //!
 //! Latency: from sending the Apply to the leader's `WatchStatus` showing
 //! the route Ready at the generation the apply gave it (every live proxy
-//! serves it). CPU: a separate pass without any status stream (building
+//! serves it), and apart from it the apply's own reply (its commit). CPU: a separate pass without any status stream (building
 //! statuses of every route would be the tool's cost, growing with the
 //! store): each change is applied and waited for until no transition is
 //! pending on the leader and its applied index is past the apply's (its
@@ -15,6 +15,7 @@
 use super::Context;
 use crate::admin;
 use crate::cluster::ProcStats;
+use crate::report::{ApplyToReady, Latencies};
 use crate::routes::{self, Variant};
 use anyhow::bail;
 use std::time::{Duration, Instant};
@@ -23,11 +24,12 @@ use switchyard_proto::model::ClusterStatus;
 /// The route every change goes to.
 const PROBE: usize = 0;
 
-/// `count` changes' apply → Ready latencies.
-pub async fn latencies(ctx: &mut Context, count: usize) -> anyhow::Result<Vec<Duration>> {
+/// `count` changes' apply → Ready latencies, with their applies' replies.
+pub async fn latencies(ctx: &mut Context, count: usize) -> anyhow::Result<ApplyToReady> {
     let name = routes::route_name(PROBE);
     let mut client = admin::client(&ctx.leader, &ctx.security)?;
-    let mut out = Vec::with_capacity(count);
+    let mut ready = Vec::with_capacity(count);
+    let mut committed = Vec::with_capacity(count);
     for _ in 0..count {
         let json = admin::encode(&routes::update(
             PROBE,
@@ -36,6 +38,7 @@ pub async fn latencies(ctx: &mut Context, count: usize) -> anyhow::Result<Vec<Du
         )?)?;
         let t0 = Instant::now();
         let reply = admin::apply(&mut client, json).await?;
+        committed.push(t0.elapsed());
         let Some(generation) = admin::generation_of(&reply, &name) else {
             bail!(
                 "the apply of {name} gave it no generation: {:?}",
@@ -57,9 +60,12 @@ pub async fn latencies(ctx: &mut Context, count: usize) -> anyhow::Result<Vec<Du
         )
         .await
         .map_err(|e| anyhow::anyhow!("{name} not Ready at generation {generation}: {e}"))?;
-        out.push(t0.elapsed());
+        ready.push(t0.elapsed());
     }
-    Ok(out)
+    Ok(ApplyToReady {
+        ready: Latencies::of(ready),
+        committed: Latencies::of(committed),
+    })
 }
 
 fn cpu(ctx: &Context) -> f64 {

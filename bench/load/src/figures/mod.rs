@@ -351,10 +351,7 @@ pub async fn run(options: &Options) -> anyhow::Result<Report> {
     refresh_leader(&mut ctx).await;
     let (ready, cpu) = match warmed {
         Ok(()) => {
-            let ready = changes::latencies(&mut ctx, k)
-                .await
-                .map(Latencies::of)
-                .or_else(failed);
+            let ready = changes::latencies(&mut ctx, k).await.or_else(failed);
             let at_full = changes::cpu_per_change(&mut ctx, k).await.or_else(failed);
             let cpu = match (cpu_reference, at_full) {
                 (Ok(at_reference), Ok(at_full)) => Ok(Cpu {

@@ -4,7 +4,7 @@
 //! decisions' fence is tested on the state machine (`state::fence_tests`).
 
 use super::*;
-use crate::state::{Command, DecisionBasis, LogPosition, ReplicatedState};
+use crate::state::{Command, CommandError, DecisionBasis, LogPosition, ReplicatedState};
 use std::collections::BTreeMap;
 use switchyard_proto::model::*;
 
@@ -12,6 +12,7 @@ mod incremental;
 mod passes;
 mod safety;
 mod sockets;
+mod with_apply;
 
 pub(super) const TTL: u64 = 1_000;
 /// The term every test state is written in and every engine leads.

@@ -1,0 +1,94 @@
+//! An apply that carries its own commits. When the fleet already holds
+//! current evidence for every backend a route's new spec needs — a header
+//! change, a route added on a Service every proxy keeps warm — the leader
+//! decides the commit together with the apply and proposes both as one
+//! entry (`Command::ApplyAndCommit`): one Raft entry and one change to
+//! every proxy's configuration instead of two of each, and no wait for
+//! the leader loop's next pass.
+//!
+//! Owns: which commits an apply carries
+//! ([`CutoverEngine::commits_with_apply`]) and the command that carries
+//! them ([`Decision::with_apply`]). Does not own the verdict (a pass's,
+//! `super::judge`) or the fence: the state machine checks each commit
+//! exactly as it checks a pass's (`crate::state` `fence`), so a commit
+//! whose term or endpoints no longer hold when its entry is applied
+//! leaves its route pending for a pass to judge.
+//!
+//! The state the apply would leave is the state machine's own answer:
+//! the apply is applied to a copy of the leader's state (O(1) to copy,
+//! O(change) to apply), so which routes it makes pending, under which
+//! policy, needing which backends at which endpoint generations, follows
+//! the one set of rules every coordinator applies.
+
+use super::{CutoverEngine, Decision};
+use crate::state::{Command, LogPosition, ReplicatedState};
+use switchyard_proto::model::Resource;
+
+/// Most routes an apply may name and still be judged with it. Judging
+/// costs O(P) per route's backends, on the apply's own path; an apply
+/// of more routes (a bulk import, mostly of backends nobody has warmed
+/// yet) goes the ordinary way, judged by the leader loop's passes.
+pub const MAX_ROUTES_JUDGED_WITH_APPLY: usize = 64;
+
+impl CutoverEngine {
+    /// The commits `apply` (a [`Command::Apply`]) can carry: each route it
+    /// would leave pending whose policy the fleet's current evidence
+    /// already meets, as a pass would commit it. None when `apply` names
+    /// no route or more than [`MAX_ROUTES_JUDGED_WITH_APPLY`], when the
+    /// state machine would refuse it, or while this leader may not judge
+    /// or is in its grace. `state` is the leader's applied state: entries
+    /// committed after it are the fence's business.
+    pub fn commits_with_apply(
+        &self,
+        state: &ReplicatedState,
+        apply: &Command,
+        now_ms: u64,
+    ) -> Vec<Decision> {
+        let Command::Apply { resources, .. } = apply else {
+            return Vec::new();
+        };
+        let routes = resources
+            .iter()
+            .filter(|r| matches!(r, Resource::HttpRoute(_)))
+            .count();
+        if routes == 0 || routes > MAX_ROUTES_JUDGED_WITH_APPLY || !self.may_judge(state) {
+            return Vec::new();
+        }
+        let mut after = state.clone();
+        // The next entry, in the term the state was last applied in (this
+        // leader's, or `may_judge` said no).
+        let at = LogPosition::new(state.last_index + 1, state.last_term);
+        let Ok(outcome) = after.apply(at, apply).0 else {
+            return Vec::new();
+        };
+        self.commits_ready(&after, outcome.routes.iter().map(|(name, _)| name), now_ms)
+    }
+}
+
+impl Decision {
+    /// The Raft command for `apply` with `commits` (commits on evidence,
+    /// from [`CutoverEngine::commits_with_apply`]): the apply alone when
+    /// there are none, a [`Command::ApplyAndCommit`] otherwise.
+    pub fn with_apply(apply: Command, commits: &[Decision]) -> Command {
+        let carried: Vec<_> = commits
+            .iter()
+            .filter_map(|decision| match decision {
+                Decision::Commit {
+                    route,
+                    forced: false,
+                    basis,
+                    ..
+                } => Some((route.clone(), basis.clone())),
+                _ => None,
+            })
+            .collect();
+        if carried.is_empty() {
+            apply
+        } else {
+            Command::ApplyAndCommit {
+                apply: Box::new(apply),
+                commits: carried,
+            }
+        }
+    }
+}
