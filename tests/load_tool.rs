@@ -62,6 +62,11 @@ fn check(report: &Report) {
     let throughput = report.throughput.as_ref().expect(&table);
     assert_eq!(throughput.clients, 4);
     assert!(throughput.commits > 0, "{table}");
+    let cutovers = throughput.cutovers.expect("the leader was started here");
+    assert!(
+        cutovers <= throughput.commits,
+        "no more cutovers than applies: {table}"
+    );
     assert_eq!(
         throughput.errors, 0,
         "every apply a new generation: {table}"

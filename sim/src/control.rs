@@ -3,7 +3,8 @@
 //! followers catching up, crashes, restarts, elections and deposed leaders,
 //! messages reaching the leader's engine, and the leader loop (sync,
 //! decide — checked by invariants 1, 6 and 10 — propose through the real
-//! [`Decision::command`]).
+//! [`Decision::command`]), and a user's apply carrying the commits the
+//! leader's engine finds ready with it (checked by invariants 1 and 9).
 
 use super::cluster::{Leader, LogEntry, Orphan};
 use super::invariants::Check;
@@ -51,17 +52,69 @@ impl Sim {
         &mut self,
         resources: Vec<Resource>,
     ) -> Result<Option<CommandResponse>, super::invariants::Violation> {
-        let command = Command::Apply {
+        let apply = Command::Apply {
             resources: resources.clone(),
             defaults: CutoverSettings::default(),
             limits: None,
             validation: Some(switchyard_proto::model::ValidationRules::CURRENT_REVISION),
         };
-        let response = self.append(Some(command), None)?;
+        let (command, decided_in) = self.with_commits(apply)?;
+        let response = self.append(Some(command), decided_in)?;
         if let Some(CommandResponse(Ok(outcome))) = &response {
             self.world.note_stored(outcome.index, &resources);
         }
         Ok(response)
+    }
+
+    /// `apply` as the real leader proposes it: with the commits its engine
+    /// finds the fleet already ready for
+    /// ([`CutoverEngine::commits_with_apply`], on a copy of the engine as
+    /// the last look left it, as the coordinator's is), each checked by
+    /// invariant 1 against the state the apply leaves, and the deciding
+    /// term for invariant 9.
+    fn with_commits(
+        &mut self,
+        apply: Command,
+    ) -> Result<(Command, Option<u64>), super::invariants::Violation> {
+        let Some(id) = self.cluster.leader.as_ref().map(|l| l.id) else {
+            return Ok((apply, None));
+        };
+        let now = self.cluster.clock(id, self.now_ms);
+        let sim_now = self.now_ms;
+        let cluster = &mut self.cluster;
+        let state = &cluster.coordinators[id].state;
+        let Some(leader) = cluster.leader.as_mut() else {
+            return Ok((apply, None));
+        };
+        let commits = leader.engine.clone().commits_with_apply(state, &apply, now);
+        if commits.is_empty() {
+            return Ok((apply, None));
+        }
+        // The reference leases as the copy's registry sees them, kept
+        // apart: the leader's own model moves only where its loop looks
+        // (invariant 10 counts from there).
+        let mut leases = leader.leases.clone();
+        leases.sync(state, now);
+        let mut after = state.clone();
+        let next = LogPosition::new(state.last_index + 1, state.last_term);
+        let _ = after.apply(next, &apply);
+        let cx = DecideContext {
+            state: &after,
+            leases: &leases,
+            truth: &self.truth,
+            proxies: &self.proxies,
+            registrations: &self.registrations,
+            world: &self.world,
+            leader_now_ms: now,
+            sim_now_ms: sim_now,
+            ttl_ms: self.config.lease_ttl_ms,
+            window_ms: self.config.evidence_window_ms(),
+        };
+        self.checks.evidence.on_decide(&cx, &commits)?;
+        let term = leader.term;
+        self.stats.commits_with_apply += commits.len() as u64;
+        self.note(format!("leader commits with the apply {commits:?}"));
+        Ok((Decision::with_apply(apply, &commits), Some(term)))
     }
 
     /// Appends a committed entry in the leader's term; the leader applies
@@ -125,9 +178,17 @@ impl Sim {
         };
         self.checks.monotonic.on_apply(c, index, state)?;
         self.checks.one_spec.on_apply(c, index, state)?;
+        // An apply's carried commits take effect only as their own
+        // answers say; the apply itself always does.
+        let took_effect = match (&entry.command, &response.0) {
+            (Some(Command::ApplyAndCommit { .. }), Ok(outcome)) => {
+                outcome.decisions.iter().any(Result::is_ok)
+            }
+            (_, result) => result.is_ok(),
+        };
         self.checks
             .decision_term
-            .on_apply(c, index, &entry, response.0.is_ok())?;
+            .on_apply(c, index, &entry, took_effect)?;
         Ok(Some(response))
     }
 

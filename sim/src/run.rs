@@ -38,6 +38,8 @@ pub struct SimStats {
     pub commits: u64,
     /// Commit decisions forced by a timeout.
     pub forced_commits: u64,
+    /// Of `commits`, those carried by their apply's own entry.
+    pub commits_with_apply: u64,
     /// Transitions abandoned.
     pub abandons: u64,
     /// Route changes applied (each supersedes any pending one).
@@ -77,6 +79,7 @@ impl SimStats {
         self.steps += o.steps;
         self.commits += o.commits;
         self.forced_commits += o.forced_commits;
+        self.commits_with_apply += o.commits_with_apply;
         self.abandons += o.abandons;
         self.route_changes += o.route_changes;
         self.guard_applies += o.guard_applies;

@@ -43,7 +43,7 @@ fn invariants_hold_and_the_system_converges_for_every_seed() {
     // of one seed may legitimately miss some of it.
     if seeds.len() >= 100 {
         assert!(
-            s.commits > 0 && s.forced_commits > 0 && s.abandons > 0,
+            s.commits > 0 && s.forced_commits > 0 && s.abandons > 0 && s.commits_with_apply > 0,
             "{s:?}"
         );
         assert!(s.guard_applies > 0 && s.guard_forced > 0, "{s:?}");

@@ -127,6 +127,9 @@ pub struct Throughput {
     pub clients: usize,
     /// Applies committed.
     pub commits: u64,
+    /// Cutovers the leader committed meanwhile (`None` when its metrics
+    /// could not be read: coordinators not started here).
+    pub cutovers: Option<u64>,
     /// Applies refused or failed.
     pub errors: u64,
     /// Wall time.
@@ -318,11 +321,18 @@ impl Report {
                         t.commits as f64 / t.elapsed.as_secs_f64().max(1e-9)
                     ),
                     format!(
-                        "{} clients, {} commits, {} errors in {:.1} s",
+                        "{} clients, {} commits, {} errors in {:.1} s; cut over meanwhile: {}",
                         t.clients,
                         t.commits,
                         t.errors,
-                        t.elapsed.as_secs_f64()
+                        t.elapsed.as_secs_f64(),
+                        t.cutovers.map_or_else(
+                            || "not known".to_string(),
+                            |c| format!(
+                                "{c} ({:.0}/s)",
+                                c as f64 / t.elapsed.as_secs_f64().max(1e-9)
+                            )
+                        )
                     ),
                 )
             },

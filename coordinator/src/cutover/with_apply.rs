@@ -38,8 +38,16 @@ impl CutoverEngine {
     /// state machine would refuse it, or while this leader may not judge
     /// or is in its grace. `state` is the leader's applied state: entries
     /// committed after it are the fence's business.
+    ///
+    /// Takes a copy of the engine, as a pass does
+    /// ([`CutoverEngine::start_pass`]), and first brings its registry in
+    /// line with `state`: a proxy registered (or registered again) since
+    /// the leader loop's last look must count as live and not ready. On
+    /// a registry as the last look left it, a policy per zone was once
+    /// met without a zone whose only proxy had just registered again
+    /// (the simulation's invariant 1, seed 158).
     pub fn commits_with_apply(
-        &self,
+        mut self,
         state: &ReplicatedState,
         apply: &Command,
         now_ms: u64,
@@ -54,6 +62,7 @@ impl CutoverEngine {
         if routes == 0 || routes > MAX_ROUTES_JUDGED_WITH_APPLY || !self.may_judge(state) {
             return Vec::new();
         }
+        self.sync_registry(state, now_ms);
         let mut after = state.clone();
         // The next entry, in the term the state was last applied in (this
         // leader's, or `may_judge` said no).

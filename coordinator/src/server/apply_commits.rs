@@ -48,8 +48,9 @@ impl Coordinator {
     }
 
     /// The commits `apply` can carry: none unless this coordinator leads
-    /// with a quorum. The engine is copied under its lock (O(P)) and
-    /// judged without it, as the leader loop does.
+    /// with a quorum. The engine is copied under its lock (O(P)) and the
+    /// copy judged without it, as the leader loop does; what the copy
+    /// learns (the registry brought up to date) is not kept.
     fn commits_with_apply(&self, apply: &Command, now: u64) -> Vec<Decision> {
         if !self.leads_with_quorum() {
             return Vec::new();

@@ -13,7 +13,9 @@
 //! builds a fresh one (every lease renewed, no evidence). Decisions are
 //! proposed on this node only, never forwarded: a decision is this
 //! leader's, and the state machine would refuse it in another term anyway.
-//! Each pass also refreshes the gauges of [`super::metrics`].
+//! Each pass also refreshes the gauges of [`super::metrics`]. Commits an
+//! apply carried in its own entry (`super::apply_commits`) are not this
+//! loop's decisions; it is handed them to time them to Ready with its own.
 //!
 //! # The engine lock
 //!

@@ -77,9 +77,11 @@ fn cpu(ctx: &Context) -> f64 {
         .sum()
 }
 
-/// Waits until the leader's `/metrics` shows no pending transition and an
-/// applied index past `after` (the gauges are refreshed together, once per
-/// driver tick, so a read right after an apply cannot pass for its commit).
+/// Waits until the leader's `/metrics` shows no pending transition at an
+/// applied index at or past `after`, the apply's own entry (the gauges
+/// are refreshed together from one published state, once per driver
+/// tick: at `after` itself, no pending transition means the apply's entry
+/// carried its commit; a read before the apply's entry cannot pass).
 pub async fn until_committed(ctx: &Context, after: u64, within: Duration) -> anyhow::Result<()> {
     let admin = ctx
         .cluster
@@ -97,7 +99,7 @@ pub async fn until_committed(ctx: &Context, after: u64, within: Duration) -> any
             .get("switchyard_coordinator_raft_applied_index")
             .copied()
             .unwrap_or(0.0);
-        if pending == Some(0.0) && applied > after as f64 {
+        if pending == Some(0.0) && applied >= after as f64 {
             return Ok(());
         }
         if Instant::now() >= deadline {

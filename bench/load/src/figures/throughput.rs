@@ -4,6 +4,10 @@
 //! every apply is a new generation (checked: one that is not counts as an
 //! error). Payloads are encoded before the clock
 //! starts; an apply counts once its reply (= commit on a majority) is in.
+//! Apart from it, how many of those changes were cut over within the
+//! time (the leader's `cutover_commits` counter): a client's next apply
+//! supersedes a change still pending, so applies and cutovers differ
+//! unless each apply carries its own commit.
 
 use super::Context;
 use crate::admin;
@@ -104,6 +108,7 @@ pub async fn run(
             (commits, errors, first_error)
         }));
     }
+    let cutovers_before = leader_cutovers(ctx).await;
     barrier.wait().await;
     let start = Instant::now();
     let (mut commits, mut errors) = (0, 0);
@@ -115,13 +120,30 @@ pub async fn run(
             ctx.notes.push(format!("throughput: {why}"));
         }
     }
+    let elapsed = start.elapsed();
+    let cutovers = match (cutovers_before, leader_cutovers(ctx).await) {
+        (Some(before), Some(after)) => Some((after - before).max(0.0) as u64),
+        _ => None,
+    };
     ctx.updates += commits;
     Ok(Throughput {
         clients,
         commits,
+        cutovers,
         errors,
-        elapsed: start.elapsed(),
+        elapsed,
     })
+}
+
+/// The leader's count of cutovers committed, when it was started here.
+async fn leader_cutovers(ctx: &Context) -> Option<f64> {
+    let admin = ctx.cluster.member(&ctx.leader)?.admin.clone();
+    let metrics = tokio::task::spawn_blocking(move || crate::cluster::metrics(&admin))
+        .await
+        .ok()??;
+    metrics
+        .get("switchyard_coordinator_cutover_commits_total")
+        .copied()
 }
 
 #[cfg(test)]

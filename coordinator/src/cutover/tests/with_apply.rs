@@ -29,7 +29,7 @@ fn warm_world(policy: &str) -> (ReplicatedState, CutoverEngine) {
 fn a_new_spec_on_backends_every_proxy_is_ready_for_is_committed_by_its_own_entry() {
     let (mut s, e) = warm_world("all");
     let change = apply(vec![green_route_for("r", "a.test", "all")]);
-    let commits = e.commits_with_apply(&s, &change, 30);
+    let commits = e.clone().commits_with_apply(&s, &change, 30);
     assert!(
         matches!(&commits[..], [Decision::Commit { route, forced: false, .. }] if *route == r()),
         "{commits:?}"
@@ -58,7 +58,7 @@ fn an_apply_carries_no_commit_its_policy_does_not_allow_yet() {
         next(&mut s, decision.command());
     }
     let change = apply(vec![green_route_for("r", "a.test", "all")]);
-    assert!(e.commits_with_apply(&s, &change, 30).is_empty());
+    assert!(e.clone().commits_with_apply(&s, &change, 30).is_empty());
     assert_eq!(
         Decision::with_apply(change.clone(), &[]),
         change,
@@ -67,11 +67,11 @@ fn an_apply_carries_no_commit_its_policy_does_not_allow_yet() {
     // A backend nobody has warmed.
     let (s, e2) = warm_world("all");
     let to_blue = apply(vec![route("r", "blue", "all", "keep-old")]);
-    assert!(e2.commits_with_apply(&s, &to_blue, 30).is_empty());
+    assert!(e2.clone().commits_with_apply(&s, &to_blue, 30).is_empty());
     // Under `1`, p0 alone is enough.
     report(&mut e, &s, "p0", green_ready(&s), 30);
     let change = apply(vec![green_route_for("r", "b.test", "1")]);
-    assert_eq!(e.commits_with_apply(&s, &change, 40).len(), 1);
+    assert_eq!(e.clone().commits_with_apply(&s, &change, 40).len(), 1);
 }
 
 #[test]
@@ -83,12 +83,15 @@ fn no_commit_with_an_apply_during_the_grace_or_before_the_leaders_own_entry() {
     report(&mut fresh, &s, "p0", green_ready(&s), 1_010);
     heartbeat(&mut fresh, &s, "p0", Default::default(), 1_010);
     assert!(
-        fresh.commits_with_apply(&s, &change, 1_020).is_empty(),
+        fresh
+            .clone()
+            .commits_with_apply(&s, &change, 1_020)
+            .is_empty(),
         "in grace"
     );
     // A leader of a later term that has not applied its own entry yet.
     let later = CutoverEngine::new(settings(), &s, 0, TERM + 1);
-    assert!(later.commits_with_apply(&s, &change, 20).is_empty());
+    assert!(later.clone().commits_with_apply(&s, &change, 20).is_empty());
 }
 
 #[test]
@@ -102,12 +105,14 @@ fn a_bulk_apply_is_left_to_the_passes() {
         )
     };
     assert_eq!(
-        e.commits_with_apply(&s, &many(MAX_ROUTES_JUDGED_WITH_APPLY), 30)
+        e.clone()
+            .commits_with_apply(&s, &many(MAX_ROUTES_JUDGED_WITH_APPLY), 30)
             .len(),
         MAX_ROUTES_JUDGED_WITH_APPLY
     );
     assert!(
-        e.commits_with_apply(&s, &many(MAX_ROUTES_JUDGED_WITH_APPLY + 1), 30)
+        e.clone()
+            .commits_with_apply(&s, &many(MAX_ROUTES_JUDGED_WITH_APPLY + 1), 30)
             .is_empty()
     );
 }
@@ -116,7 +121,7 @@ fn a_bulk_apply_is_left_to_the_passes() {
 fn a_carried_commit_whose_endpoints_moved_before_its_entry_waits_for_new_evidence() {
     let (mut s, e) = warm_world("all");
     let change = apply(vec![green_route_for("r", "a.test", "all")]);
-    let carried = e.commits_with_apply(&s, &change, 30);
+    let carried = e.clone().commits_with_apply(&s, &change, 30);
     assert_eq!(carried.len(), 1);
     // Green's endpoints move in an entry committed before the apply's.
     let mut meta = ObjectMeta::named("default", "green-slice");
@@ -153,4 +158,24 @@ fn a_carried_commit_whose_endpoints_moved_before_its_entry_waits_for_new_evidenc
     );
     // The proxies' evidence is for the old endpoints: no pass commits it.
     assert!(!commits(&e, &s, 40));
+}
+
+#[test]
+fn a_proxy_registered_since_the_last_look_counts_as_live_and_not_ready() {
+    // Found by the simulation (invariant 1, seed 158): on a registry as
+    // the last look left it, p1's new registration was not live, so zone
+    // b had nobody to wait for and "per zone" was met by zone a alone.
+    let (mut s, e) = warm_world("per-zone:1");
+    next(&mut s, register("p1", "b"));
+    let change = apply(vec![green_route_for("r", "a.test", "per-zone:1")]);
+    assert!(
+        e.clone().commits_with_apply(&s, &change, 30).is_empty(),
+        "p1 (zone b) registered again and has not reported since"
+    );
+    // Once its new registration reports green ready, the apply carries
+    // the commit.
+    let mut e = e;
+    e.sync(&s, 40);
+    report(&mut e, &s, "p1", green_ready(&s), 40);
+    assert_eq!(e.commits_with_apply(&s, &change, 50).len(), 1);
 }
