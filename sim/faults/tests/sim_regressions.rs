@@ -66,15 +66,15 @@ fn seed_20_a_deposed_leaders_decision_carried_out_in_a_later_term() {
 }
 
 #[test]
-fn seed_13_an_endpoint_generation_that_went_down_after_a_slice_deletion() {
-    regression(13, "invariant 1", |config| {
+fn seed_95_an_endpoint_generation_that_went_down_after_a_slice_deletion() {
+    regression(95, "invariant 1", |config| {
         config.state_hook = Some(endpoint_generation_from_revisions)
     });
 }
 
 #[test]
-fn seed_1_a_route_committed_before_its_service_existed() {
-    regression(1, "invariant 1", |config| {
+fn seed_8_a_route_committed_before_its_service_existed() {
+    regression(8, "invariant 1", |config| {
         config.engine_hook = Some(|e: &mut CutoverEngine| {
             e.set_faults(EngineFaults {
                 missing_backends_ready: true,
