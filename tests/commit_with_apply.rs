@@ -58,17 +58,7 @@ async fn a_change_the_fleet_is_ready_for_is_committed_by_its_apply() -> anyhow::
     let node = coordinator.bound.coordinator.node().clone();
     let mut admin = coordinator.admin_client();
     let mut fleet = coordinator.fleet_client();
-    let registration = fleet
-        .register(pb::RegisterRequest {
-            proxy: Some(pb::ProxyIdentity {
-                id: "p0".into(),
-                zone: "a".into(),
-                admin_address: String::new(),
-            }),
-        })
-        .await?
-        .into_inner()
-        .registration;
+    let registration = coordinator.register("p0", "a").await?;
     let heartbeat = |applied: Vec<pb::AppliedGeneration>| pb::HeartbeatRequest {
         proxy_id: "p0".into(),
         registration,

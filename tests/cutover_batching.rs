@@ -50,17 +50,7 @@ async fn routes_ready_at_once_are_committed_by_one_entry() -> anyhow::Result<()>
     let coordinator = Coordinator::start().await?;
     let node = coordinator.bound.coordinator.node().clone();
     let mut fleet = coordinator.fleet_client();
-    let registration = fleet
-        .register(pb::RegisterRequest {
-            proxy: Some(pb::ProxyIdentity {
-                id: "p0".into(),
-                zone: "a".into(),
-                admin_address: String::new(),
-            }),
-        })
-        .await?
-        .into_inner()
-        .registration;
+    let registration = coordinator.register("p0", "a").await?;
     let heartbeat = pb::HeartbeatRequest {
         proxy_id: "p0".into(),
         registration,

@@ -147,6 +147,24 @@ impl Coordinator {
         pb::fleet_service_client::FleetServiceClient::new(channel)
     }
 
+    /// Registers proxy `id` in zone `zone` through the fleet service, as a
+    /// proxy played by hand; its registration.
+    #[allow(dead_code)] // control_plane.rs plays no proxy by hand
+    pub async fn register(&self, id: &str, zone: &str) -> anyhow::Result<u64> {
+        let reply = self
+            .fleet_client()
+            .register(pb::RegisterRequest {
+                proxy: Some(pb::ProxyIdentity {
+                    id: id.into(),
+                    zone: zone.into(),
+                    admin_address: String::new(),
+                }),
+            })
+            .await?
+            .into_inner();
+        Ok(reply.registration)
+    }
+
     pub fn admin_client(
         &self,
     ) -> pb::admin_service_client::AdminServiceClient<tonic::transport::Channel> {

@@ -2,7 +2,7 @@
 //! with it. The apply always stands; each commit is fenced as a
 //! `CommitTransition` of the generation the apply gave its route.
 
-use super::{apply, at, force, name, ok, route, service};
+use super::{apply, at, force, name, ok, pending_generation, route, service, slice};
 use crate::state::*;
 use switchyard_proto::model::*;
 
@@ -18,30 +18,6 @@ fn route_for_host(n: &str, backend: &str, host: &str) -> Resource {
         spec.hostnames = vec![host.into()];
     }
     r
-}
-
-fn slice(addresses: &[&str]) -> Resource {
-    let mut meta = ObjectMeta::named("default", "blue-slice");
-    meta.labels.insert(SERVICE_NAME_LABEL.into(), "blue".into());
-    Resource::EndpointSlice(EndpointSlice {
-        meta,
-        address_type: "IPv4".into(),
-        ports: vec![EndpointPort {
-            name: None,
-            port: 8080,
-        }],
-        endpoints: addresses
-            .iter()
-            .map(|a| Endpoint {
-                addresses: vec![a.to_string()],
-                ready: true,
-                serving: true,
-                terminating: false,
-                zone: None,
-            })
-            .collect(),
-        cluster: None,
-    })
 }
 
 /// Route `r` active on blue (entries 1–2); blue's endpoint generation.
@@ -103,7 +79,7 @@ fn a_carried_commit_of_another_term_is_refused_and_the_apply_stands() {
     let outcome = ok(s.apply(LogPosition::new(3, 2), &command));
     let record = &s.routes[&name("r")];
     assert_eq!(record.active.as_ref().unwrap().generation, 1);
-    assert_eq!(record.pending.as_ref().unwrap().target.generation, 3);
+    assert_eq!(pending_generation(&s, "r"), Some(3));
     assert!(
         matches!(
             outcome.decisions[..],
@@ -120,20 +96,18 @@ fn a_carried_commit_of_another_term_is_refused_and_the_apply_stands() {
 fn a_carried_commit_on_endpoints_its_own_apply_moves_is_refused() {
     let (mut s, endpoints) = active_on_blue();
     let command = with_commit(
-        vec![slice(&["10.0.0.9"]), route_for_host("r", "blue", "a.test")],
+        vec![
+            slice("blue", &["10.0.0.9"]),
+            route_for_host("r", "blue", "a.test"),
+        ],
         1,
         vec![(blue(), endpoints)],
     );
     let outcome = ok(s.apply(at(3), &command));
     assert!(s.endpoint_generation(&blue()).unwrap() > endpoints);
     assert_eq!(
-        s.routes[&name("r")]
-            .pending
-            .as_ref()
-            .unwrap()
-            .target
-            .generation,
-        3,
+        pending_generation(&s, "r"),
+        Some(3),
         "pending, for evidence at the new endpoints"
     );
     assert!(

@@ -3,44 +3,12 @@
 //! their term and their evidence, and registrations that a predecessor's
 //! goodbye or expiry cannot remove.
 
-use super::{apply, at, commit, force, name, ok, route, service};
+use super::{apply, at, commit, force, name, ok, pending_generation, route, service, slice};
 use crate::state::*;
 use switchyard_proto::model::*;
 
-fn slice(service: &str, addresses: &[&str]) -> Resource {
-    let mut meta = ObjectMeta::named("default", format!("{service}-slice"));
-    meta.labels
-        .insert(SERVICE_NAME_LABEL.into(), service.into());
-    Resource::EndpointSlice(EndpointSlice {
-        meta,
-        address_type: "IPv4".into(),
-        ports: vec![EndpointPort {
-            name: None,
-            port: 8080,
-        }],
-        endpoints: addresses
-            .iter()
-            .map(|a| Endpoint {
-                addresses: vec![a.to_string()],
-                ready: true,
-                serving: true,
-                terminating: false,
-                zone: None,
-            })
-            .collect(),
-        cluster: None,
-    })
-}
-
 fn blue() -> BackendKey {
     BackendKey::new("default", "blue", 80)
-}
-
-fn pending_generation(s: &ReplicatedState, r: &str) -> Option<u64> {
-    s.routes[&name(r)]
-        .pending
-        .as_ref()
-        .map(|p| p.target.generation)
 }
 
 fn register(id: &str) -> Command {

@@ -75,6 +75,40 @@ pub(super) fn commit(route: &str, generation: u64, endpoints: Vec<(BackendKey, u
     }
 }
 
+/// An EndpointSlice of Service `service` listing `addresses`.
+pub(super) fn slice(service: &str, addresses: &[&str]) -> Resource {
+    let mut meta = ObjectMeta::named("default", format!("{service}-slice"));
+    meta.labels
+        .insert(SERVICE_NAME_LABEL.into(), service.into());
+    Resource::EndpointSlice(EndpointSlice {
+        meta,
+        address_type: "IPv4".into(),
+        ports: vec![EndpointPort {
+            name: None,
+            port: 8080,
+        }],
+        endpoints: addresses
+            .iter()
+            .map(|a| Endpoint {
+                addresses: vec![a.to_string()],
+                ready: true,
+                serving: true,
+                terminating: false,
+                zone: None,
+            })
+            .collect(),
+        cluster: None,
+    })
+}
+
+/// The generation pending on route `r`, if any.
+pub(super) fn pending_generation(s: &ReplicatedState, r: &str) -> Option<u64> {
+    s.routes[&name(r)]
+        .pending
+        .as_ref()
+        .map(|p| p.target.generation)
+}
+
 pub(super) fn ok(r: CommandResponse) -> Outcome {
     r.0.expect("command accepted")
 }
