@@ -133,7 +133,10 @@ impl CutoverEvent {
 }
 
 /// The cutover transitions from `before` to `after` (one route's rows);
-/// none without a `before` (nothing was seen to change).
+/// none without a `before` (nothing was seen to change). A generation
+/// that became active without being seen pending — committed by its
+/// apply's own entry (the fleet was already ready for it), or pending and
+/// committed between two looks — is a commit too.
 pub fn transitions(before: Option<&RouteStatus>, after: &RouteStatus) -> Vec<CutoverEvent> {
     let Some(before) = before else {
         return Vec::new();
@@ -151,12 +154,26 @@ pub fn transitions(before: Option<&RouteStatus>, after: &RouteStatus) -> Vec<Cut
         } else if why.contains("time") {
             CutoverEvent::TimedOut { generation: g, why }
         } else {
-            let why = match after.pending_generation {
+            // A newer generation pending, or already active (committed
+            // by its apply's own entry), replaced it.
+            let newer = after
+                .pending_generation
+                .or(after.active_generation.filter(|a| *a > g));
+            let why = match newer {
                 Some(next) if why.is_empty() => format!("replaced by generation {next}"),
                 _ if why.is_empty() => "given up before it was served".to_string(),
                 _ => why,
             };
             CutoverEvent::Abandoned { generation: g, why }
+        });
+    }
+    if let Some(g) = after.active_generation
+        && before.active_generation != Some(g)
+        && before.pending_generation != Some(g)
+    {
+        out.push(CutoverEvent::Committed {
+            generation: g,
+            forced: after.forced,
         });
     }
     if let Some(g) = after.pending_generation
@@ -321,6 +338,38 @@ mod tests {
         );
         assert!(transitions(Some(&done), &done).is_empty());
         assert!(transitions(None, &pending).is_empty(), "nothing seen");
+    }
+
+    #[test]
+    fn a_generation_active_without_being_seen_pending_is_a_commit() {
+        // Committed by its apply's own entry.
+        let idle = row(Some(6), None, None);
+        let done = row(Some(7), None, None);
+        assert_eq!(
+            transitions(Some(&idle), &done),
+            [CutoverEvent::Committed {
+                generation: 7,
+                forced: false
+            }]
+        );
+        // One pending generation replaced by another committed at once:
+        // the first was abandoned, the second committed.
+        let pending = row(Some(6), Some(7), None);
+        let replaced_and_done = row(Some(8), None, None);
+        let events = transitions(Some(&pending), &replaced_and_done);
+        assert_eq!(
+            events,
+            [
+                CutoverEvent::Abandoned {
+                    generation: 7,
+                    why: "replaced by generation 8".into()
+                },
+                CutoverEvent::Committed {
+                    generation: 8,
+                    forced: false
+                }
+            ]
+        );
     }
 
     #[test]
