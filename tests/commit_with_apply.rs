@@ -114,6 +114,15 @@ async fn a_change_the_fleet_is_ready_for_is_committed_by_its_apply() -> anyhow::
         })
     })
     .await?;
+    // The leader loop counts its commit after the state shows it: wait
+    // for the count, or the commit below would be measured against a
+    // count still missing this one.
+    eventually("the first commit counted", WAIT, async || {
+        let counted =
+            sample(&coordinator, "switchyard_coordinator_cutover_commits_total").unwrap_or(0.0);
+        holds(counted >= 1.0, || format!("{counted} commits counted"))
+    })
+    .await?;
     let commits_before = sample(&coordinator, "switchyard_coordinator_cutover_commits_total")?;
     let timed_before = sample(
         &coordinator,

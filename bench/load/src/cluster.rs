@@ -292,6 +292,14 @@ pub fn metrics(admin: &str) -> Option<std::collections::BTreeMap<String, f64>> {
     Some(out)
 }
 
+/// [`metrics`] off the runtime's threads (it blocks on HTTP); empty when
+/// they could not be read.
+pub async fn scrape(admin: String) -> std::collections::BTreeMap<String, f64> {
+    tokio::task::spawn_blocking(move || metrics(&admin).unwrap_or_default())
+        .await
+        .unwrap_or_default()
+}
+
 /// The series of counter family `family` at `admin`'s `/metrics`, by
 /// their label values joined with spaces (`evidence digest taken`), the
 /// ones at zero left out.

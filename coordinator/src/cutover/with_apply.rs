@@ -31,6 +31,22 @@ use switchyard_proto::model::Resource;
 pub const MAX_ROUTES_JUDGED_WITH_APPLY: usize = 64;
 
 impl CutoverEngine {
+    /// Whether `apply` is judged with its commits at all: an apply naming
+    /// at least one route and at most [`MAX_ROUTES_JUDGED_WITH_APPLY`].
+    /// O(resources): asked before the engine is copied, so an apply of
+    /// Services and EndpointSlices alone (endpoint churn, the most
+    /// frequent apply) costs the leader nothing more.
+    pub fn judges_apply(apply: &Command) -> bool {
+        let Command::Apply { resources, .. } = apply else {
+            return false;
+        };
+        let routes = resources
+            .iter()
+            .filter(|r| matches!(r, Resource::HttpRoute(_)))
+            .count();
+        (1..=MAX_ROUTES_JUDGED_WITH_APPLY).contains(&routes)
+    }
+
     /// The commits `apply` (a [`Command::Apply`]) can carry: each route it
     /// would leave pending whose policy the fleet's current evidence
     /// already meets, as a pass would commit it. None when `apply` names
@@ -52,14 +68,7 @@ impl CutoverEngine {
         apply: &Command,
         now_ms: u64,
     ) -> Vec<Decision> {
-        let Command::Apply { resources, .. } = apply else {
-            return Vec::new();
-        };
-        let routes = resources
-            .iter()
-            .filter(|r| matches!(r, Resource::HttpRoute(_)))
-            .count();
-        if routes == 0 || routes > MAX_ROUTES_JUDGED_WITH_APPLY || !self.may_judge(state) {
+        if !Self::judges_apply(apply) || !self.may_judge(state) {
             return Vec::new();
         }
         self.sync_registry(state, now_ms);

@@ -11,7 +11,7 @@
 //! apply goes alone, exactly as before.
 
 use super::{Coordinator, now_ms};
-use crate::cutover::Decision;
+use crate::cutover::{CutoverEngine, Decision};
 use crate::raft::ProposeError;
 use crate::state::{Command, CommandResponse, Outcome};
 use switchyard_proto::model::{ObjectName, Resource};
@@ -47,12 +47,13 @@ impl Coordinator {
         Ok(response)
     }
 
-    /// The commits `apply` can carry: none unless this coordinator leads
-    /// with a quorum. The engine is copied under its lock (O(P)) and the
-    /// copy judged without it, as the leader loop does; what the copy
-    /// learns (the registry brought up to date) is not kept.
+    /// The commits `apply` can carry: none unless it names routes to
+    /// judge and this coordinator leads with a quorum. The engine is then
+    /// copied under its lock (O(P)) and the copy judged without it, as
+    /// the leader loop does; what the copy learns (the registry brought
+    /// up to date) is not kept.
     fn commits_with_apply(&self, apply: &Command, now: u64) -> Vec<Decision> {
-        if !self.leads_with_quorum() {
+        if !CutoverEngine::judges_apply(apply) || !self.leads_with_quorum() {
             return Vec::new();
         }
         let Some(engine) = self.with_engine(|engine| engine.clone()) else {

@@ -15,18 +15,12 @@
 use super::Context;
 use crate::admin;
 use crate::agent::Fleet;
-use crate::cluster::{labelled, metrics};
+use crate::cluster::{labelled, scrape};
 use crate::report::Failover;
 use crate::routes::{self, Variant};
 use anyhow::bail;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
-
-async fn scrape(admin: String) -> BTreeMap<String, f64> {
-    tokio::task::spawn_blocking(move || metrics(&admin).unwrap_or_default())
-        .await
-        .unwrap_or_default()
-}
 
 /// Moves routes `first..first + count` to fresh backends, kills the
 /// leader, and measures.

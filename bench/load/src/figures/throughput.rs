@@ -138,10 +138,8 @@ pub async fn run(
 /// The leader's count of cutovers committed, when it was started here.
 async fn leader_cutovers(ctx: &Context) -> Option<f64> {
     let admin = ctx.cluster.member(&ctx.leader)?.admin.clone();
-    let metrics = tokio::task::spawn_blocking(move || crate::cluster::metrics(&admin))
+    crate::cluster::scrape(admin)
         .await
-        .ok()??;
-    metrics
         .get("switchyard_coordinator_cutover_commits_total")
         .copied()
 }
