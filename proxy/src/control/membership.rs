@@ -127,6 +127,13 @@ pub(super) async fn run(shared: Arc<Shared>) {
             // disagree for a moment cannot make a loop of it). After a
             // round that went through, the next comes when a set is due
             // for renewal, or sooner on a change.
+            //
+            // A round whose report failed but whose heartbeat then reached
+            // a leader (a failover: the report went to the old one, the
+            // heartbeat after it to the new) is followed at once too, once
+            // per streak: the new leader's grace ends with the heartbeat,
+            // and it judges readiness by the evidence that would otherwise
+            // wait out a back-off pause grown while no leader answered.
             let pause = match round(
                 &shared,
                 &mut lag,
@@ -141,7 +148,19 @@ pub(super) async fn run(shared: Arc<Shared>) {
                     followed_hint = false;
                     senders.until_renewal(interval)
                 }
-                Err(e) if e.is_unknown_registration() => {
+                Err(RoundFailed {
+                    error: e,
+                    leader_answered,
+                }) if leader_answered && !followed_hint => {
+                    log_error!(
+                        round_level(&e),
+                        &e,
+                        "readiness report failed, heartbeat reached the leader; reporting again"
+                    );
+                    followed_hint = true;
+                    Duration::ZERO
+                }
+                Err(RoundFailed { error: e, .. }) if e.is_unknown_registration() => {
                     log_error!(
                         e.level(),
                         &e,
@@ -150,7 +169,7 @@ pub(super) async fn run(shared: Arc<Shared>) {
                     unregistered_since = Instant::now();
                     continue 'register;
                 }
-                Err(e) => {
+                Err(RoundFailed { error: e, .. }) => {
                     log_error!(round_level(&e), &e, "heartbeat or readiness report failed");
                     if e.leader_hint().is_some() && !followed_hint {
                         followed_hint = true;
@@ -184,6 +203,22 @@ fn round_level(e: &ControlError) -> Level {
     }
 }
 
+/// A round that failed: the error it ends with, and whether its heartbeat
+/// reached the leader all the same (only its report failed).
+struct RoundFailed {
+    error: ControlError,
+    leader_answered: bool,
+}
+
+impl From<ControlError> for RoundFailed {
+    fn from(error: ControlError) -> Self {
+        RoundFailed {
+            error,
+            leader_answered: false,
+        }
+    }
+}
+
 /// One round: evidence first — a new leader learns readiness as soon as it
 /// hears from this proxy — then the heartbeat renews the lease. Each set
 /// goes only when it is due ([`SetSender::due`]): changed since the leader
@@ -193,15 +228,15 @@ fn round_level(e: &ControlError) -> Level {
 /// moves neither costs none. A failed report does not skip the heartbeat,
 /// unless it says the registration is unknown; the round then fails with
 /// the report's error even when the heartbeat (sent to the leader the
-/// refusal named) succeeded, so the evidence follows after a short pause,
-/// not a whole interval later.
+/// refusal named) succeeded, saying so ([`RoundFailed::leader_answered`]):
+/// the evidence follows at once, not after a back-off pause.
 async fn round(
     shared: &Shared,
     lag: &mut LagDetector,
     senders: &mut Senders,
     interval: Duration,
     sockets_unsent: &mut bool,
-) -> Result<(), ControlError> {
+) -> Result<(), RoundFailed> {
     let now = std::time::Instant::now();
     let backends = evidence(shared);
     let reported = if *sockets_unsent || senders.evidence.due(&backends, now, interval) {
@@ -217,7 +252,7 @@ async fn round(
         .as_ref()
         .is_err_and(ControlError::is_unknown_registration)
     {
-        return reported;
+        return Ok(reported?);
     }
     // O(1): a persistent map.
     let applied = shared
@@ -241,9 +276,13 @@ async fn round(
                 &report_error,
                 "readiness report failed"
             );
-            Err(beat_error)
+            Err(beat_error.into())
         }
-        (reported, beat) => beat.and(reported),
+        (Err(report_error), Ok(())) => Err(RoundFailed {
+            error: report_error,
+            leader_answered: true,
+        }),
+        (Ok(()), beat) => Ok(beat?),
     }
 }
 

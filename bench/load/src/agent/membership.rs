@@ -193,9 +193,12 @@ pub(super) async fn run(
             // while no leader is elected must not bury the coordinators
             // in calls, each carrying whatever set changes are unsent.
             // A refusal that named the leader is followed at once, once
-            // per streak, as a proxy does.
+            // per streak, as a proxy does; so is a failed report whose
+            // heartbeat then reached a leader (a failover: the evidence
+            // goes to the new leader at once, not after the pause).
             let pause = if reported_to.is_none() || heartbeat_to.is_none() {
-                if router.take_hinted() && !followed_hint {
+                let leader_answered = heartbeat_to == Some(true);
+                if (router.take_hinted() || leader_answered) && !followed_hint {
                     followed_hint = true;
                     Duration::ZERO
                 } else {

@@ -31,8 +31,13 @@ use super::view::Builder;
 use switchyard_proto::pb;
 use switchyard_proto::watch::{self as rules, Assembler, Encoded, Step};
 
-/// Deltas remembered for agents that are a few behind the others.
-const SHARED_DELTAS: usize = 64;
+/// Deltas remembered for agents that are behind the others. Under a
+/// stream of single-route changes the slowest agents run thousands of
+/// deltas behind the fastest; a delta they no longer find shared they
+/// decode themselves and start a lineage of their own, which the agents
+/// behind them can then share. Each remembered delta costs its payload
+/// and what its builder does not share with its neighbours: O(change).
+const SHARED_DELTAS: usize = 4096;
 
 /// Aliases kept at most (a bound on memory; forgetting them only costs
 /// comparisons again).
@@ -60,9 +65,12 @@ struct Decode {
 pub struct Shared {
     /// The last snapshot.
     snapshot: Option<Decode>,
-    /// The last [`SHARED_DELTAS`] deltas applied on a shared lineage,
-    /// newest last.
-    deltas: std::collections::VecDeque<Decode>,
+    /// The last [`SHARED_DELTAS`] deltas applied on a shared lineage, by
+    /// (version, the lineage they applied on): an agent finds its own in
+    /// O(log), however far behind it is.
+    deltas: std::collections::BTreeMap<(u64, u64), Decode>,
+    /// The keys of `deltas`, oldest first (what to forget first).
+    delta_order: std::collections::VecDeque<(u64, u64)>,
     /// Lineages handed out.
     lineages: u64,
     /// Lineages found to hold the same configuration as another: each
@@ -106,32 +114,36 @@ pub enum Prepared {
 impl Shared {
     /// What an agent holding `current` on lineage `lineage` gets from
     /// `pending`, if some agent decoded exactly those bytes at that
-    /// version on the same configuration: its own lineage, or — once per
-    /// divergence, at the cost of one comparison of the whole
-    /// configuration — another lineage whose configuration before the
-    /// delta equals the agent's.
+    /// version on the same configuration: its own lineage, or — with
+    /// `compare_whole`, once per divergence, at the cost of one comparison
+    /// of the whole configuration — another lineage whose configuration
+    /// before the delta equals the agent's. For a small delta that
+    /// comparison (O(state)) costs more than decoding it (O(change)), so
+    /// the fleet asks for it only for large payloads.
     fn find(
         &mut self,
         pending: &Pending,
         lineage: u64,
         current: Option<&Builder>,
+        compare_whole: bool,
     ) -> Option<(u64, Builder)> {
         let same_bytes = |d: &&Decode| d.version == pending.version && d.payload == pending.payload;
         let lineage = self.aliases.get(&lineage).copied().unwrap_or(lineage);
         let found = match pending.delta_base {
             None => self.snapshot.as_ref().filter(same_bytes),
             Some(_) => {
-                let own = self
-                    .deltas
-                    .iter()
-                    .rev()
-                    .filter(same_bytes)
-                    .find(|d| lineage != 0 && d.from == lineage);
+                let own = (lineage != 0)
+                    .then(|| self.deltas.get(&(pending.version, lineage)))
+                    .flatten()
+                    .filter(same_bytes);
                 own.or_else(|| {
+                    if !compare_whole {
+                        return None;
+                    }
                     let equal = self
                         .deltas
-                        .iter()
-                        .rev()
+                        .range((pending.version, 0)..=(pending.version, u64::MAX))
+                        .map(|(_, d)| d)
                         .filter(same_bytes)
                         .find(|d| current.is_some() && d.before.as_ref() == current)?;
                     if lineage != 0 {
@@ -168,10 +180,15 @@ impl Shared {
         if pending.delta_base.is_none() {
             self.snapshot = Some(decode);
         } else {
-            if self.deltas.len() == SHARED_DELTAS {
-                self.deltas.pop_front();
+            let key = (decode.version, decode.from);
+            if self.deltas.insert(key, decode).is_none() {
+                self.delta_order.push_back(key);
             }
-            self.deltas.push_back(decode);
+            while self.delta_order.len() > SHARED_DELTAS {
+                if let Some(oldest) = self.delta_order.pop_front() {
+                    self.deltas.remove(&oldest);
+                }
+            }
         }
         self.lineages
     }
@@ -270,7 +287,7 @@ impl Held {
             Prepared::Done(outcome) => return Ok(outcome),
             Prepared::Payload(pending) => pending,
         };
-        if let Some(outcome) = self.reuse(&pending, shared) {
+        if let Some(outcome) = self.reuse(&pending, shared, true) {
             return Ok(outcome);
         }
         let builder = self.build(&pending)?;
@@ -280,7 +297,9 @@ impl Held {
     /// [`Held::receive_sharing`] for an agent among others in one
     /// process: the fleet's lock is held while a large payload is decoded
     /// (the others wait for it instead of all decoding the same bytes),
-    /// never while a small one is.
+    /// never while a small one is; a small delta is taken from another
+    /// agent's decode only on the agent's own lineage (see
+    /// [`Shared::find`]).
     pub async fn receive_in_fleet(
         &mut self,
         update: pb::ConfigUpdate,
@@ -292,7 +311,7 @@ impl Held {
             Prepared::Payload(pending) => pending,
         };
         let mut guard = shared.lock().await;
-        if let Some(outcome) = self.reuse(&pending, &mut guard) {
+        if let Some(outcome) = self.reuse(&pending, &mut guard, pending.size() > large) {
             return Ok(outcome);
         }
         let (builder, decoded) = if pending.size() > large {
@@ -309,8 +328,14 @@ impl Held {
 
     /// Holds what another agent's decode of `pending` led to, if `shared`
     /// has one on this agent's configuration (counted as shared).
-    fn reuse(&mut self, pending: &Pending, shared: &mut Shared) -> Option<Outcome> {
-        let (lineage, builder) = shared.find(pending, self.lineage, self.config.as_ref())?;
+    fn reuse(
+        &mut self,
+        pending: &Pending,
+        shared: &mut Shared,
+        compare_whole: bool,
+    ) -> Option<Outcome> {
+        let (lineage, builder) =
+            shared.find(pending, self.lineage, self.config.as_ref(), compare_whole)?;
         shared.shared += 1;
         Some(self.install(pending.version, lineage, builder))
     }
@@ -331,7 +356,9 @@ impl Held {
         shared.decoded += 1;
         let theirs = match decoded {
             Decoded::Exclusively => None,
-            Decoded::Concurrently => shared.find(pending, self.lineage, self.config.as_ref()),
+            Decoded::Concurrently => {
+                shared.find(pending, self.lineage, self.config.as_ref(), false)
+            }
         };
         let (lineage, builder) = match theirs {
             Some(theirs) => theirs,
@@ -656,5 +683,58 @@ mod tests {
         assert_eq!(shared.lineages, 1);
         assert_eq!(a.lineage, b.lineage);
         assert_eq!(a.config, b.config);
+    }
+
+    /// Runs `f` to its end, for futures that never wait (no other holder
+    /// of the lock).
+    fn ready<F: std::future::Future>(f: F) -> F::Output {
+        match poll_once(std::pin::pin!(f)) {
+            Poll::Ready(out) => out,
+            Poll::Pending => panic!("waited with nobody else holding the lock"),
+        }
+    }
+
+    #[test]
+    fn in_the_fleet_a_small_delta_on_another_lineage_is_decoded_not_compared() {
+        let s = ConfigSnapshot {
+            version: 5,
+            ..Default::default()
+        };
+        let shared = tokio::sync::Mutex::new(Shared::default());
+        let (mut a, mut b, mut c) = (Held::default(), Held::default(), Held::default());
+        let small = 1 << 20;
+        for held in [&mut a, &mut b] {
+            ready(held.receive_in_fleet(update(5, Some(&s)), &shared, small)).unwrap();
+        }
+        // c holds an equal configuration from other bytes: its own lineage.
+        let mut other = update(5, Some(&s));
+        other.snapshot_json = [serde_json::to_vec(&s).unwrap(), b" ".to_vec()]
+            .concat()
+            .into();
+        ready(c.receive_in_fleet(other, &shared, small)).unwrap();
+        for held in [&mut a, &mut b, &mut c] {
+            let got = ready(held.receive_in_fleet(delta(5, 6, "x"), &shared, small)).unwrap();
+            assert_eq!(got, Outcome::Changed);
+        }
+        let counts = {
+            let shared = shared.try_lock().unwrap();
+            (shared.decoded, shared.shared)
+        };
+        // Snapshots: a decoded, b shared, c decoded. The delta: a decoded,
+        // b (a's lineage) shared, c decoded rather than compare the whole
+        // configuration with a's.
+        assert_eq!(counts, (4, 2));
+        assert_eq!(a.config, c.config);
+        // The same delta as a large payload: c would have compared, found
+        // a's configuration equal and shared it.
+        let mut d = Held::default();
+        let mut other = update(5, Some(&s));
+        other.snapshot_json = [serde_json::to_vec(&s).unwrap(), b"  ".to_vec()]
+            .concat()
+            .into();
+        ready(d.receive_in_fleet(other, &shared, small)).unwrap();
+        ready(d.receive_in_fleet(delta(5, 6, "x"), &shared, 0)).unwrap();
+        let shared = shared.try_lock().unwrap();
+        assert_eq!((shared.decoded, shared.shared), (5, 3));
     }
 }

@@ -34,6 +34,8 @@ struct Script {
     registration: u64,
     /// Heartbeats to answer `known: false`.
     forget_heartbeats: u32,
+    /// Readiness reports to fail as an unreachable coordinator would.
+    fail_reports: u32,
     /// The version heartbeats say the leader has.
     leader_version: u64,
     /// Whether heartbeats and reports are numbered and may carry changes
@@ -187,6 +189,10 @@ impl Fake {
 
     /// Answers the next heartbeat `known: false`, as a leader that lost
     /// this proxy's lease would.
+    pub fn fail_next_report(&self) {
+        self.script().fail_reports += 1;
+    }
+
     pub fn forget_next_heartbeat(&self) {
         self.script().forget_heartbeats += 1;
     }
@@ -377,6 +383,10 @@ impl FleetService for Service {
             .map_err(Status::invalid_argument)?;
         let _ = self.calls.reports.send(request);
         let mut script = self.script.lock().unwrap();
+        if script.fail_reports > 0 {
+            script.fail_reports -= 1;
+            return Err(Status::unavailable("the fake fails this report"));
+        }
         let mut seq = 0;
         if script.takes_changes {
             // Refused changes leave the set held as it was.

@@ -3,6 +3,7 @@
 
 use super::fake::Fake;
 use super::{Logs, Proxy, served};
+use std::time::Duration;
 
 #[tokio::test]
 async fn a_followers_refusal_naming_the_leader_is_followed_to_the_leader() {
@@ -179,6 +180,31 @@ async fn a_configuration_that_moves_only_served_generations_costs_one_heartbeat_
         "{beat:?}"
     );
     assert!(!leader.reported_again(), "an unchanged report was sent");
+
+    proxy.stop().await;
+    leader.next_deregister().await;
+    assert_eq!(logs.warnings(), Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn a_report_that_failed_before_a_heartbeat_reached_the_leader_goes_again_at_once() {
+    let logs = Logs::capture();
+    let mut leader = Fake::start().await;
+    // Neither a renewal nor a back-off pause falls due within the test
+    // (a pause is drawn below 600 s: one under the few seconds waited
+    // comes by chance once in a hundred runs or so).
+    leader.heartbeat_interval(600_000);
+    // The report of the first round fails as one to a leader that just
+    // stepped down would; the heartbeat after it goes through.
+    leader.fail_next_report();
+    let proxy = Proxy::start_with_backoff(&[&leader.address], Duration::from_secs(600));
+    leader.next_register().await;
+    let failed = leader.next_report().await;
+    leader.next_heartbeat().await;
+    // The evidence follows the heartbeat at once, not a back-off later:
+    // a new leader judges readiness by it.
+    let again = leader.next_report().await;
+    assert_eq!(again.registration, failed.registration);
 
     proxy.stop().await;
     leader.next_deregister().await;

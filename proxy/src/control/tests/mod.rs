@@ -116,6 +116,11 @@ impl Proxy {
     /// Starts the client as proxy `p1` with `coordinators` in that order
     /// of preference.
     fn start(coordinators: &[&str]) -> Proxy {
+        Proxy::start_with_backoff(coordinators, Duration::from_millis(20))
+    }
+
+    /// [`Proxy::start`] with its own back-off after a failed call.
+    fn start_with_backoff(coordinators: &[&str], reconnect_backoff: Duration) -> Proxy {
         let mut registry = Registry::default();
         let dataplane = DataPlane::new(DataPlaneSettings::default(), &mut registry);
         let metrics = ControlMetrics::register(&mut registry);
@@ -132,7 +137,7 @@ impl Proxy {
                 .collect(),
             rpc_timeout: Duration::from_secs(2),
             apply_wait_limit: Duration::from_secs(10),
-            reconnect_backoff: Duration::from_millis(20),
+            reconnect_backoff,
             security: switchyard_tls::Security::Insecure,
         };
         let (stop, stopped) = oneshot::channel::<()>();
