@@ -429,8 +429,8 @@ impl<K: Ord + Clone + Canonical, V: Clone + PartialEq + Canonical> SetSender<K, 
         }
     }
 
-    /// Forgets what the receiver holds (a new registration): the next
-    /// update is whole.
+    /// Forgets what the receiver holds (a new registration, or a new
+    /// leader): the next update is by digest or whole.
     pub fn reset(&mut self) {
         self.acked = None;
         self.unknown = None;

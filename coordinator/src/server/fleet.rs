@@ -169,12 +169,16 @@ impl FleetService for Fleet {
             "proxy watching configuration"
         );
         let journal = self.coordinator.journal.clone();
+        let mut leader = self.coordinator.leader_news.subscribe();
+        // Told once at the start of every stream, then on every change.
+        leader.mark_changed();
         let coordinator_id = self.coordinator.config.node.id;
         let open = self.coordinator.metrics.stream_opened("watch");
         let stream = async_stream(move |tx| async move {
             let _open = open;
             let out = Out {
                 tx,
+                leader: tokio::sync::Mutex::new(leader),
                 coordinator_id,
                 // Only chunked payloads may come compressed: a watcher
                 // of whole snapshots is one older than both.
@@ -244,6 +248,9 @@ fn form_of<K, V>(update: &SetUpdate<K, V>) -> &'static str {
 /// One watch stream's sending side.
 struct Out {
     tx: tokio::sync::mpsc::Sender<Result<pb::ConfigUpdate, Status>>,
+    /// The leader as this coordinator knows it (see [`Out::wait`]). A lock
+    /// only to be read through `&self`: this task is its one user.
+    leader: tokio::sync::Mutex<tokio::sync::watch::Receiver<Option<String>>>,
     coordinator_id: u64,
     /// The watcher reads compressed payloads.
     accepts_lz4: bool,
@@ -339,11 +346,35 @@ impl Out {
 
     /// Waits for the journal to move on; false once the client is gone.
     /// (End with the client, not only on the next failed send: a gone
-    /// proxy must not keep a task here.)
-    async fn wait(&self, head: &mut tokio::sync::watch::Receiver<u64>) -> bool {
-        tokio::select! {
-            changed = head.changed() => changed.is_ok(),
-            () = self.tx.closed() => false,
+    /// proxy must not keep a task here.) Meanwhile, whenever this
+    /// coordinator's view of the leader changes, tells the proxy in a bare
+    /// update at `held` (`base` as this stream's bare versions carry it):
+    /// after a failover a proxy learns the new leader from the first
+    /// coordinator that does, instead of by failed calls and back-off.
+    async fn wait(
+        &self,
+        head: &mut tokio::sync::watch::Receiver<u64>,
+        (held, base): (u64, u64),
+    ) -> bool {
+        let mut leader = self.leader.lock().await;
+        loop {
+            tokio::select! {
+                changed = head.changed() => return changed.is_ok(),
+                Ok(()) = leader.changed() => {
+                    let address = leader.borrow_and_update().clone().unwrap_or_default();
+                    let notice = pb::ConfigUpdate {
+                        version: held,
+                        base_version: base,
+                        coordinator_id: self.coordinator_id,
+                        leader: address,
+                        ..Default::default()
+                    };
+                    if !self.send(Ok(notice)).await {
+                        return false;
+                    }
+                }
+                () = self.tx.closed() => return false,
+            }
         }
     }
 }
@@ -413,7 +444,9 @@ async fn stream_deltas(journal: &Journal, out: &Out, known: u64) {
             },
         }
         first = false;
-        if !out.wait(&mut head).await {
+        // Held: set above on every path that reaches here.
+        let at = held.unwrap_or_default();
+        if !out.wait(&mut head, (at, at)).await {
             return;
         }
     }
@@ -461,7 +494,7 @@ async fn stream_snapshots(journal: &Journal, out: &Out) {
                 }
             },
         }
-        if !out.wait(&mut head).await {
+        if !out.wait(&mut head, (held.unwrap_or_default(), 0)).await {
             return;
         }
     }

@@ -114,6 +114,32 @@ pub struct Coordinator {
     /// Commits carried by applies, until the leader loop takes them for
     /// its apply-to-Ready histogram (`apply_commits`).
     committed_with_apply: Mutex<Vec<apply_commits::CommittedWithApply>>,
+    /// The leader's address as this coordinator knows it, changed only
+    /// when that changes: every watch stream tells its proxy (see
+    /// [`announce_leaders`]).
+    leader_news: watch::Sender<Option<String>>,
+}
+
+/// Keeps `news` at the leader's address as Raft's metrics on this
+/// coordinator name it, until the node stops. Wakes on every metrics
+/// change (O(1) each: a comparison); watchers wake only when the leader
+/// changes.
+async fn announce_leaders(node: Node, news: watch::Sender<Option<String>>) {
+    let mut metrics = node.metrics();
+    loop {
+        metrics.borrow_and_update();
+        let leader = node.leader().map(|(_, address)| address);
+        news.send_if_modified(|known| {
+            let moved = *known != leader;
+            if moved {
+                known.clone_from(&leader);
+            }
+            moved
+        });
+        if metrics.changed().await.is_err() {
+            return;
+        }
+    }
 }
 
 /// This process's monotonic clock in milliseconds (since the first call):
@@ -334,7 +360,10 @@ pub async fn run(
         journal::follow(journal.clone(), node.state())
             .instrument(tracing::info_span!("journal", node_id = config.node.id)),
     );
+    let (leader_news, _) = watch::channel(None);
+    let announcer = tokio::spawn(announce_leaders(node.clone(), leader_news.clone()));
     let coordinator = Arc::new(Coordinator {
+        leader_news,
         node: node.clone(),
         config: config.clone(),
         engine: Mutex::new(None),
@@ -390,6 +419,7 @@ pub async fn run(
         .await;
     leader_loop.abort();
     journal_task.abort();
+    announcer.abort();
     node.shutdown().await;
     served.map_err(|e| ServeError::Serve(e.to_string()))
 }

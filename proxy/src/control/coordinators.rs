@@ -198,6 +198,12 @@ impl Coordinators {
         leader.or_else(|| self.order.first().cloned())
     }
 
+    /// Calls go to `address` from now on: a coordinator named it the
+    /// leader on the watch stream.
+    pub fn follow_leader(&self, address: &str) {
+        *self.leader.lock().unwrap_or_else(|e| e.into_inner()) = Some(address.to_string());
+    }
+
     /// Remembers what a failed call said about the leader: a "not the
     /// leader" refusal that names one is followed; otherwise a leader that
     /// failed is forgotten, or the next call tries the next address.

@@ -115,6 +115,16 @@ pub(super) async fn run(shared: Arc<Shared>) {
         // once, after a refusal that named the leader.
         let mut followed_hint = false;
         loop {
+            if shared.take_leader_moved() {
+                // A new leader holds nothing of this proxy's sets (or only
+                // what was replicated to it): offer both by digest or
+                // whole now, and start any back-off over.
+                senders.applied.reset();
+                senders.evidence.reset();
+                sockets_unsent = true;
+                backoff.reset();
+                followed_hint = false;
+            }
             // After a failed round the next one comes after a back-off
             // pause, never later than the interval: a leader that died
             // or moved is found (through the hint or the next coordinator)

@@ -48,7 +48,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use std::collections::BTreeSet;
 use std::future::Future;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use switchyard_proto::model::{BackendKey, ObjectName};
@@ -138,8 +138,14 @@ struct Shared {
     /// Backends evidence is reported for, served and warming (apply
     /// writes, reports read).
     reported: Mutex<BTreeSet<BackendKey>>,
-    /// Apply asks membership to report evidence now.
+    /// Apply asks membership to report evidence now (and the watch
+    /// stream, when it names a new leader).
     report_now: Notify,
+    /// The leader the watch stream named last, and whether that moved
+    /// from one named before (membership then renews both sets with the
+    /// new one at once: see [`Shared::leader_named`]).
+    named_leader: Mutex<Option<String>>,
+    leader_moved: AtomicBool,
     /// Newest configuration version the watch stream has shown (watch
     /// writes, heartbeats read).
     held_version: AtomicU64,
@@ -151,6 +157,33 @@ struct Shared {
 }
 
 impl Shared {
+    /// A coordinator named `address` the leader on the watch stream: calls
+    /// go there from now on. When that is another leader than the one
+    /// named before (a failover), membership is woken to send both sets
+    /// to it at once — its grace ends when every proxy has heartbeated to
+    /// it, and it judges readiness by the evidence — rather than after a
+    /// back-off pause or a renewal interval. O(1).
+    fn leader_named(&self, address: &str) {
+        self.coordinators.follow_leader(address);
+        let mut named = self.named_leader.lock().unwrap_or_else(|e| e.into_inner());
+        if named.as_deref() == Some(address) {
+            return;
+        }
+        let moved = named.is_some();
+        *named = Some(address.to_string());
+        drop(named);
+        if moved {
+            tracing::info!(leader = %address, "a coordinator named a new leader; reporting to it");
+            self.leader_moved.store(true, Ordering::Relaxed);
+            self.report_now.notify_one();
+        }
+    }
+
+    /// Whether the watch stream named a new leader since the last call.
+    fn take_leader_moved(&self) -> bool {
+        self.leader_moved.swap(false, Ordering::Relaxed)
+    }
+
     fn new(config: ControlConfig, dataplane: Arc<DataPlane>, metrics: ControlMetrics) -> Self {
         let coordinators = Coordinators::new(
             &config.coordinators,
@@ -166,6 +199,8 @@ impl Shared {
             applied: Mutex::new(imbl::OrdMap::new()),
             reported: Mutex::new(BTreeSet::new()),
             report_now: Notify::new(),
+            named_leader: Mutex::new(None),
+            leader_moved: AtomicBool::new(false),
             held_version: AtomicU64::new(0),
             registration: AtomicU64::new(0),
             lag: channel::Sender::new(watch::Lag::default()),

@@ -309,6 +309,9 @@ async fn take_updates(
                 }
             }
         };
+        if !update.leader.is_empty() {
+            shared.leader_named(&update.leader);
+        }
         let coordinator_id = update.coordinator_id;
         let version = update.version;
         let whole = assembler

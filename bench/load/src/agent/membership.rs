@@ -64,6 +64,14 @@ impl Router {
         }
     }
 
+    /// Calls go to `address` from now on (a coordinator named it the
+    /// leader on the watch stream), if it is one of this agent's.
+    fn follow_leader(&self, address: &str) {
+        if let Some(i) = self.clients.iter().position(|(a, _)| a == address) {
+            self.current.store(i, Ordering::Relaxed);
+        }
+    }
+
     /// Whether the last failed call was a refusal naming the leader (now
     /// where calls go); reading it clears it.
     fn take_hinted(&self) -> bool {
@@ -107,9 +115,12 @@ pub(super) async fn run(
     mut stop: watch::Receiver<bool>,
 ) {
     let mut hold = fleet.hold.subscribe();
+    let mut leader = agent.leader.subscribe();
     let mut registration = 0u64;
     let mut reported: OrdMap<BackendKey, Evidence> = OrdMap::new();
     let mut senders = Senders::default();
+    // The leader the watch stream named before the last one.
+    let mut previous_leader: Option<String> = None;
     'register: while !*stop.borrow() {
         let request = pb::RegisterRequest {
             proxy: Some(pb::ProxyIdentity {
@@ -143,6 +154,25 @@ pub(super) async fn run(
         // Whether this streak of failed rounds had its one retry at once.
         let mut followed_hint = false;
         loop {
+            if leader.has_changed().unwrap_or(false) {
+                // As a proxy does: calls go to the leader the watch stream
+                // named; one other than named before (a failover) holds
+                // nothing of this agent's sets, so both go to it now.
+                let (named, moved) = {
+                    let named = leader.borrow_and_update();
+                    (named.clone(), previous_leader.is_some() && *named != previous_leader)
+                };
+                if let Some(address) = &named {
+                    router.follow_leader(address);
+                }
+                if moved {
+                    senders.applied.reset();
+                    senders.evidence.reset();
+                    backoff.reset();
+                    followed_hint = false;
+                }
+                previous_leader = named;
+            }
             let current = views.borrow_and_update().clone();
             let holding = *hold.borrow_and_update();
             reported = view::reportable(&current, &reported, holding);
@@ -215,6 +245,11 @@ pub(super) async fn run(
             };
             tokio::select! {
                 _ = tokio::time::sleep(pause) => {}
+                Ok(()) = leader.changed() => {
+                    // Seen at the top of the next round (`changed` marks
+                    // nothing seen).
+                    leader.mark_changed();
+                }
                 Ok(()) = views.changed() => {}
                 Ok(()) = hold.changed() => {}
                 _ = stop.changed() => {}

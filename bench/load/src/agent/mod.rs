@@ -36,10 +36,27 @@ const LARGE_PAYLOAD: usize = 64 * 1024;
 /// Deadline of one unary fleet call.
 const RPC_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// One agent's identity.
+/// One agent's identity, and the leader its watch stream named last (its
+/// membership task follows it, as a proxy does).
 pub(crate) struct Agent {
     id: String,
     zone: String,
+    leader: channel::Sender<Option<String>>,
+}
+
+impl Agent {
+    /// A coordinator named `address` the leader on the watch stream:
+    /// membership hears of it only when it differs from the one named
+    /// before.
+    fn leader_named(&self, address: &str) {
+        self.leader.send_if_modified(|named| {
+            let moved = named.as_deref() != Some(address);
+            if moved {
+                *named = Some(address.to_string());
+            }
+            moved
+        });
+    }
 }
 
 /// What the fleet's agents share with it.
@@ -131,7 +148,11 @@ impl Fleet {
                 unary.push((address.clone(), fleet_client(address, &security, false)?));
                 streaming.push((address.clone(), fleet_client(address, &security, true)?));
             }
-            let agent = Arc::new(Agent { id, zone });
+            let agent = Arc::new(Agent {
+                id,
+                zone,
+                leader: channel::Sender::new(None),
+            });
             let (views_tx, views_rx) = channel::channel(Arc::new(View::default()));
             let router = membership::Router::new(unary, n);
             tasks.push(tokio::spawn(membership::run(
@@ -259,6 +280,9 @@ async fn run_watch(
             fleet
                 .bytes
                 .fetch_add(watch::update_bytes(&update), Ordering::Relaxed);
+            if !update.leader.is_empty() {
+                agent.leader_named(&update.leader);
+            }
             // The last chunk of a payload may cost a decode (a whole
             // snapshot: about 0.1 s at 10,000 routes) or only a comparison
             // with what another agent decoded (see `watch`); a large one
