@@ -118,3 +118,55 @@ async fn a_heartbeat_reaching_a_survivor_after_the_leader_died_is_sent_to_the_ne
     }
     Ok(())
 }
+
+/// The next update on `stream` that names a leader, within `wait`.
+async fn next_leader_notice(
+    stream: &mut tonic::Streaming<pb::ConfigUpdate>,
+    wait: Duration,
+) -> anyhow::Result<pb::ConfigUpdate> {
+    let deadline = tokio::time::Instant::now() + wait;
+    loop {
+        let update = tokio::time::timeout_at(deadline, stream.message())
+            .await
+            .map_err(|_| anyhow::anyhow!("no update naming a leader within {wait:?}"))??
+            .ok_or_else(|| anyhow::anyhow!("the watch stream ended"))?;
+        if !update.leader.is_empty() {
+            return Ok(update);
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_stream_on_a_survivor_names_the_new_leader_once_it_is_elected()
+-> anyhow::Result<()> {
+    let mut cluster = Cluster::start(&[])?;
+    let dead = cluster.wait_leader(Duration::from_secs(15))?;
+    let dead_address = cluster.addresses[dead].clone();
+    let survivor = (dead + 1) % 3;
+    let mut fleet =
+        FleetServiceClient::connect(format!("http://{}", cluster.addresses[survivor])).await?;
+    let mut stream = fleet
+        .watch(pb::WatchRequest {
+            proxy_id: "proxy-w".into(),
+            known_version: 0,
+            accepts_deltas: true,
+            accepts_lz4: false,
+        })
+        .await?
+        .into_inner();
+    // At the start of the stream: the leader the survivor follows, in a
+    // bare update at the version the stream holds (no payload to apply).
+    let first = next_leader_notice(&mut stream, Duration::from_secs(10)).await?;
+    assert_eq!(first.leader, dead_address);
+    assert!(first.snapshot_json.is_empty() && first.delta_json.is_empty());
+    assert_eq!(first.base_version, first.version, "{first:?}");
+
+    cluster.nodes[dead].kill();
+    // Then, without the proxy calling anyone, the one elected after it.
+    let notice = next_leader_notice(&mut stream, Duration::from_secs(15)).await?;
+    assert_ne!(notice.leader, dead_address, "named the leader that was killed");
+    assert!(notice.snapshot_json.is_empty() && notice.delta_json.is_empty());
+    let elected = cluster.wait_leader(Duration::from_secs(15))?;
+    assert_eq!(notice.leader, cluster.addresses[elected]);
+    Ok(())
+}

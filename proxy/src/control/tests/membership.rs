@@ -210,3 +210,41 @@ async fn a_report_that_failed_before_a_heartbeat_reached_the_leader_goes_again_a
     leader.next_deregister().await;
     assert_eq!(logs.warnings(), Vec::<String>::new());
 }
+
+#[tokio::test]
+async fn a_new_leader_named_on_the_watch_stream_gets_both_sets_at_once() {
+    let logs = Logs::capture();
+    let mut old = Fake::start().await;
+    let mut new = Fake::start().await;
+    // Neither a renewal nor a back-off pause falls due within the test.
+    old.heartbeat_interval(600_000);
+    let proxy = Proxy::start_with_backoff(&[&old.address, &new.address], Duration::from_secs(600));
+    let stream = old.next_watch().await;
+    old.next_register().await;
+    old.next_report().await;
+    old.next_heartbeat().await;
+
+    // The stream names the leader the proxy already calls: nothing to do.
+    let notice = |leader: &str| switchyard_proto::pb::ConfigUpdate {
+        leader: leader.to_string(),
+        coordinator_id: 1,
+        ..Default::default()
+    };
+    stream.send_update(notice(&old.address)).await;
+    // Then another one: a failover. Both sets go to it, unasked.
+    stream.send_update(notice(&new.address)).await;
+    let report = new.next_report().await;
+    let beat = new.next_heartbeat().await;
+    assert_eq!((report.registration, beat.registration), (1, 1));
+    assert!(!old.reported_again(), "the old leader was reported to");
+    assert_eq!(
+        logs.at("INFO", "a coordinator named a new leader").len(),
+        1,
+        "{:#?}",
+        logs.lines()
+    );
+
+    proxy.stop().await;
+    new.next_deregister().await;
+    assert_eq!(logs.warnings(), Vec::<String>::new());
+}
