@@ -137,8 +137,8 @@ async fn next_leader_notice(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_watch_stream_on_a_survivor_names_the_new_leader_once_it_is_elected()
--> anyhow::Result<()> {
+async fn a_watch_stream_on_a_survivor_names_the_new_leader_once_it_is_elected() -> anyhow::Result<()>
+{
     let mut cluster = Cluster::start(&[])?;
     let dead = cluster.wait_leader(Duration::from_secs(15))?;
     let dead_address = cluster.addresses[dead].clone();
@@ -164,7 +164,10 @@ async fn a_watch_stream_on_a_survivor_names_the_new_leader_once_it_is_elected()
     cluster.nodes[dead].kill();
     // Then, without the proxy calling anyone, the one elected after it.
     let notice = next_leader_notice(&mut stream, Duration::from_secs(15)).await?;
-    assert_ne!(notice.leader, dead_address, "named the leader that was killed");
+    assert_ne!(
+        notice.leader, dead_address,
+        "named the leader that was killed"
+    );
     assert!(notice.snapshot_json.is_empty() && notice.delta_json.is_empty());
     let elected = cluster.wait_leader(Duration::from_secs(15))?;
     assert_eq!(notice.leader, cluster.addresses[elected]);

@@ -160,7 +160,10 @@ pub(super) async fn run(
                 // nothing of this agent's sets, so both go to it now.
                 let (named, moved) = {
                     let named = leader.borrow_and_update();
-                    (named.clone(), previous_leader.is_some() && *named != previous_leader)
+                    (
+                        named.clone(),
+                        previous_leader.is_some() && *named != previous_leader,
+                    )
                 };
                 if let Some(address) = &named {
                     router.follow_leader(address);

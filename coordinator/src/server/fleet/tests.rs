@@ -32,6 +32,8 @@ async fn a_watcher_that_falls_behind_the_ring_gets_a_full_snapshot_then_deltas()
     let stream = tokio::spawn(async move {
         let out = Out {
             tx,
+            // No leader news: its sender is gone.
+            leader: tokio::sync::Mutex::new(tokio::sync::watch::channel(None).1),
             coordinator_id: 1,
             accepts_lz4: false,
         };
