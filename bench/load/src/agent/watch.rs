@@ -299,7 +299,7 @@ impl Held {
     /// (the others wait for it instead of all decoding the same bytes),
     /// never while a small one is; a small delta is taken from another
     /// agent's decode only on the agent's own lineage (see
-    /// [`Shared::find`]).
+    /// `Shared::find`).
     pub async fn receive_in_fleet(
         &mut self,
         update: pb::ConfigUpdate,
