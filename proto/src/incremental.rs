@@ -250,18 +250,46 @@ impl<K: Ord + Clone, V: Clone + PartialEq> HeldSet<K, V> {
     /// Holds `map` as set `seq`: the keys whose entry differs from what
     /// was held. O(R) (less where the two share subtrees).
     fn replace(&mut self, seq: u64, map: OrdMap<K, V>) -> Vec<K> {
-        let changed = self
-            .map
-            .diff(&map)
-            .map(|item| match item {
+        match self.replace_listing(seq, map, usize::MAX) {
+            Changed::Keys(keys) => keys,
+            Changed::MoreThan(_) => unreachable!("no list is longer than usize::MAX"),
+        }
+    }
+
+    /// [`HeldSet::replace`], listing at most `limit` changed keys: the
+    /// diff stops at the first key past it, so holding a large set where
+    /// little or nothing was held (a new leader hearing from each proxy)
+    /// costs O(limit), not O(R).
+    fn replace_listing(&mut self, seq: u64, map: OrdMap<K, V>, limit: usize) -> Changed<K> {
+        let mut keys = Vec::new();
+        let mut more = false;
+        for item in self.map.diff(&map) {
+            if keys.len() == limit {
+                more = true;
+                break;
+            }
+            keys.push(match item {
                 DiffItem::Add(k, _) | DiffItem::Remove(k, _) => k.clone(),
                 DiffItem::Update { new: (k, _), .. } => k.clone(),
-            })
-            .collect();
+            });
+        }
         self.map = map;
         self.seq = seq;
-        changed
+        if more {
+            Changed::MoreThan(limit)
+        } else {
+            Changed::Keys(keys)
+        }
     }
+}
+
+/// What taking an update changed, as far as the receiver asked to know.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Changed<K> {
+    /// Every key whose entry was added, changed or removed.
+    Keys(Vec<K>),
+    /// More keys than this many changed; they were not listed.
+    MoreThan(usize),
 }
 
 impl<K: Ord + Clone + Canonical, V: Clone + PartialEq + Canonical> HeldSet<K, V> {
@@ -274,20 +302,36 @@ impl<K: Ord + Clone + Canonical, V: Clone + PartialEq + Canonical> HeldSet<K, V>
         update: SetUpdate<K, V>,
         known: &mut KnownSets<K, V>,
     ) -> Result<Vec<K>, NotHeld> {
+        match self.take_known_listing(update, known, usize::MAX)? {
+            Changed::Keys(keys) => Ok(keys),
+            Changed::MoreThan(_) => unreachable!("no list is longer than usize::MAX"),
+        }
+    }
+
+    /// [`HeldSet::take_known`], listing at most `limit` changed keys (see
+    /// [`HeldSet::replace_listing`]): a set named by digest is then taken
+    /// in O(limit) whatever its size. Changes list what they changed
+    /// (their own size bounds it).
+    pub fn take_known_listing(
+        &mut self,
+        update: SetUpdate<K, V>,
+        known: &mut KnownSets<K, V>,
+        limit: usize,
+    ) -> Result<Changed<K>, NotHeld> {
         match update {
             SetUpdate::Whole { seq, entries } => {
                 let map: OrdMap<K, V> = entries.into_iter().collect();
                 known.remember(&map);
-                Ok(self.replace(seq, map))
+                Ok(self.replace_listing(seq, map, limit))
             }
             SetUpdate::Known { seq, digest } => match known.get(&digest) {
-                Some(map) => Ok(self.replace(seq, map)),
+                Some(map) => Ok(self.replace_listing(seq, map, limit)),
                 None => Err(NotHeld {
                     held: self.seq,
                     base: 0,
                 }),
             },
-            changes => self.take(changes),
+            changes => self.take(changes).map(Changed::Keys),
         }
     }
 }
@@ -429,8 +473,17 @@ impl<K: Ord + Clone + Canonical, V: Clone + PartialEq + Canonical> SetSender<K, 
         }
     }
 
-    /// Forgets what the receiver holds (a new registration, or a new
-    /// leader): the next update is by digest or whole.
+    /// Makes the set due at the next round whatever changed, as after a
+    /// failed exchange (a new leader was named: it may hold this set, if
+    /// it was sent it already, or not). The next update is changes on the
+    /// set acknowledged; a receiver that does not hold that set refuses
+    /// them, and [`SetSender::send`] follows with the digest or the whole.
+    pub fn renew(&mut self) {
+        self.answered_at = None;
+    }
+
+    /// Forgets what the receiver holds (a new registration): the next
+    /// update is by digest or whole.
     pub fn reset(&mut self) {
         self.acked = None;
         self.unknown = None;

@@ -63,7 +63,7 @@ pub use with_apply::MAX_ROUTES_JUDGED_WITH_APPLY;
 use crate::state::ReplicatedState;
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use switchyard_proto::incremental::{HeldSet, KnownSets, NotHeld, SetUpdate};
+use switchyard_proto::incremental::{Changed, HeldSet, KnownSets, NotHeld, SetUpdate};
 use switchyard_proto::model::{BackendKey, ObjectName};
 use switchyard_proto::{AppliedUpdate, EvidenceUpdate};
 
@@ -390,9 +390,11 @@ impl CutoverEngine {
         let held = Arc::make_mut(self.applied.entry(proxy.to_string()).or_default());
         // Changes on another set change nothing (`NotHeld`): the answer's
         // sequence asks for the whole set.
+        // Only whether anything changed: O(1) past the first changed key
+        // (a new leader taking each proxy's whole set by digest).
         let changed = held
-            .take_known(applied, &mut self.known_applied)
-            .is_ok_and(|keys| !keys.is_empty());
+            .take_known_listing(applied, &mut self.known_applied, 0)
+            .is_ok_and(|changed| changed != Changed::Keys(Vec::new()));
         Heard {
             known: true,
             held_seq: held.seq(),
@@ -443,8 +445,14 @@ impl CutoverEngine {
         // O(1): the held set is a persistent map.
         let mut held = previous.map(|r| r.backends.clone()).unwrap_or_default();
         let backends = backends.map_keys(|backend| self.backend_names.intern(backend));
-        let changed = match held.take_known(backends, &mut self.known_evidence) {
-            Ok(changed) => changed,
+        // Listed up to the pending routes' bound: past it the scope
+        // widens anyway (below), so a whole set taken by digest costs
+        // O(pending), not O(its backends).
+        let listing =
+            held.take_known_listing(backends, &mut self.known_evidence, state.pending_bound());
+        let changed = match listing {
+            Ok(Changed::Keys(changed)) => Some(changed),
+            Ok(Changed::MoreThan(_)) => None,
             Err(NotHeld { held, .. }) => {
                 return Heard {
                     known: true,
@@ -457,7 +465,7 @@ impl CutoverEngine {
         // evidence that had gone stale) is news to the next pass — which
         // need judge only the routes that use a backend whose evidence
         // changed (evidence back from stale: all of the proxy's).
-        let news_here = !changed.is_empty() || stale;
+        let news_here = changed.as_ref().is_none_or(|c| !c.is_empty()) || stale;
         if news_here {
             self.changes += 1;
             // Listing more backends than there are pending routes costs
@@ -468,17 +476,19 @@ impl CutoverEngine {
             let before = stale
                 .then(|| self.evidence.get(proxy).map(|r| r.backends.map().clone()))
                 .flatten();
-            let listed = changed.len()
-                + if stale {
+            let listed = changed
+                .as_ref()
+                .map_or(usize::MAX, Vec::len)
+                .saturating_add(if stale {
                     held.map().len() + before.as_ref().map_or(0, |m| m.len())
                 } else {
                     0
-                };
+                });
             if listed > state.pending_bound() {
                 self.scope.widen();
             } else {
                 self.scope
-                    .narrow(changed.iter().map(|b| BackendKey::clone(b)));
+                    .narrow(changed.iter().flatten().map(|b| BackendKey::clone(b)));
                 if stale {
                     // Everything this proxy holds counts again, and
                     // whatever it held before counted no more.

@@ -364,3 +364,52 @@ fn block_on_ready<F: std::future::Future>(future: F) -> F::Output {
         }
     }
 }
+
+#[test]
+fn a_set_taken_with_a_limit_lists_at_most_that_many_changed_keys() {
+    let mut known = KnownSets::default();
+    let current = large(100, 7);
+    let mut sender = SetSender::default();
+    let mut held = HeldSet::default();
+    let _ = held.take_known(sender.prepare(&current), &mut known);
+    sender.answered(held.seq());
+    held.take_known(sender.prepare(&current), &mut known)
+        .unwrap();
+
+    // A second receiver (a new leader) holding nothing takes the same set
+    // by digest, asked for at most 5 keys: it holds all 100 entries, and
+    // says more than 5 changed without listing them.
+    let mut fresh = HeldSet::default();
+    let mut named_by_digest = SetSender::default();
+    let named = named_by_digest.prepare(&current);
+    assert!(matches!(named, SetUpdate::Known { .. }));
+    assert_eq!(
+        fresh.take_known_listing(named, &mut known, 5),
+        Ok(Changed::MoreThan(5))
+    );
+    assert_eq!(fresh.map(), &current);
+    // Within the limit every changed key is listed; nothing changed, none.
+    let mut next = current.clone();
+    next.insert(3, 8);
+    named_by_digest.answered(fresh.seq());
+    let changes = named_by_digest.prepare(&next);
+    assert_eq!(
+        fresh.take_known_listing(changes, &mut known, 5),
+        Ok(Changed::Keys(vec![3]))
+    );
+    named_by_digest.answered(fresh.seq());
+    let again = named_by_digest.prepare(&next);
+    assert_eq!(
+        fresh.take_known_listing(again, &mut known, 0),
+        Ok(Changed::Keys(Vec::new()))
+    );
+    // A whole set equal to the one held: nothing listed even at limit 0.
+    let whole = SetUpdate::Whole {
+        seq: 9,
+        entries: next.iter().map(|(k, v)| (*k, *v)).collect(),
+    };
+    assert_eq!(
+        fresh.take_known_listing(whole, &mut known, 0),
+        Ok(Changed::Keys(Vec::new()))
+    );
+}

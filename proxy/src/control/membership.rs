@@ -116,11 +116,12 @@ pub(super) async fn run(shared: Arc<Shared>) {
         let mut followed_hint = false;
         loop {
             if shared.take_leader_moved() {
-                // A new leader holds nothing of this proxy's sets (or only
-                // what was replicated to it): offer both by digest or
-                // whole now, and start any back-off over.
-                senders.applied.reset();
-                senders.evidence.reset();
+                // A new leader: both sets go to it now (as changes, which
+                // it takes if this proxy already reached it, else refuses
+                // for the digest or the whole), and any back-off starts
+                // over.
+                senders.applied.renew();
+                senders.evidence.renew();
                 sockets_unsent = true;
                 backoff.reset();
                 followed_hint = false;

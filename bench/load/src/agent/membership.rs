@@ -156,8 +156,9 @@ pub(super) async fn run(
         loop {
             if leader.has_changed().unwrap_or(false) {
                 // As a proxy does: calls go to the leader the watch stream
-                // named; one other than named before (a failover) holds
-                // nothing of this agent's sets, so both go to it now.
+                // named; to one other than named before (a failover) both
+                // sets go now (taken as changes if the agent reached it
+                // already, else by digest or whole).
                 let (named, moved) = {
                     let named = leader.borrow_and_update();
                     (
@@ -169,8 +170,8 @@ pub(super) async fn run(
                     router.follow_leader(address);
                 }
                 if moved {
-                    senders.applied.reset();
-                    senders.evidence.reset();
+                    senders.applied.renew();
+                    senders.evidence.renew();
                     backoff.reset();
                     followed_hint = false;
                 }
