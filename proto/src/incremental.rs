@@ -309,7 +309,7 @@ impl<K: Ord + Clone + Canonical, V: Clone + PartialEq + Canonical> HeldSet<K, V>
     }
 
     /// [`HeldSet::take_known`], listing at most `limit` changed keys (see
-    /// [`HeldSet::replace_listing`]): a set named by digest is then taken
+    /// `HeldSet::replace_listing`): a set named by digest is then taken
     /// in O(limit) whatever its size. Changes list what they changed
     /// (their own size bounds it).
     pub fn take_known_listing(
