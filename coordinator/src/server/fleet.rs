@@ -176,18 +176,18 @@ impl FleetService for Fleet {
         let open = self.coordinator.metrics.stream_opened("watch");
         let stream = async_stream(move |tx| async move {
             let _open = open;
-            let out = Out {
+            let mut out = Out {
                 tx,
-                leader: tokio::sync::Mutex::new(leader),
+                leader,
                 coordinator_id,
                 // Only chunked payloads may come compressed: a watcher
                 // of whole snapshots is one older than both.
                 accepts_lz4: request.accepts_lz4 && request.accepts_deltas,
             };
             if request.accepts_deltas {
-                stream_deltas(&journal, &out, request.known_version).await;
+                stream_deltas(&journal, &mut out, request.known_version).await;
             } else {
-                stream_snapshots(&journal, &out).await;
+                stream_snapshots(&journal, &mut out).await;
             }
         });
         Ok(Response::new(Box::pin(stream)))
@@ -248,9 +248,8 @@ fn form_of<K, V>(update: &SetUpdate<K, V>) -> &'static str {
 /// One watch stream's sending side.
 struct Out {
     tx: tokio::sync::mpsc::Sender<Result<pb::ConfigUpdate, Status>>,
-    /// The leader as this coordinator knows it (see [`Out::wait`]). A lock
-    /// only to be read through `&self`: this task is its one user.
-    leader: tokio::sync::Mutex<tokio::sync::watch::Receiver<Option<String>>>,
+    /// The leader as this coordinator knows it (see [`Out::wait`]).
+    leader: tokio::sync::watch::Receiver<Option<String>>,
     coordinator_id: u64,
     /// The watcher reads compressed payloads.
     accepts_lz4: bool,
@@ -352,16 +351,15 @@ impl Out {
     /// after a failover a proxy learns the new leader from the first
     /// coordinator that does, instead of by failed calls and back-off.
     async fn wait(
-        &self,
+        &mut self,
         head: &mut tokio::sync::watch::Receiver<u64>,
         (held, base): (u64, u64),
     ) -> bool {
-        let mut leader = self.leader.lock().await;
         loop {
             tokio::select! {
                 changed = head.changed() => return changed.is_ok(),
-                Ok(()) = leader.changed() => {
-                    let address = leader.borrow_and_update().clone().unwrap_or_default();
+                Ok(()) = self.leader.changed() => {
+                    let address = self.leader.borrow_and_update().clone().unwrap_or_default();
                     let notice = pb::ConfigUpdate {
                         version: held,
                         base_version: base,
@@ -383,7 +381,7 @@ impl Out {
 /// has them (a resume), else a chunked full snapshot first; then every
 /// entry as it is journaled. One that falls behind the ring while
 /// connected gets a full snapshot again.
-async fn stream_deltas(journal: &Journal, out: &Out, known: u64) {
+async fn stream_deltas(journal: &Journal, out: &mut Out, known: u64) {
     let mut head = journal.head();
     // Holding nothing (0), the proxy needs a full snapshot first.
     let mut held = (known != 0).then_some(known);
@@ -455,7 +453,7 @@ async fn stream_deltas(journal: &Journal, out: &Out, known: u64) {
 /// A proxy that does not accept deltas (today's contract): the whole
 /// snapshot in one message at once and after every change proxies see, a
 /// bare version after a change they do not.
-async fn stream_snapshots(journal: &Journal, out: &Out) {
+async fn stream_snapshots(journal: &Journal, out: &mut Out) {
     let mut head = journal.head();
     let mut held = None;
     loop {

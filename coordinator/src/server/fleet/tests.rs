@@ -30,14 +30,14 @@ async fn a_watcher_that_falls_behind_the_ring_gets_a_full_snapshot_then_deltas()
     let (tx, mut rx) = tokio::sync::mpsc::channel(4);
     let stream_journal = journal.clone();
     let stream = tokio::spawn(async move {
-        let out = Out {
+        let mut out = Out {
             tx,
             // No leader news: its sender is gone.
-            leader: tokio::sync::Mutex::new(tokio::sync::watch::channel(None).1),
+            leader: tokio::sync::watch::channel(None).1,
             coordinator_id: 1,
             accepts_lz4: false,
         };
-        stream_deltas(&stream_journal, &out, 1).await;
+        stream_deltas(&stream_journal, &mut out, 1).await;
     });
     // It holds the newest version: one bare version says the stream is
     // live.
