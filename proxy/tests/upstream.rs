@@ -1,8 +1,9 @@
 //! Upstream behaviour through the real data path: health checks decide
 //! which endpoints get traffic and what readiness says, readiness watchers
-//! wake up, connect failures are retried on another endpoint, keep-alive
-//! connections are reused, HTTP/2 clients are served, the admin endpoint
-//! answers.
+//! wake up, connect failures are retried on another endpoint, a bodiless
+//! idempotent request whose kept-alive connection closed under it goes
+//! again, keep-alive connections are reused, HTTP/2 clients are served,
+//! the admin endpoint answers.
 
 mod support;
 
@@ -10,7 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 use support::client::{Conn, get, send};
-use support::echo::start_echo;
+use support::echo::{start_echo, start_scripted};
 use support::*;
 use switchyard_proto::model::{
     ANNOTATION_HEALTH_PATH, BackendKey, ConfigSnapshot, HttpRoute, ObjectName,
@@ -128,25 +129,61 @@ async fn connect_failures_are_retried_on_another_endpoint() {
     let (snapshot, routes) = config(&[live.addr, doomed_addr], None);
     proxy.install(snapshot, routes);
     proxy.wait_healthy(&[(key(), 2)]).await;
-    drop(doomed);
-    eventually(
-        "dead endpoint refuses",
-        Duration::from_secs(5),
-        || async move {
-            anyhow::ensure!(
-                tokio::net::TcpStream::connect(doomed_addr).await.is_err(),
-                "still accepting"
-            );
-            Ok(())
-        },
-    )
-    .await
-    .unwrap();
+    doomed.kill().await;
+    assert!(
+        tokio::net::TcpStream::connect(doomed_addr).await.is_err(),
+        "the dead endpoint still accepts"
+    );
     for i in 0..40 {
         let reply = send(proxy.addrs[0], get("app.example", "/")).await.unwrap();
         assert_eq!(reply.status, 200, "request {i}: {reply:?}");
         assert_eq!(reply.pod().unwrap(), live.pod);
     }
+    proxy.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kept_alive_connection_closed_under_an_idempotent_request_sends_it_again() {
+    // Answers `/keepalive` on a kept-alive connection, then closes that
+    // connection on its next request without answering it.
+    let (backend, _stop) = start_scripted().await;
+    let settings = DataPlaneSettings {
+        health: HealthSettings {
+            interval: Duration::from_secs(3600),
+            ..test_settings().health
+        },
+        ..test_settings()
+    };
+    let proxy = Proxy::start(settings, vec![simple_listener(NS)]).await;
+    let (snapshot, routes) = config(&[backend], None);
+    proxy.install(snapshot, routes);
+    proxy.wait_healthy(&[(key(), 1)]).await;
+    let addr = proxy.addrs[0];
+
+    // A new connection, answered and kept in the pool.
+    let first = send(addr, get("app.example", "/keepalive")).await.unwrap();
+    assert_eq!(first.status, 200, "{first:?}");
+    // The pooled connection is closed under the next GET: the proxy sends
+    // it again on a new connection, and the client never sees the close.
+    for i in 0..3 {
+        let again = send(addr, get("app.example", "/keepalive")).await.unwrap();
+        assert_eq!(again.status, 200, "request {i} after the first: {again:?}");
+        assert_eq!(&again.body[..], b"keepalive");
+    }
+    // A request with a body is not sent twice: the backend may have acted
+    // on it. The client gets the 502.
+    let post = http::Request::post("/keepalive")
+        .header("host", "app.example")
+        .body(http_body_util::Full::new(bytes::Bytes::from_static(
+            b"order",
+        )))
+        .unwrap();
+    let refused = send(addr, post).await.unwrap();
+    assert_eq!(refused.status, 502, "{refused:?}");
+    assert_eq!(
+        refused.headers["x-switchyard-reason"],
+        "backend broke the connection"
+    );
     proxy.shutdown().await;
 }
 

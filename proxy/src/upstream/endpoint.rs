@@ -101,6 +101,29 @@ impl Sender {
     }
 }
 
+/// A connection taken for one request, and whether it was open before this
+/// request asked for it: a kept-alive HTTP/1.1 connection from the pool or
+/// the endpoint's already open HTTP/2 connection. Only such a connection can
+/// have been closed by the backend (its idle timeout, its pod stopping)
+/// while the proxy still counted it open, the request crossing the close on
+/// the wire; a connection opened for the request cannot.
+#[derive(Debug)]
+pub struct Checkout {
+    /// The connection.
+    pub sender: Sender,
+    /// Whether it was open before this request.
+    pub reused: bool,
+}
+
+impl Checkout {
+    fn reused(sender: Sender) -> Checkout {
+        Checkout {
+            sender,
+            reused: true,
+        }
+    }
+}
+
 /// An HTTP/2 request names its target in `:scheme` and `:authority`,
 /// which the h2 layer takes from the URI: the origin-form request the
 /// server stack hands over gets `http://` (`https://` over TLS) and the
@@ -385,7 +408,7 @@ impl Endpoint {
     /// used idle one that is still open, or a new one; for h2c the shared
     /// connection, or a new one when it closed (counted as opened for
     /// `opener`).
-    pub async fn checkout(&self, opener: &BackendLabels) -> Result<Sender, ConnectError> {
+    pub async fn checkout(&self, opener: &BackendLabels) -> Result<Checkout, ConnectError> {
         if self.protocol.is_http2() {
             return self.checkout_h2(opener).await;
         }
@@ -400,25 +423,30 @@ impl Endpoint {
             }
             let mut sender = Sender::Http1(conn.sender);
             if sender.is_ready() {
-                return Ok(sender);
+                return Ok(Checkout::reused(sender));
             }
             // Released a moment ago: hyper flags it ready once its connection
             // task has seen the previous response end. Closed connections
             // error out here, before any byte of a request is written.
             if let Ok(Ok(())) = tokio::time::timeout(settings.connect_timeout, sender.ready()).await
             {
-                return Ok(sender);
+                return Ok(Checkout::reused(sender));
             }
         }
         // Connecting is the cold path and its future (TCP, TLS, the HTTP
         // handshake) the largest part of a request's: boxed, here and in
         // `checkout_h2`, so that every request's future — moved whole when
         // it is spawned or stored — does not carry its space.
-        Box::pin(self.connect_http1(opener)).await
+        let sender = Box::pin(self.connect_http1(opener)).await?;
+        Ok(Checkout {
+            sender,
+            reused: false,
+        })
     }
 
-    async fn checkout_h2(&self, opener: &BackendLabels) -> Result<Sender, ConnectError> {
+    async fn checkout_h2(&self, opener: &BackendLabels) -> Result<Checkout, ConnectError> {
         let shared = lock(&self.h2).clone().filter(|s| !s.is_closed());
+        let reused = shared.is_some();
         let mut sender = match shared {
             Some(sender) => Sender::Http2 {
                 sender,
@@ -450,7 +478,7 @@ impl Endpoint {
             .await
             .map_err(|_| ConnectError::Timeout(self.ctx.settings.connect_timeout))?
             .map_err(ConnectError::Http)?;
-        Ok(sender)
+        Ok(Checkout { sender, reused })
     }
 
     async fn tcp_connect(&self, opener: &BackendLabels) -> Result<TcpStream, ConnectError> {
@@ -588,7 +616,7 @@ impl Endpoint {
         let grpc = self.protocol == UpstreamProtocol::Grpc
             && self.health_path == super::discovery::GRPC_HEALTH_PATH;
         let probe = async {
-            let mut sender = self.checkout(&opener).await.ok()?;
+            let mut sender = self.checkout(&opener).await.ok()?.sender;
             let req = if grpc {
                 grpc_health::request(self.addr)?
             } else {

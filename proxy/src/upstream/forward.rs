@@ -25,7 +25,7 @@
 //! the tunnel the server builds on it (or is closed).
 
 use super::Backend;
-use super::endpoint::{Endpoint, InFlight, Sender};
+use super::endpoint::{Checkout, Endpoint, InFlight, Sender};
 use crate::body::{BoxError, ProxyBody};
 use crate::error::{ConnectError, ProxyError};
 use bytes::Bytes;
@@ -220,7 +220,10 @@ async fn while_uploading<F: Future>(
 /// Sends `req` to `backend`. Retries only attempts that failed before any
 /// byte of the request was written: a failed connect is retried on an
 /// endpoint not tried yet; a pooled connection that hyper finds closed
-/// before writing is retried on a new connection (any endpoint).
+/// before writing is retried on a new connection (any endpoint). One more
+/// case is retried although the request was written: an idempotent,
+/// bodiless request whose reused connection failed before any answer
+/// (the backend closed it as the request crossed: the keep-alive race).
 /// `client_body_failed` is set by
 /// the downstream body wrapper when the client broke the body off, so the
 /// error is blamed on the client rather than the backend.
@@ -268,8 +271,8 @@ pub async fn forward_timed(
         }
         failed_on = Some(endpoint.addr);
         let in_flight = endpoint.begin();
-        let mut sender = match endpoint.checkout(backend.labels()).await {
-            Ok(sender) => sender,
+        let (mut sender, reused) = match endpoint.checkout(backend.labels()).await {
+            Ok(Checkout { sender, reused }) => (sender, reused),
             Err(source) => {
                 ctx.metrics
                     .connect_errors
@@ -284,6 +287,10 @@ pub async fn forward_timed(
                 continue;
             }
         };
+        // What to send again should a reused connection turn out closed
+        // under the request (see `replayable`); only then is the head
+        // copied, and never for a request with a body.
+        let replay = if reused { replayable(&req) } else { None };
         let timeout = settings.request_timeout;
         // `None`: the backend ran out of time.
         let (sent, started) = {
@@ -374,6 +381,23 @@ pub async fn forward_timed(
                             cause: source,
                         });
                     }
+                    if let Some(again) = replay {
+                        // The request was written, no answer came, and the
+                        // connection had been kept alive: most likely the
+                        // backend closed it as the request crossed, which
+                        // says nothing of the endpoint. The request is
+                        // idempotent and bodiless, so it goes again, on a
+                        // new connection or another endpoint.
+                        debug!(backend = %backend.key(), endpoint = %endpoint.addr, error = %source, "reused connection failed before any answer; sending the request again");
+                        req = again;
+                        failed_on = None;
+                        last_error = Some(ProxyError::Upstream {
+                            backend: backend.key().clone(),
+                            endpoint: endpoint.addr,
+                            cause: source,
+                        });
+                        continue;
+                    }
                     endpoint.record_failure();
                     return Err(ProxyError::Upstream {
                         backend: backend.key().clone(),
@@ -387,6 +411,24 @@ pub async fn forward_timed(
     Err(last_error.unwrap_or_else(|| ProxyError::NoReadyEndpoint {
         backend: backend.key().clone(),
     }))
+}
+
+/// A copy of `req` to send again should its connection fail before any
+/// answer, when that is safe: the method is idempotent (RFC 9110 §9.2.2:
+/// a client may repeat it automatically when the connection fails before
+/// the response is read) and the body is empty (nothing of it needs
+/// keeping). `None` otherwise.
+fn replayable(req: &Request<ProxyBody>) -> Option<Request<ProxyBody>> {
+    if !req.method().is_idempotent() || !req.body().is_end_stream() {
+        return None;
+    }
+    let mut copy = Request::new(crate::body::empty());
+    *copy.method_mut() = req.method().clone();
+    *copy.uri_mut() = req.uri().clone();
+    *copy.version_mut() = req.version();
+    *copy.headers_mut() = req.headers().clone();
+    *copy.extensions_mut() = req.extensions().clone();
+    Some(copy)
 }
 
 fn pooled_response(

@@ -37,6 +37,8 @@ pub struct Echo {
     pub bodies: Arc<Mutex<Vec<(String, Bytes)>>>,
     /// Delayed (`?delay_ms=`) requests being answered right now.
     pub active: Arc<AtomicUsize>,
+    /// Whether the accept loop still holds the listener.
+    listening: Arc<AtomicBool>,
     stop: watch::Sender<bool>,
 }
 
@@ -47,6 +49,23 @@ impl Drop for Echo {
 }
 
 impl Echo {
+    /// Stops the server and returns once it is dead: the listener closed
+    /// (connects are refused) and every connection's task past its last
+    /// answer. Dropping an `Echo` only asks; a connection whose task has
+    /// not run since could still answer one more request.
+    pub async fn kill(self) {
+        let _ = self.stop.send(true);
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
+        while self.listening.load(Ordering::Acquire) || self.open.load(Ordering::Acquire) > 0 {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "echo {} still serving 5 s after it was stopped",
+                self.pod
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+        }
+    }
+
     /// How many logged request URIs equal `uri`.
     pub fn count(&self, uri: &str) -> usize {
         self.log
@@ -86,6 +105,7 @@ pub async fn start_echo(namespace: &str, service: &str, replica: usize) -> Echo 
     let connections = Arc::new(AtomicUsize::new(0));
     let open = Arc::new(AtomicUsize::new(0));
     let (stop, mut stopped) = watch::channel(false);
+    let listening = Arc::new(AtomicBool::new(true));
     let echo = Echo {
         addr,
         pod,
@@ -96,16 +116,23 @@ pub async fn start_echo(namespace: &str, service: &str, replica: usize) -> Echo 
         open: Arc::clone(&open),
         active: Arc::clone(&state.active),
         bodies: Arc::clone(&state.bodies),
+        listening: Arc::clone(&listening),
         stop,
     };
     tokio::spawn(async move {
         loop {
-            let (stream, _) = tokio::select! {
-                _ = stopped.changed() => return,
-                accepted = listener.accept() => match accepted {
-                    Ok(pair) => pair,
-                    Err(_) => continue,
-                },
+            let accepted = tokio::select! {
+                _ = stopped.changed() => None,
+                accepted = listener.accept() => Some(accepted),
+            };
+            let (stream, _) = match accepted {
+                None => {
+                    drop(listener);
+                    listening.store(false, Ordering::Release);
+                    return;
+                }
+                Some(Ok(pair)) => pair,
+                Some(Err(_)) => continue,
             };
             connections.fetch_add(1, Ordering::Relaxed);
             open.fetch_add(1, Ordering::Relaxed);
@@ -117,14 +144,18 @@ pub async fn start_echo(namespace: &str, service: &str, replica: usize) -> Echo 
                     let state = state.clone();
                     async move { Ok::<_, Infallible>(answer(&state, req).await) }
                 });
-                let conn = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(TokioIo::new(stream), svc);
-                tokio::pin!(conn);
-                tokio::select! {
-                    _ = conn.as_mut() => {}
-                    _ = stopped.changed() => {}
+                {
+                    let conn = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), svc);
+                    tokio::pin!(conn);
+                    tokio::select! {
+                        _ = conn.as_mut() => {}
+                        _ = stopped.changed() => {}
+                    }
+                    // The connection (its socket) is dropped here, before
+                    // it stops counting as open.
                 }
-                open.fetch_sub(1, Ordering::Relaxed);
+                open.fetch_sub(1, Ordering::Release);
             });
         }
     });
@@ -205,8 +236,10 @@ async fn answer(state: &EchoState, req: Request<Incoming>) -> Response<Full<Byte
 
 /// A raw-TCP backend whose behaviour depends on the request path, for
 /// failure tests: `/reset` resets the connection (RST) without answering,
-/// `/hang` never answers, anything else (health checks included) gets
-/// `200 ok` and `Connection: close`.
+/// `/hang` never answers, `/keepalive` is answered on a kept-alive
+/// connection that then closes on its next request without answering it,
+/// anything else (health checks included) gets `200 ok` and
+/// `Connection: close`.
 pub async fn start_scripted() -> (SocketAddr, watch::Sender<bool>) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -245,6 +278,18 @@ async fn scripted_connection(mut stream: tokio::net::TcpStream) {
     let head = String::from_utf8_lossy(&buf);
     let path = head.split_whitespace().nth(1).unwrap_or("/").to_owned();
     match path.as_str() {
+        "/keepalive" => {
+            // Answered and kept alive; the connection's next request is
+            // read and the connection closed without an answer, as when a
+            // backend's idle timeout closes it while a request crosses.
+            let answer = b"HTTP/1.1 200 OK\r\ncontent-length: 9\r\n\r\nkeepalive";
+            if stream.write_all(answer).await.is_err() {
+                return;
+            }
+            let mut next = [0u8; 4096];
+            let _ = stream.read(&mut next).await;
+            let _ = stream.shutdown().await;
+        }
         "/reset" => {
             // Linger 0: close sends RST instead of FIN.
             let _ = stream.set_zero_linger();
