@@ -97,6 +97,18 @@ pub fn digest<K: Canonical + Ord + Clone, V: Canonical + Clone>(set: &OrdMap<K, 
     out
 }
 
+/// Whether `changes` entries changed in a set of `len` (after the change)
+/// is a large change: at least [`KNOWN_MIN_ENTRIES`], and at least half
+/// the set. The sender then names the new set by digest rather than list
+/// the changes, and the receiver that took such changes remembers the
+/// result ([`KnownSets`]) for the next sender making the same jump.
+/// Rare by design (a proxy's first configuration after an empty one, a
+/// bulk import): remembering costs a digest, O(R), no more than taking
+/// the changes did.
+pub fn is_large_change(changes: usize, len: usize) -> bool {
+    changes >= KNOWN_MIN_ENTRIES && changes * 2 >= len
+}
+
 /// A set as sent: whole, or the changes on a set the receiver holds.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SetUpdate<K, V> {
@@ -331,7 +343,13 @@ impl<K: Ord + Clone + Canonical, V: Clone + PartialEq + Canonical> HeldSet<K, V>
                     base: 0,
                 }),
             },
-            changes => self.take(changes).map(Changed::Keys),
+            changes => {
+                let keys = self.take(changes)?;
+                if is_large_change(keys.len(), self.map.len()) {
+                    known.remember(&self.map);
+                }
+                Ok(Changed::Keys(keys))
+            }
         }
     }
 }
@@ -410,7 +428,9 @@ impl<K: Ord + Clone + Canonical, V: Clone + PartialEq + Canonical> SetSender<K, 
     /// by its digest when it is large (and the receiver did not just
     /// refuse that digest), else whole; then the changes on the
     /// acknowledged set (possibly none: that still renews what the
-    /// receiver holds).
+    /// receiver holds), or again the digest when they would be a large
+    /// change ([`is_large_change`]) and the receiver did not just refuse
+    /// it. Deciding costs one more walk of the changes, O(C log R).
     pub fn prepare(&mut self, current: &OrdMap<K, V>) -> SetUpdate<K, V> {
         let seq = match &self.last {
             Some((seq, last)) if last.ptr_eq(current) || last == current => *seq,
@@ -435,6 +455,18 @@ impl<K: Ord + Clone + Canonical, V: Clone + PartialEq + Canonical> SetSender<K, 
                     .collect(),
             };
         };
+        if self.unknown != Some(seq) && is_large_change(acked.diff(current).count(), current.len())
+        {
+            // Most of the set changed at once (a first configuration after
+            // an empty one, a bulk import): every sender of the fleet
+            // makes the same jump, so the receiver likely holds the result
+            // from another one already.
+            self.named = Some(seq);
+            return SetUpdate::Known {
+                seq,
+                digest: digest(current),
+            };
+        }
         let mut upserted = Vec::new();
         let mut removed = Vec::new();
         for item in acked.diff(current) {
@@ -534,8 +566,9 @@ impl<K: Ord + Clone + Canonical, V: Clone + PartialEq + Canonical> SetSender<K, 
     /// Sends `current` by `call` (by digest, whole or as changes) and
     /// notes the sequence its answer says the receiver holds; when changes
     /// or a digest were not taken, sends again at once (changes not taken
-    /// are followed by the digest or the whole set, a digest not known by
-    /// the whole set, which is always taken: at most three calls). `call` answers with its own result and
+    /// are followed by the digest or the whole set; a digest not known by
+    /// the changes, if the receiver holds their base, else by the whole
+    /// set, which is always taken: at most three calls). `call` answers with its own result and
     /// the sequence held; its error ends the exchange with nothing noted
     /// but that the set is due again ([`SetSender::due`]).
     pub async fn send<T, E, Fut>(
@@ -549,6 +582,7 @@ impl<K: Ord + Clone + Canonical, V: Clone + PartialEq + Canonical> SetSender<K, 
         loop {
             let update = self.prepare(current);
             let whole = matches!(update, SetUpdate::Whole { .. });
+            let seq = update.seq();
             let (answer, held) = match call(update).await {
                 Ok(answered) => answered,
                 Err(e) => {
@@ -563,7 +597,9 @@ impl<K: Ord + Clone + Canonical, V: Clone + PartialEq + Canonical> SetSender<K, 
             // follows a slow answer at once, which under load would have
             // every sender calling back to back.
             self.answered_at = Some(Instant::now());
-            if whole || !self.sends_whole() {
+            // Taken, or whole (always taken): done. Otherwise the next
+            // form goes at once.
+            if whole || held == seq {
                 return Ok(answer);
             }
         }

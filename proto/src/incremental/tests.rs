@@ -413,3 +413,61 @@ fn a_set_taken_with_a_limit_lists_at_most_that_many_changed_keys() {
         Ok(Changed::Keys(Vec::new()))
     );
 }
+
+#[test]
+fn a_large_jump_goes_by_digest_and_the_changes_that_made_it_are_remembered() {
+    let mut known = KnownSets::default();
+    let before = set(&[(1000, 1)]);
+    let jumped = large(100, 7);
+    let mut senders = [SetSender::default(), SetSender::default()];
+    let mut held = [HeldSet::default(), HeldSet::default()];
+    for (sender, held) in senders.iter_mut().zip(held.iter_mut()) {
+        held.take_known(sender.prepare(&before), &mut known)
+            .unwrap();
+        sender.answered(held.seq());
+    }
+    let mut sends = Vec::new();
+    for (sender, held) in senders.iter_mut().zip(held.iter_mut()) {
+        let mut calls = Vec::new();
+        let sent: Result<(), ()> = block_on_ready(sender.send(&jumped, |update| {
+            calls.push(match &update {
+                SetUpdate::Whole { .. } => "whole",
+                SetUpdate::Known { .. } => "digest",
+                SetUpdate::Changes { upserted, .. } => {
+                    assert_eq!(upserted.len(), 100, "the jump's changes");
+                    "changes"
+                }
+            });
+            let _ = held.take_known(update, &mut known);
+            std::future::ready(Ok(((), held.seq())))
+        }));
+        sent.unwrap();
+        assert_eq!(held.map(), &jumped);
+        assert!(!sender.sends_whole());
+        sends.push(calls);
+    }
+    // The first receiver did not know the new set: the changes follow the
+    // refused digest (not the whole set), and the receiver remembers what
+    // they made. The second sender's jump is then taken by its digest.
+    assert_eq!(sends, [vec!["digest", "changes"], vec!["digest"]]);
+    assert!(held[1].map().ptr_eq(held[0].map()), "one copy shared");
+
+    // A small change still travels as changes, and is not remembered.
+    let mut next = jumped.clone();
+    next.insert(3, 8);
+    let changes = senders[1].prepare(&next);
+    assert!(matches!(changes, SetUpdate::Changes { ref upserted, .. } if upserted.len() == 1));
+    assert_eq!(held[1].take_known(changes, &mut known), Ok(vec![3]));
+    assert_eq!(known.get(&digest(&next)), None);
+}
+
+#[test]
+fn a_large_change_is_at_least_the_digest_minimum_and_half_the_set() {
+    assert!(is_large_change(KNOWN_MIN_ENTRIES, KNOWN_MIN_ENTRIES));
+    assert!(is_large_change(100, 200));
+    assert!(!is_large_change(100, 201), "less than half the set");
+    assert!(
+        !is_large_change(KNOWN_MIN_ENTRIES - 1, 2),
+        "too few to name"
+    );
+}
