@@ -329,8 +329,8 @@ impl Out {
 
     /// The journal's full snapshot, or the stream ends with an internal
     /// error (nothing in the model fails to encode).
-    async fn full(&self, journal: &Journal) -> Option<Arc<Full>> {
-        match journal.full().await {
+    async fn full(&self, journal: &Journal, with_deltas: bool) -> Option<Arc<Full>> {
+        match journal.full(with_deltas).await {
             Ok(full) => Some(full),
             Err(e) => {
                 let _ = self
@@ -390,7 +390,7 @@ async fn stream_deltas(journal: &Journal, out: &mut Out, known: u64) {
         head.borrow_and_update();
         match held {
             None => {
-                let Some(full) = out.full(journal).await else {
+                let Some(full) = out.full(journal, true).await else {
                     return;
                 };
                 if !out
@@ -400,7 +400,7 @@ async fn stream_deltas(journal: &Journal, out: &mut Out, known: u64) {
                     return;
                 }
                 // The snapshot may be of an earlier version than the head
-                // (only bare versions since): what follows it comes now.
+                // (see `Journal::full`): what follows it comes now.
                 held = Some(full.version);
                 first = false;
                 continue;
@@ -460,7 +460,9 @@ async fn stream_snapshots(journal: &Journal, out: &mut Out) {
         head.borrow_and_update();
         match held {
             None => {
-                let Some(full) = out.full(journal).await else {
+                // At the head or with only bare versions after it: this
+                // proxy takes no deltas.
+                let Some(full) = out.full(journal, false).await else {
                     return;
                 };
                 let update = pb::ConfigUpdate {
@@ -472,7 +474,7 @@ async fn stream_snapshots(journal: &Journal, out: &mut Out) {
                 if !out.send(Ok(update)).await {
                     return;
                 }
-                // Possibly of an earlier version (see `stream_deltas`).
+                // Possibly of an earlier version, bare versions after it.
                 held = Some(full.version);
                 continue;
             }

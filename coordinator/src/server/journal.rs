@@ -9,7 +9,8 @@
 //! O(C log R) per change of C objects, done once for all watchers),
 //! encoding and chunking it, the ring and its bounds,
 //! the full snapshot (encoded at most once per version, lazily, when some
-//! watcher needs it, and kept through bare versions), each payload's
+//! watcher needs it, and served with the entries after it while those are
+//! small next to it), each payload's
 //! compressed form (made at most once, lazily, when a watcher that reads
 //! it is sent the payload: [`Encodings`]), and the encoding counters. Does not own: the stream
 //! protocol (what each watcher is sent, in `fleet`), nor the state machine
@@ -102,10 +103,16 @@ impl Encodings {
         }
         let chunks = self.compressed.get_or_init(|| {
             metrics.config_encoded(&format!("{kind}-lz4"));
-            chunked(
-                Bytes::from(compressed::compress(&self.json)),
-                self.chunk_bytes,
-            )
+            let started = std::time::Instant::now();
+            let compressed = compressed::compress(&self.json);
+            tracing::debug!(
+                kind,
+                bytes = self.json.len(),
+                compressed = compressed.len(),
+                ms = started.elapsed().as_millis() as u64,
+                "compressed a configuration payload"
+            );
+            chunked(Bytes::from(compressed), self.chunk_bytes)
         });
         (true, chunks)
     }
@@ -164,9 +171,22 @@ struct Ring {
     state: Arc<ReplicatedState>,
     entries: VecDeque<Arc<Entry>>,
     bytes: usize,
-    /// The full snapshot of `head`, once some watcher asked for it.
+    /// The last full snapshot some watcher asked for, kept while the
+    /// ring leads from its version to the head with few bytes of deltas
+    /// ([`KEEP_FULL_WHILE_DELTAS_UNDER`]).
     full: Option<Arc<Full>>,
+    /// Payload bytes journaled since `full`'s version.
+    since_full: usize,
 }
+
+/// A full snapshot is served, followed by the deltas since its version,
+/// while those deltas add up to less than this fraction (1/N) of its
+/// size; past it the next watcher that needs one gets it encoded anew.
+/// A fleet resyncing together while the store moves (their own
+/// registrations, commits of routes they warm) then shares one O(state)
+/// encoding instead of one per change, and no watcher is sent more than
+/// the snapshot's size again in deltas.
+const KEEP_FULL_WHILE_DELTAS_UNDER: usize = 2;
 
 impl Ring {
     fn head(&self) -> u64 {
@@ -201,6 +221,7 @@ impl Journal {
                 entries: VecDeque::new(),
                 bytes: 0,
                 full: None,
+                since_full: 0,
             }),
             head,
             encoding_full: tokio::sync::Mutex::new(()),
@@ -265,10 +286,10 @@ impl Journal {
             version,
             payload,
         });
-        let entry_is_bare = entry.is_bare();
         {
             let mut ring = self.ring();
             ring.bytes += entry.bytes();
+            ring.since_full += entry.bytes();
             ring.entries.push_back(entry);
             while ring.entries.len() > RING_ENTRIES
                 || (ring.bytes > RING_BYTES && ring.entries.len() > 1)
@@ -278,12 +299,16 @@ impl Journal {
                 }
             }
             ring.state = state;
-            // A bare version changes nothing proxies see: the full
-            // snapshot of an earlier version plus the bare versions after
-            // it is the configuration at the head, so the encoding stays
-            // (a fleet registering one proxy at a time would otherwise
-            // have the whole store encoded again per registration).
-            if !entry_is_bare {
+            // The full snapshot of an earlier version plus the entries
+            // after it is the configuration at the head: the encoding
+            // stays while those are small next to it (bare versions cost
+            // nothing; a fleet registering one proxy at a time would
+            // otherwise have the whole store encoded again per
+            // registration).
+            let outgrown = ring.full.as_ref().is_some_and(|full| {
+                ring.since_full * KEEP_FULL_WHILE_DELTAS_UNDER >= full.payload.json.len()
+            });
+            if outgrown {
                 ring.full = None;
             }
         }
@@ -298,6 +323,7 @@ impl Journal {
             ring.bytes = 0;
             ring.state = state;
             ring.full = None;
+            ring.since_full = 0;
         }
         self.head.send_replace(version);
     }
@@ -319,27 +345,37 @@ impl Journal {
     }
 
     /// A full snapshot from which the ring leads to the newest journaled
-    /// version: the one encoded last if only bare versions came since,
-    /// else that of the newest version, encoded now.
-    pub(crate) async fn full(&self) -> Result<Arc<Full>, serde_json::Error> {
+    /// version: the one encoded last if it is still kept (see `record`)
+    /// and, for a watcher that takes deltas (`with_deltas`), whatever came
+    /// since, or for one that does not, only bare versions; else that of
+    /// the newest version, encoded now.
+    pub(crate) async fn full(&self, with_deltas: bool) -> Result<Arc<Full>, serde_json::Error> {
         let _one_at_a_time = self.encoding_full.lock().await;
         let state = {
             let ring = self.ring();
-            // Kept through bare versions (see `record`), and usable while
-            // the ring still leads from its version to the head.
-            if let Some(full) = &ring.full
-                && (full.version == ring.head()
+            if let Some(full) = &ring.full {
+                let usable = full.version == ring.head()
                     || ring
                         .entries
                         .binary_search_by_key(&full.version, |e| e.base)
-                        .is_ok())
-            {
-                return Ok(full.clone());
+                        .is_ok_and(|i| with_deltas || ring.entries.range(i..).all(|e| e.is_bare()));
+                if usable {
+                    return Ok(full.clone());
+                }
             }
             ring.state.clone()
         };
         let version = state.last_index;
-        let whole = Bytes::from(serde_json::to_vec(&state.config_snapshot())?);
+        let started = std::time::Instant::now();
+        let whole = Bytes::from(state.config_snapshot_json()?);
+        // Rare (a watcher holding nothing, or too far behind) and O(state):
+        // worth a line when a resync is slow.
+        tracing::info!(
+            version,
+            bytes = whole.len(),
+            ms = started.elapsed().as_millis() as u64,
+            "encoded the whole configuration for watchers"
+        );
         self.metrics.config_encoded("full");
         let full = Arc::new(Full {
             version,
@@ -348,6 +384,7 @@ impl Journal {
         let mut ring = self.ring();
         if ring.head() == version {
             ring.full = Some(full.clone());
+            ring.since_full = 0;
         }
         Ok(full)
     }

@@ -120,6 +120,77 @@ pub struct ConfigSnapshot {
     pub endpoint_generations: EndpointGenerations,
 }
 
+/// A [`ConfigSnapshot`] of borrowed objects: encodes to the very same
+/// JSON (same fields, same order) without copying a store first. The
+/// endpoint generations are any value that serializes as
+/// [`EndpointGenerations`] does (a coordinator's persistent map of them).
+#[derive(Debug, Serialize)]
+pub struct ConfigSnapshotRef<'a, G: Serialize> {
+    /// See [`ConfigSnapshot::version`].
+    pub version: u64,
+    /// GatewayClasses.
+    pub gateway_classes: Vec<&'a GatewayClass>,
+    /// Gateways.
+    pub gateways: Vec<&'a Gateway>,
+    /// Namespaces.
+    pub namespaces: Vec<&'a Namespace>,
+    /// ReferenceGrants.
+    pub reference_grants: Vec<&'a ReferenceGrant>,
+    /// Services.
+    pub services: Vec<&'a Service>,
+    /// EndpointSlices.
+    pub endpoint_slices: Vec<&'a EndpointSlice>,
+    /// Secrets.
+    pub secrets: Vec<&'a Secret>,
+    /// ConfigMaps.
+    pub config_maps: Vec<&'a ConfigMap>,
+    /// BackendTLSPolicies.
+    pub backend_tls_policies: Vec<&'a BackendTlsPolicy>,
+    /// Routes with their active and pending generations.
+    pub routes: Vec<&'a RouteRecord>,
+    /// Endpoint generation of every Service.
+    pub endpoint_generations: &'a G,
+}
+
+impl<'a, G: Serialize> ConfigSnapshotRef<'a, G> {
+    /// An empty snapshot at `version` with these generations.
+    pub fn new(version: u64, endpoint_generations: &'a G) -> Self {
+        ConfigSnapshotRef {
+            version,
+            gateway_classes: Vec::new(),
+            gateways: Vec::new(),
+            namespaces: Vec::new(),
+            reference_grants: Vec::new(),
+            services: Vec::new(),
+            endpoint_slices: Vec::new(),
+            secrets: Vec::new(),
+            config_maps: Vec::new(),
+            backend_tls_policies: Vec::new(),
+            routes: Vec::new(),
+            endpoint_generations,
+        }
+    }
+
+    /// Files `resource` under its kind, as [`ConfigSnapshot::add`] does;
+    /// an HTTPRoute is not filed (routes come as records) and is handed
+    /// back.
+    pub fn add(&mut self, resource: &'a Resource) -> Option<&'a HttpRoute> {
+        match resource {
+            Resource::GatewayClass(o) => self.gateway_classes.push(o),
+            Resource::Gateway(o) => self.gateways.push(o),
+            Resource::ReferenceGrant(o) => self.reference_grants.push(o),
+            Resource::Namespace(o) => self.namespaces.push(o),
+            Resource::Service(o) => self.services.push(o),
+            Resource::EndpointSlice(o) => self.endpoint_slices.push(o),
+            Resource::Secret(o) => self.secrets.push(o),
+            Resource::ConfigMap(o) => self.config_maps.push(o),
+            Resource::BackendTlsPolicy(o) => self.backend_tls_policies.push(o),
+            Resource::HttpRoute(route) => return Some(route),
+        }
+        None
+    }
+}
+
 /// Per-Service endpoint generations: the log index of the last change to a
 /// Service or to any of its EndpointSlices (created, changed or deleted).
 ///

@@ -133,8 +133,8 @@ fn a_large_delta_is_cut_into_chunks_that_reassemble() {
 async fn the_full_snapshot_is_encoded_once_per_version() {
     let mut f = Fixture::new(100);
     let s1 = f.record(1, Some(("a", "1")));
-    let first = f.journal.full().await.expect("encodes");
-    let second = f.journal.full().await.expect("encodes");
+    let first = f.journal.full(true).await.expect("encodes");
+    let second = f.journal.full(true).await.expect("encodes");
     assert_eq!(f.metrics.config_encodings("full"), 1);
     assert!(Arc::ptr_eq(&first, &second));
     assert_eq!(first.version, 1);
@@ -148,7 +148,7 @@ async fn the_full_snapshot_is_encoded_once_per_version() {
     let snapshot: ConfigSnapshot = serde_json::from_slice(&first.payload.json).expect("decodes");
     assert_eq!(snapshot, s1.config_snapshot());
     f.record(2, Some(("a", "2")));
-    assert_eq!(f.journal.full().await.expect("encodes").version, 2);
+    assert_eq!(f.journal.full(true).await.expect("encodes").version, 2);
     assert_eq!(f.metrics.config_encodings("full"), 2);
 }
 
@@ -156,10 +156,10 @@ async fn the_full_snapshot_is_encoded_once_per_version() {
 async fn bare_versions_keep_the_full_snapshot_while_the_ring_leads_from_it() {
     let mut f = Fixture::new(CHUNK_BYTES);
     f.record(1, Some(("a", "1")));
-    assert_eq!(f.journal.full().await.expect("encodes").version, 1);
+    assert_eq!(f.journal.full(true).await.expect("encodes").version, 1);
     // Registrations, say: versions proxies see nothing of.
     f.record_bare(2..4);
-    let full = f.journal.full().await.expect("encodes");
+    let full = f.journal.full(true).await.expect("encodes");
     assert_eq!(full.version, 1, "the earlier encoding serves");
     assert_eq!(f.metrics.config_encodings("full"), 1);
     let Position::Behind(after) = f.journal.position(full.version) else {
@@ -169,7 +169,7 @@ async fn bare_versions_keep_the_full_snapshot_while_the_ring_leads_from_it() {
     assert_eq!(after.last().map(|e| e.version), Some(3));
     // A change proxies see: encoded afresh at the head.
     f.record(4, Some(("a", "2")));
-    assert_eq!(f.journal.full().await.expect("encodes").version, 4);
+    assert_eq!(f.journal.full(true).await.expect("encodes").version, 4);
     assert_eq!(f.metrics.config_encodings("full"), 2);
 }
 
@@ -177,11 +177,67 @@ async fn bare_versions_keep_the_full_snapshot_while_the_ring_leads_from_it() {
 async fn a_kept_snapshot_the_ring_no_longer_leads_from_is_encoded_again() {
     let mut f = Fixture::new(CHUNK_BYTES);
     f.record(1, Some(("a", "1")));
-    assert_eq!(f.journal.full().await.expect("encodes").version, 1);
+    assert_eq!(f.journal.full(true).await.expect("encodes").version, 1);
     // More bare versions than the ring keeps: the entry based on 1 is gone.
     let state = f.record_bare(2..(RING_ENTRIES as u64 + 3));
     assert!(matches!(f.journal.position(1), Position::Lost));
-    let full = f.journal.full().await.expect("encodes");
+    let full = f.journal.full(true).await.expect("encodes");
     assert_eq!(full.version, state.last_index, "encoded at the head");
+    assert_eq!(f.metrics.config_encodings("full"), 2);
+}
+
+#[tokio::test]
+async fn small_changes_keep_the_full_snapshot_until_they_add_up_to_half_of_it() {
+    let mut f = Fixture::new(CHUNK_BYTES);
+    // A store of 40 Services, the full snapshot encoded at version 40.
+    for i in 1..=40 {
+        f.record(i, Some((&format!("s{i}"), "1")));
+    }
+    let first = f.journal.full(true).await.expect("encodes");
+    assert_eq!(first.version, 40);
+    let full_bytes = first.payload.json.len();
+    // One Service changes: the earlier encoding serves, followed by that
+    // change (a fleet resyncing while the store moves shares one encoding).
+    f.record(41, Some(("s1", "2")));
+    let full = f.journal.full(true).await.expect("encodes");
+    assert!(Arc::ptr_eq(&full, &first), "the earlier encoding serves");
+    let Position::Behind(after) = f.journal.position(full.version) else {
+        panic!("the ring leads from the snapshot's version to the head");
+    };
+    assert_eq!(after.len(), 1);
+    assert!(!after[0].is_bare());
+    // Changes up to half the snapshot's size: encoded afresh at the head.
+    let mut index = 41;
+    let mut deltas = after[0].bytes();
+    while deltas * 2 < full_bytes {
+        index += 1;
+        f.record(index, Some(("s1", &index.to_string())));
+        deltas += f.journal.ring().entries.back().expect("an entry").bytes();
+    }
+    let again = f.journal.full(true).await.expect("encodes");
+    assert_eq!(again.version, index, "encoded at the head");
+    assert_eq!(f.metrics.config_encodings("full"), 2);
+}
+
+#[tokio::test]
+async fn a_watcher_without_deltas_gets_the_kept_snapshot_only_through_bare_versions() {
+    let mut f = Fixture::new(CHUNK_BYTES);
+    for i in 1..=40 {
+        f.record(i, Some((&format!("s{i}"), "1")));
+    }
+    let kept = f.journal.full(false).await.expect("encodes");
+    f.record_bare(41..43);
+    assert!(Arc::ptr_eq(
+        &f.journal.full(false).await.expect("encodes"),
+        &kept
+    ));
+    // A small change: kept for watchers that take it as a delta, encoded
+    // at the head for one that takes whole snapshots only.
+    f.record(43, Some(("s1", "2")));
+    assert!(Arc::ptr_eq(
+        &f.journal.full(true).await.expect("encodes"),
+        &kept
+    ));
+    assert_eq!(f.journal.full(false).await.expect("encodes").version, 43);
     assert_eq!(f.metrics.config_encodings("full"), 2);
 }

@@ -382,6 +382,28 @@ fn the_snapshot_carries_every_kind() {
 }
 
 #[test]
+fn the_snapshot_encoded_from_the_state_is_the_snapshot_s_json() {
+    let mut s = ReplicatedState::default();
+    ok(s.apply(
+        at(1),
+        &apply(vec![
+            service("blue"),
+            service("green"),
+            slice("blue", &["10.0.0.1", "10.0.0.2"]),
+            route("r", "blue"),
+            route("s", "green"),
+        ]),
+    ));
+    ok(s.apply(at(2), &force("r", 1)));
+    ok(s.apply(at(3), &apply(vec![slice("green", &["10.0.0.3"])])));
+    let copied = serde_json::to_vec(&s.config_snapshot()).unwrap();
+    assert_eq!(
+        String::from_utf8(s.config_snapshot_json().unwrap()).unwrap(),
+        String::from_utf8(copied).unwrap()
+    );
+}
+
+#[test]
 fn the_state_round_trips_through_json() {
     // Snapshots and the sled state machine store the state as JSON; struct
     // map keys must survive that.
