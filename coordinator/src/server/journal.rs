@@ -192,6 +192,28 @@ impl Ring {
     fn head(&self) -> u64 {
         self.state.last_index
     }
+
+    /// Keeps `full` for the next watchers if the ring leads from its
+    /// version to the head with few bytes of deltas. The head moves while
+    /// a large store encodes (a fleet registering, say): an encoding kept
+    /// only when still at the head would be thrown away and made again by
+    /// every watcher asking meanwhile.
+    fn keep_full(&mut self, full: Arc<Full>) {
+        let since = if self.head() == full.version {
+            Some(0)
+        } else {
+            self.entries
+                .binary_search_by_key(&full.version, |e| e.base)
+                .ok()
+                .map(|i| self.entries.range(i..).map(|e| e.bytes()).sum())
+        };
+        if let Some(since) = since
+            && since * KEEP_FULL_WHILE_DELTAS_UNDER < full.payload.json.len()
+        {
+            self.full = Some(full);
+            self.since_full = since;
+        }
+    }
 }
 
 /// The journal. One per coordinator, shared by every watch stream.
@@ -381,11 +403,7 @@ impl Journal {
             version,
             payload: Encodings::new(whole, self.chunk_bytes),
         });
-        let mut ring = self.ring();
-        if ring.head() == version {
-            ring.full = Some(full.clone());
-            ring.since_full = 0;
-        }
+        self.ring().keep_full(full.clone());
         Ok(full)
     }
 }

@@ -241,3 +241,26 @@ async fn a_watcher_without_deltas_gets_the_kept_snapshot_only_through_bare_versi
     assert_eq!(f.journal.full(false).await.expect("encodes").version, 43);
     assert_eq!(f.metrics.config_encodings("full"), 2);
 }
+
+#[tokio::test]
+async fn a_snapshot_encoded_while_the_head_moved_on_is_kept_for_the_next_watcher() {
+    let mut f = Fixture::new(CHUNK_BYTES);
+    for i in 1..=40 {
+        f.record(i, Some((&format!("s{i}"), "1")));
+    }
+    // A watcher's encoding of version 40 finishes after a registration and
+    // a small change moved the head on.
+    let json = Bytes::from(f.state.config_snapshot_json().expect("encodes"));
+    f.record_bare(41..42);
+    f.record(42, Some(("s1", "2")));
+    let at_40 = Arc::new(Full {
+        version: 40,
+        payload: Encodings::new(json, CHUNK_BYTES),
+    });
+    f.journal.ring().keep_full(at_40.clone());
+    let next = f.journal.full(true).await.expect("encodes");
+    assert!(Arc::ptr_eq(&next, &at_40), "kept, not encoded again");
+    assert_eq!(f.metrics.config_encodings("full"), 0);
+    // Not for a watcher that takes no deltas: a change came after it.
+    assert_eq!(f.journal.full(false).await.expect("encodes").version, 42);
+}
