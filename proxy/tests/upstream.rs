@@ -49,6 +49,18 @@ fn key() -> BackendKey {
     BackendKey::new(NS, "app", 8080)
 }
 
+/// Test settings whose health checks run once (at start) and then not for
+/// an hour: what the proxy learns afterwards comes from traffic alone.
+fn checked_once() -> DataPlaneSettings {
+    DataPlaneSettings {
+        health: HealthSettings {
+            interval: Duration::from_secs(3600),
+            ..test_settings().health
+        },
+        ..test_settings()
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn health_checks_decide_traffic_and_readiness() {
     let pods = [
@@ -115,17 +127,9 @@ async fn connect_failures_are_retried_on_another_endpoint() {
     let live = start_echo(NS, "app", 0).await;
     let doomed = start_echo(NS, "app", 1).await;
     let doomed_addr = doomed.addr;
-    // Health checks run once (at start) and then not for an hour, so the
-    // dead endpoint still counts as healthy: only retries can save the
-    // requests that pick it.
-    let settings = DataPlaneSettings {
-        health: HealthSettings {
-            interval: Duration::from_secs(3600),
-            ..test_settings().health
-        },
-        ..test_settings()
-    };
-    let proxy = Proxy::start(settings, vec![simple_listener(NS)]).await;
+    // The dead endpoint still counts as healthy (checked once, at start):
+    // only retries can save the requests that pick it.
+    let proxy = Proxy::start(checked_once(), vec![simple_listener(NS)]).await;
     let (snapshot, routes) = config(&[live.addr, doomed_addr], None);
     proxy.install(snapshot, routes);
     proxy.wait_healthy(&[(key(), 2)]).await;
@@ -147,14 +151,7 @@ async fn a_kept_alive_connection_closed_under_an_idempotent_request_sends_it_aga
     // Answers `/keepalive` on a kept-alive connection, then closes that
     // connection on its next request without answering it.
     let (backend, _stop) = start_scripted().await;
-    let settings = DataPlaneSettings {
-        health: HealthSettings {
-            interval: Duration::from_secs(3600),
-            ..test_settings().health
-        },
-        ..test_settings()
-    };
-    let proxy = Proxy::start(settings, vec![simple_listener(NS)]).await;
+    let proxy = Proxy::start(checked_once(), vec![simple_listener(NS)]).await;
     let (snapshot, routes) = config(&[backend], None);
     proxy.install(snapshot, routes);
     proxy.wait_healthy(&[(key(), 1)]).await;
