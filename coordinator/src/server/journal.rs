@@ -183,10 +183,12 @@ struct Ring {
 /// while those deltas add up to less than this fraction (1/N) of its
 /// size; past it the next watcher that needs one gets it encoded anew.
 /// A fleet resyncing together while the store moves (their own
-/// registrations, commits of routes they warm) then shares one O(state)
-/// encoding instead of one per change, and no watcher is sent more than
+/// registrations, small changes) then shares one O(state) encoding
+/// instead of one per change; a large change (thousands of routes
+/// committed) has the next watcher's snapshot encoded anew rather than
+/// sent after an old one. No watcher is sent more than a sixteenth of
 /// the snapshot's size again in deltas.
-const KEEP_FULL_WHILE_DELTAS_UNDER: usize = 2;
+const KEEP_FULL_WHILE_DELTAS_UNDER: usize = 16;
 
 impl Ring {
     fn head(&self) -> u64 {

@@ -39,6 +39,9 @@ use switchyard_proto::watch::{self as rules, Assembler, Encoded, Step};
 /// and what its builder does not share with its neighbours: O(change).
 const SHARED_DELTAS: usize = 4096;
 
+/// Snapshots remembered: a few per coordinator.
+const SHARED_SNAPSHOTS: usize = 8;
+
 /// Aliases kept at most (a bound on memory; forgetting them only costs
 /// comparisons again).
 const MAX_ALIASES: usize = 100_000;
@@ -63,8 +66,11 @@ struct Decode {
 /// What the agents decoded last (see the module's header).
 #[derive(Debug, Default)]
 pub struct Shared {
-    /// The last snapshot.
-    snapshot: Option<Decode>,
+    /// The last [`SHARED_SNAPSHOTS`] snapshots, oldest first: each
+    /// coordinator may serve its own (one encoded at another version,
+    /// kept while the deltas after it are small), and agents of the three
+    /// streams arrive interleaved.
+    snapshots: std::collections::VecDeque<Decode>,
     /// The last [`SHARED_DELTAS`] deltas applied on a shared lineage, by
     /// (version, the lineage they applied on): an agent finds its own in
     /// O(log), however far behind it is.
@@ -130,7 +136,7 @@ impl Shared {
         let same_bytes = |d: &&Decode| d.version == pending.version && d.payload == pending.payload;
         let lineage = self.aliases.get(&lineage).copied().unwrap_or(lineage);
         let found = match pending.delta_base {
-            None => self.snapshot.as_ref().filter(same_bytes),
+            None => self.snapshots.iter().rev().find(same_bytes),
             Some(_) => {
                 let own = (lineage != 0)
                     .then(|| self.deltas.get(&(pending.version, lineage)))
@@ -178,7 +184,10 @@ impl Shared {
             builder: builder.clone(),
         };
         if pending.delta_base.is_none() {
-            self.snapshot = Some(decode);
+            self.snapshots.push_back(decode);
+            if self.snapshots.len() > SHARED_SNAPSHOTS {
+                self.snapshots.pop_front();
+            }
         } else {
             let key = (decode.version, decode.from);
             if self.deltas.insert(key, decode).is_none() {
@@ -573,6 +582,31 @@ mod tests {
         let mut bad = update(6, None);
         bad.snapshot_json = b"{".to_vec().into();
         assert!(a.receive_sharing(bad, &mut shared).is_err());
+    }
+
+    #[test]
+    fn agents_receiving_two_snapshots_in_turn_share_a_decode_of_each() {
+        let (five, six) = (
+            ConfigSnapshot {
+                version: 5,
+                ..Default::default()
+            },
+            ConfigSnapshot {
+                version: 6,
+                ..Default::default()
+            },
+        );
+        let mut shared = Shared::default();
+        // Two coordinators' snapshots, their agents interleaved.
+        for _ in 0..3 {
+            for s in [&five, &six] {
+                let mut held = Held::default();
+                held.receive_sharing(update(s.version, Some(s)), &mut shared)
+                    .unwrap();
+                assert!(held.complete_at(s.version));
+            }
+        }
+        assert_eq!((shared.decoded, shared.shared), (2, 4));
     }
 
     #[test]

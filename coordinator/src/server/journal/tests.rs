@@ -187,7 +187,7 @@ async fn a_kept_snapshot_the_ring_no_longer_leads_from_is_encoded_again() {
 }
 
 #[tokio::test]
-async fn small_changes_keep_the_full_snapshot_until_they_add_up_to_half_of_it() {
+async fn small_changes_keep_the_full_snapshot_until_they_add_up_to_a_share_of_it() {
     let mut f = Fixture::new(CHUNK_BYTES);
     // A store of 40 Services, the full snapshot encoded at version 40.
     for i in 1..=40 {
@@ -206,10 +206,11 @@ async fn small_changes_keep_the_full_snapshot_until_they_add_up_to_half_of_it() 
     };
     assert_eq!(after.len(), 1);
     assert!(!after[0].is_bare());
-    // Changes up to half the snapshot's size: encoded afresh at the head.
+    // Changes up to the kept share of the snapshot's size: encoded afresh
+    // at the head.
     let mut index = 41;
     let mut deltas = after[0].bytes();
-    while deltas * 2 < full_bytes {
+    while deltas * KEEP_FULL_WHILE_DELTAS_UNDER < full_bytes {
         index += 1;
         f.record(index, Some(("s1", &index.to_string())));
         deltas += f.journal.ring().entries.back().expect("an entry").bytes();
