@@ -430,7 +430,7 @@ impl<K: Ord + Clone + Canonical, V: Clone + PartialEq + Canonical> SetSender<K, 
     /// acknowledged set (possibly none: that still renews what the
     /// receiver holds), or again the digest when they would be a large
     /// change ([`is_large_change`]) and the receiver did not just refuse
-    /// it. Deciding costs one more walk of the changes, O(C log R).
+    /// it. One walk of the changes, O(C log R), decides and lists them.
     pub fn prepare(&mut self, current: &OrdMap<K, V>) -> SetUpdate<K, V> {
         let seq = match &self.last {
             Some((seq, last)) if last.ptr_eq(current) || last == current => *seq,
@@ -455,7 +455,18 @@ impl<K: Ord + Clone + Canonical, V: Clone + PartialEq + Canonical> SetSender<K, 
                     .collect(),
             };
         };
-        if self.unknown != Some(seq) && is_large_change(acked.diff(current).count(), current.len())
+        let mut upserted = Vec::new();
+        let mut removed = Vec::new();
+        for item in acked.diff(current) {
+            match item {
+                DiffItem::Add(k, v) | DiffItem::Update { new: (k, v), .. } => {
+                    upserted.push((k.clone(), v.clone()));
+                }
+                DiffItem::Remove(k, _) => removed.push(k.clone()),
+            }
+        }
+        if self.unknown != Some(seq)
+            && is_large_change(upserted.len() + removed.len(), current.len())
         {
             // Most of the set changed at once (a first configuration after
             // an empty one, a bulk import): every sender of the fleet
@@ -466,16 +477,6 @@ impl<K: Ord + Clone + Canonical, V: Clone + PartialEq + Canonical> SetSender<K, 
                 seq,
                 digest: digest(current),
             };
-        }
-        let mut upserted = Vec::new();
-        let mut removed = Vec::new();
-        for item in acked.diff(current) {
-            match item {
-                DiffItem::Add(k, v) | DiffItem::Update { new: (k, v), .. } => {
-                    upserted.push((k.clone(), v.clone()));
-                }
-                DiffItem::Remove(k, _) => removed.push(k.clone()),
-            }
         }
         SetUpdate::Changes {
             base: *base,

@@ -48,6 +48,13 @@ impl Fixture {
         self.state.clone()
     }
 
+    /// Stores Services `demo/s1` .. `demo/s<n>`, one per version 1..=n.
+    fn store_services(&mut self, n: u64) {
+        for i in 1..=n {
+            self.record(i, Some((&format!("s{i}"), "1")));
+        }
+    }
+
     /// Records a bare version at each of `indexes`; returns the last state.
     fn record_bare(&mut self, indexes: std::ops::Range<u64>) -> Arc<ReplicatedState> {
         for index in indexes {
@@ -190,9 +197,7 @@ async fn a_kept_snapshot_the_ring_no_longer_leads_from_is_encoded_again() {
 async fn small_changes_keep_the_full_snapshot_until_they_add_up_to_a_share_of_it() {
     let mut f = Fixture::new(CHUNK_BYTES);
     // A store of 40 Services, the full snapshot encoded at version 40.
-    for i in 1..=40 {
-        f.record(i, Some((&format!("s{i}"), "1")));
-    }
+    f.store_services(40);
     let first = f.journal.full(true).await.expect("encodes");
     assert_eq!(first.version, 40);
     let full_bytes = first.payload.json.len();
@@ -223,9 +228,7 @@ async fn small_changes_keep_the_full_snapshot_until_they_add_up_to_a_share_of_it
 #[tokio::test]
 async fn a_watcher_without_deltas_gets_the_kept_snapshot_only_through_bare_versions() {
     let mut f = Fixture::new(CHUNK_BYTES);
-    for i in 1..=40 {
-        f.record(i, Some((&format!("s{i}"), "1")));
-    }
+    f.store_services(40);
     let kept = f.journal.full(false).await.expect("encodes");
     f.record_bare(41..43);
     assert!(Arc::ptr_eq(
@@ -246,9 +249,7 @@ async fn a_watcher_without_deltas_gets_the_kept_snapshot_only_through_bare_versi
 #[tokio::test]
 async fn a_snapshot_encoded_while_the_head_moved_on_is_kept_for_the_next_watcher() {
     let mut f = Fixture::new(CHUNK_BYTES);
-    for i in 1..=40 {
-        f.record(i, Some((&format!("s{i}"), "1")));
-    }
+    f.store_services(40);
     // A watcher's encoding of version 40 finishes after a registration and
     // a small change moved the head on.
     let json = Bytes::from(f.state.config_snapshot_json().expect("encodes"));
