@@ -29,6 +29,49 @@ pub struct Judgement {
     pub next_timeout_ms: Option<u64>,
 }
 
+/// Judges the routes applies leave pending ([`CutoverEngine::apply_judge`]).
+/// Its view of the fleet is taken from the state before the applies: an
+/// apply changes resources and routes, never the registered proxies, so
+/// who is live and whose evidence is current are the same after it.
+pub(super) struct ApplyJudge<'a> {
+    engine: &'a CutoverEngine,
+    view: FleetView<'a>,
+}
+
+impl ApplyJudge<'_> {
+    /// The commits of `routes`, as a pass would make them: each route
+    /// `state` (the state after an apply) has pending whose policy the
+    /// fleet's current evidence already meets.
+    pub(super) fn commits_ready<'r>(
+        &mut self,
+        state: &ReplicatedState,
+        routes: impl IntoIterator<Item = &'r ObjectName>,
+    ) -> Vec<Decision> {
+        let mut commits = Vec::new();
+        for name in routes {
+            let Some(record) = state.routes.get(name) else {
+                continue;
+            };
+            let Some(generation) = record.pending.as_ref().map(|p| p.target.generation) else {
+                continue;
+            };
+            let Some((verdict, needed)) = self.engine.verdict_in(&mut self.view, state, record)
+            else {
+                continue;
+            };
+            if verdict.met {
+                commits.push(self.engine.commit_on_evidence(
+                    name,
+                    generation,
+                    verdict.summary,
+                    needed,
+                ));
+            }
+        }
+        commits
+    }
+}
+
 /// The fleet as one pass sees it.
 struct FleetView<'a> {
     /// Live proxies, id to zone.
@@ -179,37 +222,21 @@ impl CutoverEngine {
         }
     }
 
-    /// Of `routes`, those pending in `state` whose policy the fleet's
-    /// current evidence meets, each as the commit a pass would propose
-    /// for it — by the same verdict, and nothing while this leader may not
-    /// judge or is in its grace. Timeouts are a pass's business: a route
-    /// not ready is left out. O(P) plus each route's own work.
-    pub(super) fn commits_ready<'r>(
-        &self,
-        state: &ReplicatedState,
-        routes: impl IntoIterator<Item = &'r ObjectName>,
+    /// A judge of the routes applies leave pending, with one view of the
+    /// fleet for all of them (O(P) once, then each route's own work); none
+    /// while this engine may not judge `state` or is in its grace.
+    pub(super) fn apply_judge<'a>(
+        &'a self,
+        state: &'a ReplicatedState,
         now_ms: u64,
-    ) -> Vec<Decision> {
+    ) -> Option<ApplyJudge<'a>> {
         if !self.may_judge(state) || self.in_grace(state, now_ms) {
-            return Vec::new();
+            return None;
         }
-        let mut view = FleetView::new(self, state, now_ms);
-        let mut commits = Vec::new();
-        for name in routes {
-            let Some(record) = state.routes.get(name) else {
-                continue;
-            };
-            let Some(generation) = record.pending.as_ref().map(|p| p.target.generation) else {
-                continue;
-            };
-            let Some((verdict, needed)) = self.verdict_in(&mut view, state, record) else {
-                continue;
-            };
-            if verdict.met {
-                commits.push(self.commit_on_evidence(name, generation, verdict.summary, needed));
-            }
-        }
-        commits
+        Some(ApplyJudge {
+            engine: self,
+            view: FleetView::new(self, state, now_ms),
+        })
     }
 
     /// What `spec` needs evidence for (the state's rule; a test-only fault

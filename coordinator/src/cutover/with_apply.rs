@@ -63,23 +63,54 @@ impl CutoverEngine {
     /// met without a zone whose only proxy had just registered again
     /// (the simulation's invariant 1, seed 158).
     pub fn commits_with_apply(
-        mut self,
+        self,
         state: &ReplicatedState,
         apply: &Command,
         now_ms: u64,
     ) -> Vec<Decision> {
-        if !Self::judges_apply(apply) || !self.may_judge(state) {
-            return Vec::new();
+        self.commits_with_applies(state, std::slice::from_ref(apply), now_ms)
+            .pop()
+            .unwrap_or_default()
+    }
+
+    /// [`CutoverEngine::commits_with_apply`] for applies that go in one
+    /// entry in this order (a [`Command::Applies`]): the commits each can
+    /// carry, judged on the state the applies before it leave. One copy of
+    /// the engine and one sync of its registry serve them all.
+    ///
+    /// The state each is judged on lacks the commits the applies before
+    /// it carry: a commit changes only its own route's record, which no
+    /// other apply of the entry names (`crate::state` refuses an entry
+    /// whose applies share an object), so no verdict depends on it.
+    pub fn commits_with_applies(
+        mut self,
+        state: &ReplicatedState,
+        applies: &[Command],
+        now_ms: u64,
+    ) -> Vec<Vec<Decision>> {
+        let mut commits = vec![Vec::new(); applies.len()];
+        if !applies.iter().any(Self::judges_apply) || !self.may_judge(state) {
+            return commits;
         }
         self.sync_registry(state, now_ms);
+        let Some(mut judge) = self.apply_judge(state, now_ms) else {
+            return commits;
+        };
         let mut after = state.clone();
         // The next entry, in the term the state was last applied in (this
         // leader's, or `may_judge` said no).
         let at = LogPosition::new(state.last_index + 1, state.last_term);
-        let Ok(outcome) = after.apply(at, apply).0 else {
-            return Vec::new();
-        };
-        self.commits_ready(&after, outcome.routes.iter().map(|(name, _)| name), now_ms)
+        for (apply, carried) in applies.iter().zip(&mut commits) {
+            // Applied even when not judged: the next one is judged on
+            // the state this one leaves.
+            let Ok(outcome) = after.apply(at, apply).0 else {
+                continue;
+            };
+            if Self::judges_apply(apply) {
+                *carried = judge.commits_ready(&after, outcome.routes.iter().map(|(name, _)| name));
+            }
+        }
+        commits
     }
 }
 

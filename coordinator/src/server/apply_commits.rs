@@ -1,20 +1,23 @@
 //! The leader's side of an apply that carries its own commits
-//! (`crate::cutover` `with_apply`): judge the apply on a copy of the
-//! engine, propose the apply and its commits as one entry, then count and
-//! log each commit the state machine accepted as the leader loop counts
-//! its own, and hand it to the loop for the apply-to-Ready histogram.
+//! (`crate::cutover` `with_apply`): judge the applies of a group on a copy
+//! of the engine (the group, one entry, is `apply_group`'s), then count
+//! and log each commit the state machine accepted as the leader loop
+//! counts its own, and hand it to the loop for the apply-to-Ready
+//! histogram.
 //!
 //! Owns: [`Coordinator::propose_apply`], the one way an apply is proposed
 //! (the admin `Apply` RPC and the binary's in-process writes). Does not
 //! own: which commits an apply carries (the engine) or their fence (the
 //! state machine). On a follower, or a leader that may not judge yet, the
-//! apply goes alone, exactly as before.
+//! applies go without commits.
 
+use super::apply_group::QueuedApply;
 use super::{Coordinator, now_ms};
 use crate::cutover::{CutoverEngine, Decision};
 use crate::raft::ProposeError;
 use crate::state::{Command, CommandResponse, Outcome};
 use switchyard_proto::model::{ObjectName, Resource};
+use tokio::sync::{mpsc, oneshot};
 
 /// A commit carried by its apply, for the leader loop's apply-to-Ready
 /// histogram.
@@ -32,41 +35,59 @@ impl Coordinator {
     /// Proposes `resources` as one apply, with this coordinator's cutover
     /// defaults and store limits; on the leader, with the commit of every
     /// route of the apply the fleet is already ready for (one entry, one
-    /// change to the fleet). A follower forwards the apply to the leader.
+    /// change to the fleet). Goes through the group commit
+    /// (`apply_group`): in an entry of its own, or with the applies of
+    /// other callers that arrived while the previous group was in flight.
+    /// A follower forwards the apply (or the group) to the leader.
     pub(crate) async fn propose_apply(
         &self,
         resources: Vec<Resource>,
     ) -> Result<CommandResponse, ProposeError> {
-        let apply = self.apply_command(resources);
-        let received_ms = now_ms();
-        let commits = self.commits_with_apply(&apply, received_ms);
-        let response = self.propose(Decision::with_apply(apply, &commits)).await?;
-        if let Ok(outcome) = &response.0 {
-            self.carried_with_apply(&commits, outcome, received_ms);
+        let (reply, answer) = oneshot::channel();
+        let queued = QueuedApply {
+            apply: self.apply_command(resources),
+            received_ms: now_ms(),
+            reply,
+        };
+        if let Err(mpsc::error::SendError(queued)) = self.applies.send(queued) {
+            // No group task (the coordinator is stopping): alone, here.
+            self.propose_group(vec![queued]).await;
         }
-        Ok(response)
+        answer.await.unwrap_or_else(|_| {
+            Err(ProposeError::Fatal {
+                node_id: self.node.id(),
+                reason: "the coordinator stopped before the apply was answered".into(),
+            })
+        })
     }
 
-    /// The commits `apply` can carry: none unless it names routes to
-    /// judge and this coordinator leads with a quorum. The engine is then
-    /// copied under its lock (O(P)) and the copy judged without it, as
-    /// the leader loop does; what the copy learns (the registry brought
-    /// up to date) is not kept.
-    fn commits_with_apply(&self, apply: &Command, now: u64) -> Vec<Decision> {
-        if !CutoverEngine::judges_apply(apply) || !self.leads_with_quorum() {
-            return Vec::new();
+    /// The commits each of `applies` (to go in one entry, in this order)
+    /// can carry: none unless one names routes to judge and this
+    /// coordinator leads with a quorum. The engine is then copied under
+    /// its lock (O(P)) and the copy judged without it, as the leader loop
+    /// does; what the copy learns (the registry brought up to date) is not
+    /// kept.
+    pub(super) fn commits_with_applies(&self, applies: &[Command], now: u64) -> Vec<Vec<Decision>> {
+        let none = || vec![Vec::new(); applies.len()];
+        if !applies.iter().any(CutoverEngine::judges_apply) || !self.leads_with_quorum() {
+            return none();
         }
         let Some(engine) = self.with_engine(|engine| engine.clone()) else {
-            return Vec::new();
+            return none();
         };
         let state = self.node.state().borrow().clone();
-        engine.commits_with_apply(&state, apply, now)
+        engine.commits_with_applies(&state, applies, now)
     }
 
     /// Counts, logs and hands on each commit the entry carried out (its
     /// answer in `outcome.decisions`, its generation the one the apply
     /// gave the route); one refused leaves its route pending for a pass.
-    fn carried_with_apply(&self, commits: &[Decision], outcome: &Outcome, received_ms: u64) {
+    pub(super) fn carried_with_apply(
+        &self,
+        commits: &[Decision],
+        outcome: &Outcome,
+        received_ms: u64,
+    ) {
         for (decision, answer) in commits.iter().zip(&outcome.decisions) {
             let Decision::Commit { route, summary, .. } = decision else {
                 continue;

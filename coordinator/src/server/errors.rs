@@ -47,6 +47,10 @@ impl From<CommandError> for Status {
             CommandError::OverLimit { .. } | CommandError::ObjectTooLarge { .. } => {
                 Status::resource_exhausted(e.to_string())
             }
+            // A conflict with another client's apply of the same entry
+            // (the leader never groups such applies): the same apply
+            // succeeds when sent again.
+            CommandError::NamedEarlierInEntry { .. } => Status::aborted(e.to_string()),
             CommandError::Invalid(_)
             | CommandError::Duplicate { .. }
             | CommandError::Empty

@@ -90,6 +90,7 @@ pub struct CoordinatorMetrics {
     pub(crate) proxy_sets: Family<ProxySetLabel, Counter>,
     pub(crate) pass_seconds: Histogram,
     pub(crate) pass_judged: Counter,
+    pub(crate) applies_per_entry: Histogram,
 }
 
 fn latency_buckets() -> Histogram {
@@ -127,6 +128,10 @@ impl CoordinatorMetrics {
                 prometheus_client::metrics::histogram::exponential_buckets(0.0001, 2.0, 16),
             ),
             pass_judged: Counter::default(),
+            // 1 .. 64: an apply alone up to a full group.
+            applies_per_entry: Histogram::new(
+                prometheus_client::metrics::histogram::exponential_buckets(1.0, 2.0, 7),
+            ),
         };
         for limit in LIMITS {
             m.limit_hit_counter(limit);
@@ -163,6 +168,11 @@ impl CoordinatorMetrics {
             "evidence_reports",
             "Readiness reports received (leader)",
             m.evidence_reports.clone(),
+        );
+        r.register(
+            "applies_per_entry",
+            "Applies this coordinator proposed per Raft entry (more than one when clients' applies arrive while the previous group is being committed)",
+            m.applies_per_entry.clone(),
         );
         r.register(
             "apply_to_commit_seconds",

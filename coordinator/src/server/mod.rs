@@ -9,6 +9,7 @@
 
 mod admin;
 mod apply_commits;
+mod apply_group;
 mod cutover_driver;
 mod errors;
 mod fleet;
@@ -114,6 +115,8 @@ pub struct Coordinator {
     /// Commits carried by applies, until the leader loop takes them for
     /// its apply-to-Ready histogram (`apply_commits`).
     committed_with_apply: Mutex<Vec<apply_commits::CommittedWithApply>>,
+    /// Applies waiting for the group commit (`apply_group`).
+    applies: apply_group::ApplyQueue,
     /// The leader's address as this coordinator knows it, changed only
     /// when that changes: every watch stream tells its proxy (see
     /// [`announce_leaders`]).
@@ -163,17 +166,20 @@ impl Coordinator {
     /// answer), so each refused request counts once.
     pub(crate) async fn propose(&self, command: Command) -> Result<CommandResponse, ProposeError> {
         let response = self.node.propose(command).await;
-        match &response {
-            Ok(CommandResponse(Err(CommandError::OverLimit { limit, .. }))) => {
-                self.metrics.limit_hit(limit.label())
-            }
-            Ok(CommandResponse(Err(CommandError::ObjectTooLarge { .. }))) => {
-                self.metrics.limit_hit("object_bytes")
-            }
-            _ => {}
+        if let Ok(response) = &response {
+            self.count_refusal(response);
         }
         self.changed();
         response
+    }
+
+    /// Counts a refusal for a store limit (see [`Coordinator::propose`]).
+    pub(crate) fn count_refusal(&self, response: &CommandResponse) {
+        match &response.0 {
+            Err(CommandError::OverLimit { limit, .. }) => self.metrics.limit_hit(limit.label()),
+            Err(CommandError::ObjectTooLarge { .. }) => self.metrics.limit_hit("object_bytes"),
+            _ => {}
+        }
     }
 
     /// Proposes one of the leader's own decisions on this node only (never
@@ -362,7 +368,9 @@ pub async fn run(
     );
     let (leader_news, _) = watch::channel(None);
     let announcer = tokio::spawn(announce_leaders(node.clone(), leader_news.clone()));
+    let (applies, queued_applies) = tokio::sync::mpsc::unbounded_channel();
     let coordinator = Arc::new(Coordinator {
+        applies,
         leader_news,
         node: node.clone(),
         config: config.clone(),
@@ -378,6 +386,14 @@ pub async fn run(
     let leader_loop = tokio::spawn(cutover_driver::run(coordinator.clone()).instrument(
         tracing::info_span!("cutover_driver", node_id = config.node.id),
     ));
+    let apply_group = tokio::spawn(
+        apply_group::run(
+            coordinator.clone(),
+            queued_applies,
+            config.limits.max_objects_per_apply,
+        )
+        .instrument(tracing::info_span!("apply_group", node_id = config.node.id)),
+    );
     let max = config.limits.max_message_bytes;
     let admin = AdminServiceServer::new(admin::Admin::new(coordinator.clone()))
         .max_decoding_message_size(max)
@@ -404,9 +420,11 @@ pub async fn run(
     // then stop serving.
     let stopping = coordinator.clone();
     let leader_loop_abort = leader_loop.abort_handle();
+    let apply_group_abort = apply_group.abort_handle();
     let shutdown = async move {
         shutdown.await;
         leader_loop_abort.abort();
+        apply_group_abort.abort();
         *stopping.engine.lock().unwrap_or_else(|e| e.into_inner()) = None;
         stopping.node.shutdown().await;
         tracing::info!("Raft stopped; draining gRPC streams");
@@ -418,6 +436,7 @@ pub async fn run(
         .serve_with_incoming_shutdown(incoming, shutdown)
         .await;
     leader_loop.abort();
+    apply_group.abort();
     journal_task.abort();
     announcer.abort();
     node.shutdown().await;

@@ -84,6 +84,7 @@ impl ReplicatedState {
             Command::ApplyAndCommit { apply, commits } => {
                 self.carry_out_apply_and_commits(at, apply, commits)
             }
+            Command::Applies { applies } => self.carry_out_applies(at, applies),
         };
         result.map(|mut outcome| {
             outcome.index = index;

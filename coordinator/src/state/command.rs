@@ -140,6 +140,21 @@ pub enum Command {
         /// The routes to commit, each with what its decision rests on.
         commits: Vec<(ObjectName, DecisionBasis)>,
     },
+    /// Several clients' applies in one entry, as the leader groups the
+    /// applies that arrive while its previous group is being committed
+    /// (`crate::server` `apply_group`): each is a [`Command::Apply`] or a
+    /// [`Command::ApplyAndCommit`], carried out in order and answered on
+    /// its own in [`Outcome::decisions`], exactly as if it had its own
+    /// entry; one refused leaves the others standing. They share the
+    /// entry's index, which is the generation every route changed here
+    /// gets, so no two may name the same object: one that names an object
+    /// an earlier one in the entry named is refused with
+    /// [`CommandError::NamedEarlierInEntry`]. Anything else inside is
+    /// refused with [`CommandError::NotAnApply`].
+    Applies {
+        /// The applies, carried out in order.
+        applies: Vec<Command>,
+    },
 }
 
 impl Command {
@@ -155,6 +170,7 @@ impl Command {
             Command::AbandonTransition { .. } => "AbandonTransition",
             Command::Decisions { .. } => "Decisions",
             Command::ApplyAndCommit { .. } => "ApplyAndCommit",
+            Command::Applies { .. } => "Applies",
         }
     }
 
@@ -181,8 +197,9 @@ pub struct Outcome {
     #[serde(default)]
     pub index: u64,
     /// For a [`Command::Decisions`] batch: each decision's own answer, in
-    /// the batch's order; for [`Command::ApplyAndCommit`], each commit's
-    /// (empty for every other command).
+    /// the batch's order; for [`Command::ApplyAndCommit`], each commit's;
+    /// for [`Command::Applies`], each apply's (empty for every other
+    /// command).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub decisions: Vec<Result<Outcome, CommandError>>,
 }
@@ -281,11 +298,20 @@ pub enum CommandError {
         command: String,
     },
     /// A [`Command::ApplyAndCommit`] that carried something other than an
-    /// apply.
-    #[error("an apply with commits must carry an Apply, not {command}")]
+    /// apply, or a [`Command::Applies`] something other than an apply or
+    /// an apply with commits.
+    #[error("an apply with commits, or an entry of applies, must carry applies, not {command}")]
     NotAnApply {
         /// What it carried.
         command: String,
+    },
+    /// An apply of a [`Command::Applies`] entry named an object an
+    /// earlier apply of the same entry named: both would give it the
+    /// entry's index as its generation or revision.
+    #[error("{key} was named by an earlier apply of the same entry")]
+    NamedEarlierInEntry {
+        /// The object named twice.
+        key: String,
     },
     /// An expiry for a registration that is no longer the proxy's.
     #[error("proxy {id}: registration {registration} is not current ({current})")]

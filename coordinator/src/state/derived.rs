@@ -136,9 +136,12 @@ impl MayChange {
             Command::CommitTransition { route, .. } | Command::AbandonTransition { route, .. } => {
                 self.routes.insert(route.clone());
             }
-            Command::Decisions { decisions } => {
-                for decision in decisions {
-                    self.note(state, decision);
+            Command::Decisions {
+                decisions: commands,
+            }
+            | Command::Applies { applies: commands } => {
+                for command in commands {
+                    self.note(state, command);
                 }
             }
             // The commits are of routes the apply names.

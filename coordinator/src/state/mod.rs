@@ -15,6 +15,7 @@
 //! (design invariant 9). The entry's log position is known at apply time,
 //! so the check is as deterministic as the rest.
 
+mod applies;
 mod apply;
 pub mod command;
 mod derived;

@@ -4,6 +4,7 @@
 use super::*;
 use switchyard_proto::model::*;
 
+mod applies;
 mod apply_commits;
 mod derived;
 mod fence;

@@ -1,0 +1,247 @@
+//! Group commit: applies that clients send at once share Raft entries,
+//! and each client still gets its own answer — its route's own
+//! generation, and the commit its apply carried when the fleet was
+//! ready. One real coordinator (`server::run` on 127.0.0.1), one admin
+//! connection per client, and a proxy played through the real
+//! `FleetService` calls.
+
+#[path = "control_plane/harness.rs"]
+#[allow(dead_code)]
+mod harness;
+
+use harness::{Coordinator, WAIT};
+use std::collections::BTreeSet;
+use switchyard_proto::model::{
+    BackendEvidence, BackendKey, BackendRef, HttpRoute, ObjectMeta, ObjectName, Resource,
+    RouteRule, Service, ServicePort,
+};
+use switchyard_proto::pb;
+use switchyard_test_support::eventually;
+use switchyard_test_support::eventually::holds;
+
+/// Concurrent clients per round.
+const CLIENTS: usize = 16;
+
+/// Rounds tried before concluding that no two applies ever shared an
+/// entry (each round sends every client's apply at once).
+const ROUNDS: usize = 10;
+
+fn green_service() -> Resource {
+    Resource::Service(Service {
+        meta: ObjectMeta::named("default", "green"),
+        ports: vec![ServicePort {
+            name: None,
+            port: 80,
+            target_port: None,
+            app_protocol: None,
+        }],
+    })
+}
+
+/// Route `name` to green, answering for `host`.
+fn route(name: &str, host: &str) -> Resource {
+    Resource::HttpRoute(HttpRoute {
+        kind: Default::default(),
+        meta: ObjectMeta::named("default", name),
+        parent_refs: vec![],
+        hostnames: vec![host.into()],
+        rules: vec![RouteRule {
+            backend_refs: vec![BackendRef::service("green", 80)],
+            ..Default::default()
+        }],
+    })
+}
+
+async fn apply(
+    admin: &mut pb::admin_service_client::AdminServiceClient<tonic::transport::Channel>,
+    resources: Vec<Resource>,
+) -> anyhow::Result<pb::ApplyReply> {
+    let resources_json = serde_json::to_vec(&resources)?;
+    Ok(admin
+        .apply(pb::ApplyRequest { resources_json })
+        .await?
+        .into_inner())
+}
+
+/// Runs every call at once (each on its own task) and gathers the answers.
+async fn all_at_once<T: Send + 'static>(
+    calls: impl Iterator<Item = impl Future<Output = anyhow::Result<T>> + Send + 'static>,
+) -> anyhow::Result<Vec<T>> {
+    let tasks: Vec<_> = calls.map(tokio::spawn).collect();
+    let mut answers = Vec::with_capacity(tasks.len());
+    for task in tasks {
+        answers.push(task.await??);
+    }
+    Ok(answers)
+}
+
+/// The generation `reply` gives route `name`.
+fn generation_of(reply: &pb::ApplyReply, name: &str) -> anyhow::Result<u64> {
+    reply
+        .routes
+        .iter()
+        .find(|r| r.name == name)
+        .map(|r| r.generation)
+        .ok_or_else(|| anyhow::anyhow!("no generation for {name}: {reply:?}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn applies_sent_at_once_share_entries_and_each_gets_its_own_answer() -> anyhow::Result<()> {
+    let coordinator = Coordinator::start().await?;
+    let node = coordinator.bound.coordinator.node().clone();
+    let mut admin = coordinator.admin_client();
+    let mut fleet = coordinator.fleet_client();
+    let registration = coordinator.register("p0", "a").await?;
+    let heartbeat = pb::HeartbeatRequest {
+        proxy_id: "p0".into(),
+        registration,
+        ..Default::default()
+    };
+    fleet.heartbeat(heartbeat.clone()).await?;
+
+    // p0 holds green ready; a first route on it is committed by the
+    // leader loop once its grace is over.
+    apply(
+        &mut admin,
+        vec![green_service(), route("first", "first.test")],
+    )
+    .await?;
+    let green = BackendKey::new("default", "green", 80);
+    let endpoints = node
+        .state()
+        .borrow()
+        .endpoint_generation(&green)
+        .ok_or_else(|| anyhow::anyhow!("green has no endpoint generation"))?;
+    let evidence = BackendEvidence {
+        endpoints_generation: endpoints,
+        healthy: 1,
+        total: 1,
+    };
+    fleet
+        .report_readiness(pb::ReadinessReport {
+            proxy_id: "p0".into(),
+            registration,
+            backends: vec![pb::BackendReadiness::from((&green, evidence))],
+            ..Default::default()
+        })
+        .await?;
+    eventually("the first route committed", WAIT, async || {
+        let renewed = fleet.heartbeat(heartbeat.clone()).await.is_ok();
+        let pending = node.state().borrow().pending_count();
+        holds(renewed && pending == 0, || {
+            format!("{pending} pending (heartbeat answered: {renewed})")
+        })
+    })
+    .await?;
+
+    // Rounds of CLIENTS applies at once, each client on its own
+    // connection and its own route, until two of a round shared an entry.
+    let clients: Vec<_> = (0..CLIENTS).map(|_| coordinator.admin_client()).collect();
+    let mut shared = None;
+    for round in 0..ROUNDS {
+        let calls = clients.iter().enumerate().map(|(i, client)| {
+            let mut client = client.clone();
+            let name = format!("r{i}");
+            let host = format!("round{round}.r{i}.test");
+            async move {
+                let reply = apply(&mut client, vec![route(&name, &host)]).await?;
+                anyhow::Ok((name, reply))
+            }
+        });
+        let replies = all_at_once(calls).await?;
+        let entries: BTreeSet<u64> = replies.iter().map(|(_, reply)| reply.log_index).collect();
+        let state = node.state().borrow().clone();
+        for (name, reply) in &replies {
+            let generation = generation_of(reply, name)?;
+            assert_eq!(
+                generation, reply.log_index,
+                "{name}: the generation of the entry that carried it"
+            );
+            assert!(
+                reply
+                    .changes
+                    .iter()
+                    .any(|c| c.ends_with(&format!("generation {generation} committed"))),
+                "{name}: committed with its apply (p0 holds green): {:?}",
+                reply.changes
+            );
+            let own = format!("HTTPRoute default/{name}:");
+            assert!(
+                reply.changes.iter().all(|c| c.starts_with(&own)),
+                "{name}: its own changes only: {:?}",
+                reply.changes
+            );
+            let record = &state.routes[&ObjectName::new("default", name)];
+            assert!(record.pending.is_none(), "{name}: {record:?}");
+            assert_eq!(
+                record.active.as_ref().map(|a| a.generation),
+                Some(generation),
+                "{name}"
+            );
+        }
+        if entries.len() < CLIENTS {
+            shared = Some((round, entries.len()));
+            break;
+        }
+    }
+    let (round, entries) = shared.ok_or_else(|| {
+        anyhow::anyhow!("in {ROUNDS} rounds of {CLIENTS} applies at once, each had its own entry")
+    })?;
+    eprintln!("round {round}: {CLIENTS} applies in {entries} entries");
+
+    let text = coordinator.metrics_text()?;
+    let sum = text
+        .lines()
+        .find_map(|l| l.strip_prefix("switchyard_coordinator_applies_per_entry_sum "))
+        .and_then(|v| v.parse::<f64>().ok());
+    let count = text
+        .lines()
+        .find_map(|l| l.strip_prefix("switchyard_coordinator_applies_per_entry_count "))
+        .and_then(|v| v.parse::<f64>().ok());
+    match (sum, count) {
+        (Some(sum), Some(count)) => assert!(sum > count, "{sum} applies in {count} entries"),
+        _ => anyhow::bail!("no applies-per-entry histogram in:\n{text}"),
+    }
+    Ok(())
+}
+
+/// Two clients changing the same route at once never share an entry:
+/// each change gets a generation of its own, and the route ends at the
+/// spec of the later one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn applies_of_one_route_sent_at_once_each_get_a_generation_of_their_own() -> anyhow::Result<()>
+{
+    let coordinator = Coordinator::start().await?;
+    let node = coordinator.bound.coordinator.node().clone();
+    apply(&mut coordinator.admin_client(), vec![green_service()]).await?;
+    for round in 0..ROUNDS {
+        let calls = (0..4).map(|i| {
+            let mut client = coordinator.admin_client();
+            let host = format!("round{round}.client{i}.test");
+            async move {
+                let reply = apply(&mut client, vec![route("r", &host)]).await?;
+                anyhow::Ok((host, reply))
+            }
+        });
+        let replies = all_at_once(calls).await?;
+        let generations: BTreeSet<u64> = replies
+            .iter()
+            .map(|(_, reply)| generation_of(reply, "r"))
+            .collect::<anyhow::Result<_>>()?;
+        assert_eq!(generations.len(), replies.len(), "{replies:?}");
+        let (last_host, _) = replies
+            .iter()
+            .max_by_key(|(_, reply)| reply.log_index)
+            .expect("four replies");
+        let state = node.state().borrow().clone();
+        let record = &state.routes[&ObjectName::new("default", "r")];
+        let newest = record
+            .pending
+            .as_ref()
+            .map(|p| &p.target.spec)
+            .or(record.active.as_ref().map(|a| &a.spec))
+            .ok_or_else(|| anyhow::anyhow!("r has no spec: {record:?}"))?;
+        assert_eq!(newest.hostnames, std::slice::from_ref(last_host), "{record:?}");
+    }
+    Ok(())
+}
