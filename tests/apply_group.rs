@@ -241,7 +241,11 @@ async fn applies_of_one_route_sent_at_once_each_get_a_generation_of_their_own() 
             .map(|p| &p.target.spec)
             .or(record.active.as_ref().map(|a| &a.spec))
             .ok_or_else(|| anyhow::anyhow!("r has no spec: {record:?}"))?;
-        assert_eq!(newest.hostnames, std::slice::from_ref(last_host), "{record:?}");
+        assert_eq!(
+            newest.hostnames,
+            std::slice::from_ref(last_host),
+            "{record:?}"
+        );
     }
     Ok(())
 }

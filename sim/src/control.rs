@@ -3,8 +3,10 @@
 //! followers catching up, crashes, restarts, elections and deposed leaders,
 //! messages reaching the leader's engine, and the leader loop (sync,
 //! decide — checked by invariants 1, 6 and 10 — propose through the real
-//! [`Decision::command`]), and a user's apply carrying the commits the
-//! leader's engine finds ready with it (checked by invariants 1 and 9).
+//! [`Decision::command`]), and users' applies — alone, or several in one
+//! entry as the leader's group commit makes them — carrying the commits
+//! the leader's engine finds ready with them (checked by invariants 1 and
+//! 9).
 
 use super::cluster::{Leader, LogEntry, Orphan};
 use super::invariants::Check;
@@ -13,10 +15,13 @@ use super::lease_model::LeaseModel;
 use super::network::Message;
 use super::run::Sim;
 use super::world::World;
+use std::collections::BTreeSet;
 use std::rc::Rc;
 use switchyard_coordinator::cutover::{CutoverEngine, Decision, EngineSettings};
-use switchyard_coordinator::state::{Command, CommandResponse, LogPosition, ReplicatedState};
-use switchyard_proto::model::{ConfigSnapshot, CutoverSettings, Resource};
+use switchyard_coordinator::state::{
+    Command, CommandError, CommandResponse, LogPosition, Outcome, ReplicatedState,
+};
+use switchyard_proto::model::{ConfigSnapshot, CutoverSettings, Resource, ResourceKey};
 
 /// What a deposed leader's undelivered decision becomes.
 const ORPHAN_FATES: &[u32] = &[
@@ -48,73 +53,148 @@ impl Sim {
 
     /// A user's apply through the leader; `None` without a leader (the
     /// client would retry elsewhere; the simulation just moves on).
+    ///
+    /// As the leader's group commit does with applies that arrive while
+    /// a group is in flight, an apply may wait and go in one entry
+    /// (`Command::Applies`) with the next user's: outside the heal phase,
+    /// with a chance of one in five. The answer is then the last entry's.
     pub(super) fn user_apply(
         &mut self,
         resources: Vec<Resource>,
     ) -> Result<Option<CommandResponse>, super::invariants::Violation> {
-        let apply = Command::Apply {
-            resources: resources.clone(),
-            defaults: CutoverSettings::default(),
-            limits: None,
-            validation: Some(switchyard_proto::model::ValidationRules::CURRENT_REVISION),
-        };
-        let (command, decided_in) = self.with_commits(apply)?;
-        let response = self.append(Some(command), decided_in)?;
-        if let Some(CommandResponse(Ok(outcome))) = &response {
-            self.world.note_stored(outcome.index, &resources);
+        if !self.healing && self.cluster.leader.is_some() && self.rng.chance(200) {
+            self.waiting_applies.push(resources);
+            return Ok(None);
         }
-        Ok(response)
+        let mut group = std::mem::take(&mut self.waiting_applies);
+        group.push(resources);
+        self.propose_applies(group)
     }
 
-    /// `apply` as the real leader proposes it: with the commits its engine
-    /// finds the fleet already ready for
-    /// ([`CutoverEngine::commits_with_apply`], on a copy of the engine as
-    /// the last look left it, as the coordinator's is), each checked by
-    /// invariant 1 against the state the apply leaves, and the deciding
-    /// term for invariant 9.
+    /// Proposes applies that waited for a group, if any.
+    pub(super) fn flush_waiting_applies(&mut self) -> Check {
+        let group = std::mem::take(&mut self.waiting_applies);
+        if group.is_empty() {
+            return Ok(());
+        }
+        self.propose_applies(group).map(|_| ())
+    }
+
+    /// Proposes `group` (each element one user's apply) in order, in as
+    /// few entries as the rule allows: an apply naming an object an
+    /// earlier apply of the entry names starts the next entry. The
+    /// answer to the last entry.
+    fn propose_applies(
+        &mut self,
+        group: Vec<Vec<Resource>>,
+    ) -> Result<Option<CommandResponse>, super::invariants::Violation> {
+        let mut entries: Vec<Vec<Vec<Resource>>> = Vec::new();
+        let mut named: BTreeSet<ResourceKey> = BTreeSet::new();
+        for resources in group {
+            let keys: Vec<ResourceKey> = resources.iter().map(Resource::key).collect();
+            if entries.is_empty() || keys.iter().any(|k| named.contains(k)) {
+                entries.push(Vec::new());
+                named.clear();
+            }
+            named.extend(keys);
+            entries.last_mut().expect("an entry").push(resources);
+        }
+        let mut last = None;
+        for entry in entries {
+            let applies = entry
+                .iter()
+                .map(|r| user_apply_command(r.clone()))
+                .collect();
+            let (command, decided_in) = self.with_commits(applies)?;
+            last = self.append(Some(command), decided_in)?;
+            match &last {
+                Some(CommandResponse(Ok(outcome))) if entry.len() == 1 => {
+                    self.world.note_stored(outcome.index, &entry[0]);
+                }
+                Some(CommandResponse(Ok(outcome))) => {
+                    self.stats.grouped_applies += entry.len() as u64;
+                    for (answer, resources) in outcome.decisions.iter().zip(&entry) {
+                        if answer.is_ok() {
+                            self.world.note_stored(outcome.index, resources);
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(last)
+    }
+
+    /// `applies` (for one entry, in order) as the real leader proposes
+    /// them: each with the commits its engine finds the fleet already
+    /// ready for ([`CutoverEngine::commits_with_applies`], on a copy of
+    /// the engine as the last look left it, as the coordinator's is),
+    /// each checked by invariant 1 against the state the applies up to it
+    /// leave, and the deciding term for invariant 9. One apply goes as
+    /// itself, more as a `Command::Applies`.
     fn with_commits(
         &mut self,
-        apply: Command,
+        applies: Vec<Command>,
     ) -> Result<(Command, Option<u64>), super::invariants::Violation> {
+        let one_entry = |mut commands: Vec<Command>| {
+            if commands.len() == 1 {
+                commands.pop().expect("one command")
+            } else {
+                Command::Applies { applies: commands }
+            }
+        };
         let Some(id) = self.cluster.leader.as_ref().map(|l| l.id) else {
-            return Ok((apply, None));
+            return Ok((one_entry(applies), None));
         };
         let now = self.cluster.clock(id, self.now_ms);
         let sim_now = self.now_ms;
         let cluster = &mut self.cluster;
         let state = &cluster.coordinators[id].state;
         let Some(leader) = cluster.leader.as_mut() else {
-            return Ok((apply, None));
+            return Ok((one_entry(applies), None));
         };
-        let commits = leader.engine.clone().commits_with_apply(state, &apply, now);
-        if commits.is_empty() {
-            return Ok((apply, None));
+        let commits = leader
+            .engine
+            .clone()
+            .commits_with_applies(state, &applies, now);
+        if commits.iter().all(Vec::is_empty) {
+            return Ok((one_entry(applies), None));
         }
         // The reference leases as the copy's registry sees them, kept
         // apart: the leader's own model moves only where its loop looks
         // (invariant 10 counts from there).
         let mut leases = leader.leases.clone();
         leases.sync(state, now);
+        let term = leader.term;
         let mut after = state.clone();
         let next = LogPosition::new(state.last_index + 1, state.last_term);
-        let _ = after.apply(next, &apply);
-        let cx = DecideContext {
-            state: &after,
-            leases: &leases,
-            truth: &self.truth,
-            proxies: &self.proxies,
-            registrations: &self.registrations,
-            world: &self.world,
-            leader_now_ms: now,
-            sim_now_ms: sim_now,
-            ttl_ms: self.config.lease_ttl_ms,
-            window_ms: self.config.evidence_window_ms(),
-        };
-        self.checks.evidence.on_decide(&cx, &commits)?;
-        let term = leader.term;
-        self.stats.commits_with_apply += commits.len() as u64;
-        self.note(format!("leader commits with the apply {commits:?}"));
-        Ok((Decision::with_apply(apply, &commits), Some(term)))
+        for (apply, carried) in applies.iter().zip(&commits) {
+            let _ = after.apply(next, apply);
+            if carried.is_empty() {
+                continue;
+            }
+            let cx = DecideContext {
+                state: &after,
+                leases: &leases,
+                truth: &self.truth,
+                proxies: &self.proxies,
+                registrations: &self.registrations,
+                world: &self.world,
+                leader_now_ms: now,
+                sim_now_ms: sim_now,
+                ttl_ms: self.config.lease_ttl_ms,
+                window_ms: self.config.evidence_window_ms(),
+            };
+            self.checks.evidence.on_decide(&cx, carried)?;
+            self.stats.commits_with_apply += carried.len() as u64;
+            self.note(format!("leader commits with the apply {carried:?}"));
+        }
+        let commands = applies
+            .into_iter()
+            .zip(&commits)
+            .map(|(apply, carried)| Decision::with_apply(apply, carried))
+            .collect();
+        Ok((one_entry(commands), Some(term)))
     }
 
     /// Appends a committed entry in the leader's term; the leader applies
@@ -180,11 +260,9 @@ impl Sim {
         self.checks.one_spec.on_apply(c, index, state)?;
         // An apply's carried commits take effect only as their own
         // answers say; the apply itself always does.
-        let took_effect = match (&entry.command, &response.0) {
-            (Some(Command::ApplyAndCommit { .. }), Ok(outcome)) => {
-                outcome.decisions.iter().any(Result::is_ok)
-            }
-            (_, result) => result.is_ok(),
+        let took_effect = match &entry.command {
+            Some(command) => decisions_took_effect(command, &response.0),
+            None => response.0.is_ok(),
         };
         self.checks
             .decision_term
@@ -534,5 +612,37 @@ impl Sim {
                 .or_insert_with(|| Rc::new(state.config_snapshot()))
                 .clone(),
         )
+    }
+}
+
+/// A user's `Command::Apply` of `resources`, as a coordinator makes it.
+fn user_apply_command(resources: Vec<Resource>) -> Command {
+    Command::Apply {
+        resources,
+        defaults: CutoverSettings::default(),
+        limits: None,
+        validation: Some(switchyard_proto::model::ValidationRules::CURRENT_REVISION),
+    }
+}
+
+/// Whether the decisions `command` carries took effect, by its answer:
+/// an apply's carried commits only as their own answers say (the apply
+/// itself always does), those of an entry of applies as each apply's
+/// answer says.
+fn decisions_took_effect(command: &Command, result: &Result<Outcome, CommandError>) -> bool {
+    match (command, result) {
+        (Command::ApplyAndCommit { .. }, Ok(outcome)) => {
+            outcome.decisions.iter().any(Result::is_ok)
+        }
+        (Command::Applies { applies }, Ok(outcome)) => {
+            applies
+                .iter()
+                .zip(&outcome.decisions)
+                .any(|(apply, answer)| {
+                    matches!(apply, Command::ApplyAndCommit { .. })
+                        && decisions_took_effect(apply, answer)
+                })
+        }
+        (_, result) => result.is_ok(),
     }
 }

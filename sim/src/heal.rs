@@ -40,6 +40,9 @@ impl Sim {
         self.observe_all();
         self.deliver()?;
         self.elect(None)?;
+        if self.cluster.leader.is_some() {
+            self.flush_waiting_applies()?;
+        }
         while !self.held_back.is_empty() && self.cluster.leader.is_some() {
             self.service_arrives()?;
         }

@@ -70,6 +70,8 @@ pub struct SimStats {
     pub slice_deletes: u64,
     /// Services that reached the store after the route using them.
     pub late_services: u64,
+    /// Users' applies that went in an entry with others.
+    pub grouped_applies: u64,
 }
 
 impl SimStats {
@@ -95,6 +97,7 @@ impl SimStats {
         self.route_deletes += o.route_deletes;
         self.slice_deletes += o.slice_deletes;
         self.late_services += o.late_services;
+        self.grouped_applies += o.grouped_applies;
     }
 }
 
@@ -169,6 +172,9 @@ pub(super) struct Sim {
     pub registrations: BTreeMap<u64, (usize, u32)>,
     /// New backends' Services and slices not yet in the store.
     pub held_back: Vec<Vec<Resource>>,
+    /// Users' applies waiting to go in one entry with the next user's
+    /// (the leader's group commit).
+    pub waiting_applies: Vec<Vec<Resource>>,
 }
 
 /// Runs one seed; `test` names the test binary for the reproduce line.
@@ -230,6 +236,7 @@ impl Sim {
             snapshots: BTreeMap::new(),
             registrations: BTreeMap::new(),
             held_back: Vec::new(),
+            waiting_applies: Vec::new(),
             config,
         }
     }

@@ -62,5 +62,8 @@ fn invariants_hold_and_the_system_converges_for_every_seed() {
                 && s.late_services > 0,
             "{s:?}"
         );
+        // Users' applies grouped in one entry, as the leader's group
+        // commit makes them.
+        assert!(s.grouped_applies > 0, "{s:?}");
     }
 }
