@@ -12,8 +12,8 @@ mod harness;
 use harness::{Coordinator, WAIT};
 use std::collections::BTreeSet;
 use switchyard_proto::model::{
-    BackendEvidence, BackendKey, BackendRef, HttpRoute, ObjectMeta, ObjectName, Resource,
-    RouteRule, Service, ServicePort,
+    BackendKey, BackendRef, HttpRoute, ObjectMeta, ObjectName, Resource, RouteRule, Service,
+    ServicePort,
 };
 use switchyard_proto::pb;
 use switchyard_test_support::eventually;
@@ -106,24 +106,8 @@ async fn applies_sent_at_once_share_entries_and_each_gets_its_own_answer() -> an
         vec![green_service(), route("first", "first.test")],
     )
     .await?;
-    let green = BackendKey::new("default", "green", 80);
-    let endpoints = node
-        .state()
-        .borrow()
-        .endpoint_generation(&green)
-        .ok_or_else(|| anyhow::anyhow!("green has no endpoint generation"))?;
-    let evidence = BackendEvidence {
-        endpoints_generation: endpoints,
-        healthy: 1,
-        total: 1,
-    };
-    fleet
-        .report_readiness(pb::ReadinessReport {
-            proxy_id: "p0".into(),
-            registration,
-            backends: vec![pb::BackendReadiness::from((&green, evidence))],
-            ..Default::default()
-        })
+    coordinator
+        .report_ready("p0", registration, &BackendKey::new("default", "green", 80))
         .await?;
     eventually("the first route committed", WAIT, async || {
         let renewed = fleet.heartbeat(heartbeat.clone()).await.is_ok();

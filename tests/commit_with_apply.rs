@@ -11,8 +11,8 @@ mod harness;
 
 use harness::{Coordinator, WAIT};
 use switchyard_proto::model::{
-    BackendEvidence, BackendKey, BackendRef, HttpRoute, ObjectMeta, ObjectName, Resource,
-    RouteRule, Service, ServicePort,
+    BackendKey, BackendRef, HttpRoute, ObjectMeta, ObjectName, Resource, RouteRule, Service,
+    ServicePort,
 };
 use switchyard_proto::pb;
 use switchyard_test_support::eventually;
@@ -87,24 +87,8 @@ async fn a_change_the_fleet_is_ready_for_is_committed_by_its_apply() -> anyhow::
         "{:?}",
         first.changes
     );
-    let green = BackendKey::new("default", "green", 80);
-    let endpoints = node
-        .state()
-        .borrow()
-        .endpoint_generation(&green)
-        .ok_or_else(|| anyhow::anyhow!("green has no endpoint generation"))?;
-    let evidence = BackendEvidence {
-        endpoints_generation: endpoints,
-        healthy: 1,
-        total: 1,
-    };
-    fleet
-        .report_readiness(pb::ReadinessReport {
-            proxy_id: "p0".into(),
-            registration,
-            backends: vec![pb::BackendReadiness::from((&green, evidence))],
-            ..Default::default()
-        })
+    coordinator
+        .report_ready("p0", registration, &BackendKey::new("default", "green", 80))
         .await?;
     eventually("r committed on p0's evidence", WAIT, async || {
         let renewed = fleet.heartbeat(heartbeat(vec![])).await.is_ok();

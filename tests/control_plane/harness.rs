@@ -14,7 +14,7 @@ use switchyard_coordinator::raft::{NodeConfig, RaftSettings};
 use switchyard_coordinator::server::metrics::CoordinatorMetrics;
 use switchyard_coordinator::server::{Bound, CoordinatorConfig, Limits};
 use switchyard_harness::{Process, ProcessSpec};
-use switchyard_proto::model::CutoverSettings;
+use switchyard_proto::model::{BackendEvidence, BackendKey, CutoverSettings};
 use switchyard_proto::pb;
 use switchyard_proxy::control::coordinators::CoordinatorAddress;
 use switchyard_proxy::control::{self, ControlConfig, ControlMetrics};
@@ -163,6 +163,39 @@ impl Coordinator {
             .await?
             .into_inner();
         Ok(reply.registration)
+    }
+
+    /// Reports, as proxy `id` (played by hand) of `registration`, one
+    /// healthy endpoint of `backend` at its current endpoint generation.
+    #[allow(dead_code)] // control_plane.rs plays no proxy by hand
+    pub async fn report_ready(
+        &self,
+        id: &str,
+        registration: u64,
+        backend: &BackendKey,
+    ) -> anyhow::Result<()> {
+        let endpoints = self
+            .bound
+            .coordinator
+            .node()
+            .state()
+            .borrow()
+            .endpoint_generation(backend)
+            .ok_or_else(|| anyhow::anyhow!("{backend:?} has no endpoint generation"))?;
+        let evidence = BackendEvidence {
+            endpoints_generation: endpoints,
+            healthy: 1,
+            total: 1,
+        };
+        self.fleet_client()
+            .report_readiness(pb::ReadinessReport {
+                proxy_id: id.into(),
+                registration,
+                backends: vec![pb::BackendReadiness::from((backend, evidence))],
+                ..Default::default()
+            })
+            .await?;
+        Ok(())
     }
 
     pub fn admin_client(
