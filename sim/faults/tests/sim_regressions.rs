@@ -59,22 +59,22 @@ fn seed_0_a_generation_handed_out_twice() {
 }
 
 #[test]
-fn seed_20_a_deposed_leaders_decision_carried_out_in_a_later_term() {
-    regression(20, "invariant 9", |config| {
+fn seed_19_a_deposed_leaders_decision_carried_out_in_a_later_term() {
+    regression(19, "invariant 9", |config| {
         config.state_hook = Some(ignore_decision_term)
     });
 }
 
 #[test]
-fn seed_95_an_endpoint_generation_that_went_down_after_a_slice_deletion() {
-    regression(95, "invariant 1", |config| {
+fn seed_12_an_endpoint_generation_that_went_down_after_a_slice_deletion() {
+    regression(12, "invariant 1", |config| {
         config.state_hook = Some(endpoint_generation_from_revisions)
     });
 }
 
 #[test]
-fn seed_8_a_route_committed_before_its_service_existed() {
-    regression(8, "invariant 1", |config| {
+fn seed_6_a_route_committed_before_its_service_existed() {
+    regression(6, "invariant 1", |config| {
         config.engine_hook = Some(|e: &mut CutoverEngine| {
             e.set_faults(EngineFaults {
                 missing_backends_ready: true,
@@ -85,8 +85,8 @@ fn seed_8_a_route_committed_before_its_service_existed() {
 }
 
 #[test]
-fn seed_172_evidence_of_a_proxys_previous_run() {
-    regression(172, "invariant 1", |config| {
+fn seed_62_evidence_of_a_proxys_previous_run() {
+    regression(62, "invariant 1", |config| {
         config.engine_hook = Some(|e: &mut CutoverEngine| {
             e.set_faults(EngineFaults {
                 evidence_across_registrations: true,
