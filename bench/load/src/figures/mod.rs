@@ -202,6 +202,61 @@ async fn leader_settled(ctx: &mut Context, n: usize, after: &str) {
     });
 }
 
+/// Waits (bounded) until every coordinator started here has applied
+/// `target`, and says in a note where each stood and how long that took.
+/// The resync is measured against a store every coordinator holds: right
+/// after the bulk apply a follower may still be applying its last
+/// entries (a thousand objects each), and agents that start watching it
+/// then would be sent its snapshots of the import's tail, one version
+/// after another, rather than the resync of a settled store the figure
+/// is about.
+async fn all_applied(ctx: &mut Context, target: u64, after: &str) {
+    let admins: Vec<(u64, String)> = ctx
+        .cluster
+        .members
+        .iter()
+        .map(|m| (m.id, m.admin.clone()))
+        .collect();
+    if admins.is_empty() {
+        return;
+    }
+    let applied = async |admins: &[(u64, String)]| -> Vec<(u64, u64)> {
+        let admins = admins.to_vec();
+        tokio::task::spawn_blocking(move || {
+            admins
+                .iter()
+                .map(|(id, admin)| {
+                    let index = crate::cluster::metrics(admin)
+                        .and_then(|m| m.get("switchyard_coordinator_raft_applied_index").copied())
+                        .unwrap_or(0.0);
+                    (*id, index as u64)
+                })
+                .collect()
+        })
+        .await
+        .unwrap_or_default()
+    };
+    let started = Instant::now();
+    let at_start = applied(&admins).await;
+    let deadline = started + ctx.wait;
+    let mut now = at_start.clone();
+    while now.iter().any(|(_, index)| *index < target) && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        now = applied(&admins).await;
+    }
+    let stood: Vec<String> = at_start
+        .iter()
+        .map(|(id, index)| format!("{id}: {index}"))
+        .collect();
+    let done = now.iter().all(|(_, index)| *index >= target);
+    ctx.notes.push(format!(
+        "after {after}: coordinators had applied {} of {target}; {} {:.2} s later",
+        stood.join(", "),
+        if done { "all of it" } else { "not all of it" },
+        started.elapsed().as_secs_f64()
+    ));
+}
+
 /// The current applied index on the leader.
 async fn applied_index(ctx: &Context) -> anyhow::Result<u64> {
     let mut c = admin::client(&ctx.leader, &ctx.security)?;
@@ -340,6 +395,7 @@ pub async fn run(options: &Options) -> anyhow::Result<Report> {
     progress("full resync");
     refresh_leader(&mut ctx).await;
     let target = applied_index(&ctx).await?;
+    all_applied(&mut ctx, target, "the bulk apply").await;
     let fleet = Fleet::start(&ctx.cluster, "agent", m, target)?;
     let resync_figure = Ok(resync(&ctx, &fleet, m, target).await);
     let warmed = warm(&ctx, "agent", m).await;
