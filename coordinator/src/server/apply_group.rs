@@ -95,6 +95,11 @@ pub(super) async fn run(
 /// still waiting or taken, while the group stays within
 /// [`MAX_APPLIES_PER_ENTRY`] applies and `max_objects` objects (the first
 /// apply is taken whatever its size). What is not taken keeps its order.
+///
+/// The scan stops once the group is full or [`MAX_APPLIES_PER_ENTRY`]
+/// applies were passed over: a long queue (a burst of bulk applies) then
+/// costs O(that bound × objects per apply) per group, not O(queue) — a
+/// thousand waiting applies would otherwise be walked for every group.
 pub(super) fn take_group(
     waiting: &mut VecDeque<QueuedApply>,
     max_objects: usize,
@@ -116,7 +121,10 @@ pub(super) fn take_group(
         } else {
             passed_over.push_back(apply);
         }
-        if group.len() == MAX_APPLIES_PER_ENTRY {
+        if group.len() == MAX_APPLIES_PER_ENTRY
+            || objects >= max_objects
+            || passed_over.len() >= MAX_APPLIES_PER_ENTRY
+        {
             break;
         }
     }
@@ -277,6 +285,25 @@ mod tests {
         let group = take_group(&mut waiting, 10_000);
         assert_eq!(group.len(), MAX_APPLIES_PER_ENTRY);
         assert_eq!(labels(&waiting), [64, 65, 66]);
+    }
+
+    #[test]
+    fn a_group_stops_looking_once_full_or_after_passing_over_as_many_as_it_may_hold() {
+        // Full by objects: the rest is not walked (their order kept).
+        let mut waiting: VecDeque<_> =
+            [queued(1, &["a", "b"]), queued(2, &["c"]), queued(3, &["d"])].into();
+        assert_eq!(labels(&take_group(&mut waiting, 2)), [1]);
+        assert_eq!(labels(&waiting), [2, 3]);
+
+        // MAX_APPLIES_PER_ENTRY applies passed over (all naming `a`, as
+        // the first does): the free one after them waits for a later group.
+        let mut waiting: VecDeque<_> = std::iter::once(queued(0, &["a"]))
+            .chain((1..=MAX_APPLIES_PER_ENTRY as u64).map(|i| queued(i, &["a"])))
+            .chain(std::iter::once(queued(999, &["z"])))
+            .collect();
+        assert_eq!(labels(&take_group(&mut waiting, 10_000)), [0]);
+        assert_eq!(waiting.len(), MAX_APPLIES_PER_ENTRY + 1);
+        assert_eq!(waiting.back().map(|q| q.received_ms), Some(999));
     }
 
     #[test]
