@@ -43,20 +43,17 @@ pub(super) struct QueuedApply {
 }
 
 impl QueuedApply {
+    fn resources(&self) -> &[switchyard_proto::model::Resource] {
+        self.apply.apply_resources().unwrap_or_default()
+    }
+
     /// The objects the apply names.
     fn keys(&self) -> impl Iterator<Item = ResourceKey> + '_ {
-        let resources = match &self.apply {
-            Command::Apply { resources, .. } => resources.as_slice(),
-            _ => &[],
-        };
-        resources.iter().map(|r| r.key())
+        self.resources().iter().map(|r| r.key())
     }
 
     fn objects(&self) -> usize {
-        match &self.apply {
-            Command::Apply { resources, .. } => resources.len(),
-            _ => 0,
-        }
+        self.resources().len()
     }
 }
 

@@ -33,7 +33,10 @@ impl ReplicatedState {
         let mut named: BTreeSet<ResourceKey> = BTreeSet::new();
         let mut entry = Outcome::default();
         for apply in applies {
-            let answer = match resources_named(apply) {
+            let keys = apply
+                .apply_resources()
+                .map(|resources| resources.iter().map(|r| r.key()).collect::<Vec<_>>());
+            let answer = match keys {
                 None => Err(CommandError::NotAnApply {
                     command: apply.kind_name().into(),
                 }),
@@ -56,19 +59,5 @@ impl ReplicatedState {
             entry.decisions.push(answer);
         }
         Ok(entry)
-    }
-}
-
-/// The objects `command` names, when it may go in a [`Command::Applies`]
-/// entry: an apply's resources, or those of the apply a
-/// [`Command::ApplyAndCommit`] carries.
-fn resources_named(command: &Command) -> Option<Vec<ResourceKey>> {
-    match command {
-        Command::Apply { resources, .. } => Some(resources.iter().map(|r| r.key()).collect()),
-        Command::ApplyAndCommit { apply, .. } => match apply.as_ref() {
-            Command::Apply { resources, .. } => Some(resources.iter().map(|r| r.key()).collect()),
-            _ => None,
-        },
-        _ => None,
     }
 }

@@ -174,6 +174,20 @@ impl Command {
         }
     }
 
+    /// The resources of an apply: a [`Command::Apply`]'s, or those of the
+    /// apply a [`Command::ApplyAndCommit`] carries; `None` for any other
+    /// command.
+    pub fn apply_resources(&self) -> Option<&[Resource]> {
+        match self {
+            Command::Apply { resources, .. } => Some(resources),
+            Command::ApplyAndCommit { apply, .. } => match apply.as_ref() {
+                Command::Apply { resources, .. } => Some(resources),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
     /// Whether this is one of the leader's decisions, which a
     /// [`Command::Decisions`] batch may carry.
     pub fn is_decision(&self) -> bool {
