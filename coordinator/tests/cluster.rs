@@ -36,6 +36,7 @@ fn settings() -> RaftSettings {
         keep_logs_after_snapshot: 0,
         leader_wait: Duration::from_secs(5),
         propose_timeout: Duration::from_secs(5),
+        ..RaftSettings::default()
     }
 }
 
@@ -71,12 +72,23 @@ async fn start(
     peers: &BTreeMap<u64, String>,
     dir: &Path,
 ) -> anyhow::Result<Running> {
+    start_with(id, listener, addr, peers, dir, settings()).await
+}
+
+async fn start_with(
+    id: u64,
+    listener: TcpListener,
+    addr: &str,
+    peers: &BTreeMap<u64, String>,
+    dir: &Path,
+    raft: RaftSettings,
+) -> anyhow::Result<Running> {
     let node = Node::start(NodeConfig {
         id,
         peers: peers.clone(),
         advertise_addr: addr.to_owned(),
         data_dir: dir.to_path_buf(),
-        raft: settings(),
+        raft,
         source_ip: None,
         security: switchyard_tls::Security::Insecure,
     })
@@ -428,6 +440,70 @@ async fn three_coordinators_elect_forward_fail_over_restart_and_grow() -> anyhow
         running.stop().await;
     }
     phase("done");
+    Ok(())
+}
+
+/// A follower that missed many entries catches up from the log even when
+/// every AppendEntries may carry only one of them (a byte budget of one
+/// byte): the leader takes each request's partial success and sends the
+/// rest. Which entries a cut request carries, and the partial success it
+/// reports, are `append_batch`'s unit tests; this drives openraft with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follower_catches_up_through_appends_cut_to_their_byte_budget() -> anyhow::Result<()> {
+    let raft = RaftSettings {
+        append_budget_bytes: 1,
+        // No snapshot: the follower must catch up from the log.
+        snapshot_after_logs: 10_000,
+        ..settings()
+    };
+    let root = tempfile::tempdir()?;
+    let mut peers = BTreeMap::new();
+    let mut listeners = Vec::new();
+    for id in 1..=3u64 {
+        let (listener, addr) = bind("127.0.0.1:0").await?;
+        peers.insert(id, addr);
+        listeners.push((id, listener));
+    }
+    let dir = |id: u64| root.path().join(format!("node-{id}"));
+    let mut nodes = BTreeMap::new();
+    for (id, listener) in listeners {
+        let node = start_with(id, listener, &peers[&id], &peers, &dir(id), raft.clone()).await?;
+        nodes.insert(id, node);
+    }
+    let leader = agreed_leader(&nodes.values().collect::<Vec<_>>()).await?;
+    let lagging = *nodes
+        .keys()
+        .find(|id| **id != leader)
+        .context("a follower")?;
+    nodes.remove(&lagging).context("the follower")?.stop().await;
+
+    for i in 0..40 {
+        propose_ok(&nodes[&leader].node, register(i)).await?;
+    }
+    let (listener, _) = bind(&peers[&lagging]).await?;
+    let restarted = start_with(
+        lagging,
+        listener,
+        &peers[&lagging],
+        &peers,
+        &dir(lagging),
+        raft.clone(),
+    )
+    .await?;
+    nodes.insert(lagging, restarted);
+    let state = converge(
+        &nodes.values().collect::<Vec<_>>(),
+        "the restarted follower caught up with 40 entries, one per AppendEntries",
+    )
+    .await?;
+    ensure!(
+        state.proxies.len() == 40,
+        "proxies: {}",
+        state.proxies.len()
+    );
+    for (_, node) in nodes {
+        node.stop().await;
+    }
     Ok(())
 }
 

@@ -36,6 +36,14 @@ pub struct RaftSettings {
     /// How long a proposal (or membership change, or a new coordinator's
     /// catch-up) waits to be applied.
     pub propose_timeout: Duration,
+    /// Most entries one AppendEntries carries (openraft reads and decodes
+    /// that many from the log before sending any).
+    pub max_entries_per_append: u64,
+    /// Most bytes of entries one AppendEntries carries (JSON); the first
+    /// entry goes whatever its size. Keeps each request quick to send and
+    /// decode, far inside the RPC deadline and the message limit, however
+    /// large the entries a follower lacks.
+    pub append_budget_bytes: usize,
 }
 
 impl Default for RaftSettings {
@@ -49,6 +57,10 @@ impl Default for RaftSettings {
             keep_logs_after_snapshot: 1000,
             leader_wait: Duration::from_secs(3),
             propose_timeout: Duration::from_secs(10),
+            // A group of 64 applies is tens of KiB: 64 of them stay within
+            // the byte budget, and reading them is milliseconds.
+            max_entries_per_append: 64,
+            append_budget_bytes: 2 * 1024 * 1024,
         }
     }
 }
@@ -68,6 +80,7 @@ impl RaftSettings {
             install_snapshot_timeout: millis(self.rpc_timeout),
             snapshot_policy: SnapshotPolicy::LogsSinceLast(self.snapshot_after_logs),
             max_in_snapshot_log_to_keep: self.keep_logs_after_snapshot,
+            max_payload_entries: self.max_entries_per_append,
             // Chunks travel as JSON (about 4x their size); keep them well
             // under the gRPC message limit and quick to send.
             snapshot_max_chunk_size: 1024 * 1024,

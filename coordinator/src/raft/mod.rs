@@ -16,13 +16,15 @@
 //! - [`sm_objects`]: the state machine kept one sled key per object.
 //! - [`snapshots`]: snapshot files, their record, the snapshot builder.
 //! - [`fingerprint`]: cluster identity on every Raft RPC.
-//! - [`network`]: openraft's client network over tonic (cached channels).
+//! - [`network`]: openraft's client network over tonic (cached channels);
+//!   `append_batch` bounds each AppendEntries by bytes.
 //! - [`service`]: the `RaftService` server.
 //! - [`runtime`]: the threads Raft runs on, apart from the services.
 //! - [`config`], [`error`], [`node`] (and the private `membership`): the
 //!   API the coordinator's services call — [`Node::start`],
 //!   [`Node::propose`], [`Node::add_coordinator`].
 
+mod append_batch;
 pub mod config;
 pub mod db;
 pub mod error;

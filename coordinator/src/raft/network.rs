@@ -33,6 +33,7 @@ use switchyard_proto::pb::raft_service_client::RaftServiceClient;
 use switchyard_tls::Security;
 use tonic::transport::Channel;
 
+use super::append_batch::AppendBatch;
 use super::fingerprint::ClusterIdentity;
 use super::runtime::RaftRuntime;
 use super::types::{Node, NodeId, TypeConfig};
@@ -124,21 +125,26 @@ pub struct NetworkFactory {
     channels: ChannelCache,
     identity: ClusterIdentity,
     timeouts: RpcTimeouts,
+    append_budget: usize,
 }
 
 impl NetworkFactory {
-    /// A factory for node `id`, stamping `identity` on every call.
+    /// A factory for node `id`, stamping `identity` on every call; each
+    /// AppendEntries carries at most `append_budget` bytes of entries
+    /// (and at least one entry: [`AppendBatch`]).
     pub fn new(
         id: NodeId,
         channels: ChannelCache,
         identity: ClusterIdentity,
         timeouts: RpcTimeouts,
+        append_budget: usize,
     ) -> Self {
         NetworkFactory {
             id,
             channels,
             identity,
             timeouts,
+            append_budget,
         }
     }
 }
@@ -154,6 +160,7 @@ impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
             client: self.channels.client(&node.addr).map_err(|e| e.to_string()),
             identity: self.identity.clone(),
             timeouts: self.timeouts,
+            append_budget: self.append_budget,
         }
     }
 }
@@ -167,13 +174,13 @@ pub struct PeerClient {
     client: Result<RaftServiceClient<Channel>, String>,
     identity: ClusterIdentity,
     timeouts: RpcTimeouts,
+    append_budget: usize,
 }
 
 type RpcResult<T, E> = Result<T, RPCError<NodeId, Node, RaftError<NodeId, E>>>;
 
 impl PeerClient {
-    /// Sends one RPC: JSON-encodes `request`, stamps the fingerprint, bounds
-    /// it by `timeout`, decodes `Result<Resp, RaftError<E>>` from the reply.
+    /// Sends one RPC: JSON-encodes `request` and [`PeerClient::send_json`]s it.
     async fn send<Req, Resp, E>(
         &self,
         action: RPCTypes,
@@ -182,6 +189,24 @@ impl PeerClient {
     ) -> RpcResult<Resp, E>
     where
         Req: Serialize,
+        Resp: DeserializeOwned,
+        E: std::error::Error + DeserializeOwned,
+    {
+        let json =
+            serde_json::to_vec(request).map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
+        self.send_json(action, json, timeout).await
+    }
+
+    /// Sends one RPC already encoded as `json`: stamps the fingerprint,
+    /// bounds it by `timeout`, decodes `Result<Resp, RaftError<E>>` from
+    /// the reply.
+    async fn send_json<Resp, E>(
+        &self,
+        action: RPCTypes,
+        json: Vec<u8>,
+        timeout: Duration,
+    ) -> RpcResult<Resp, E>
+    where
         Resp: DeserializeOwned,
         E: std::error::Error + DeserializeOwned,
     {
@@ -196,8 +221,6 @@ impl PeerClient {
                 ))));
             }
         };
-        let json =
-            serde_json::to_vec(request).map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
         let mut grpc_request = tonic::Request::new(RaftPayload { json });
         grpc_request.set_timeout(timeout);
         self.identity.stamp(&mut grpc_request);
@@ -288,8 +311,23 @@ impl RaftNetwork<TypeConfig> for PeerClient {
         rpc: AppendEntriesRequest<TypeConfig>,
         _option: RPCOption,
     ) -> RpcResult<AppendEntriesResponse<NodeId>, Infallible> {
-        self.send(RPCTypes::AppendEntries, &rpc, self.timeouts.rpc)
-            .await
+        let mut batch = AppendBatch::encode(&rpc, self.append_budget)
+            .map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
+        if batch.entries_sent() < rpc.entries.len() {
+            tracing::debug!(
+                node_id = self.id,
+                target = self.target,
+                sent = batch.entries_sent(),
+                of = rpc.entries.len(),
+                bytes = batch.json.len(),
+                "AppendEntries cut to its byte budget"
+            );
+        }
+        let json = std::mem::take(&mut batch.json);
+        let reply = self
+            .send_json(RPCTypes::AppendEntries, json, self.timeouts.rpc)
+            .await?;
+        Ok(batch.reply(reply))
     }
 
     async fn install_snapshot(

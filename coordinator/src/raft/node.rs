@@ -141,6 +141,7 @@ impl Node {
                 rpc: settings.rpc_timeout,
                 snapshot_chunk: settings.rpc_timeout,
             },
+            settings.append_budget_bytes,
         );
         let state = stores.state.subscribe();
         let liveness = stores.liveness.clone();
