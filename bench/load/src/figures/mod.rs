@@ -49,6 +49,9 @@ pub struct Context {
     pub endpoints: routes::Endpoints,
     /// Remarks for under the table.
     pub notes: Vec<String>,
+    /// The agents' decode counters (decoded, shared) when the last
+    /// catch-up ended.
+    decodes_noted: (u64, u64),
 }
 
 impl Context {
@@ -282,9 +285,14 @@ async fn catch_up(ctx: &mut Context, fleet: &Fleet, after: &str) -> anyhow::Resu
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    let (decoded, shared) = fleet.snapshot_decodes().await;
+    let (decoded_before, shared_before) =
+        std::mem::replace(&mut ctx.decodes_noted, (decoded, shared));
     ctx.notes.push(format!(
-        "after {after}: every agent held version {target} {:.2} s later",
-        started.elapsed().as_secs_f64()
+        "after {after}: every agent held version {target} {:.2} s later; since the last such note the agents decoded {} payloads and took {} from another agent's decode",
+        started.elapsed().as_secs_f64(),
+        decoded - decoded_before,
+        shared - shared_before,
     ));
     Ok(())
 }
@@ -356,6 +364,7 @@ pub async fn run(options: &Options) -> anyhow::Result<Report> {
         change: 0,
         endpoints,
         notes: Vec::new(),
+        decodes_noted: (0, 0),
     };
     let all = routes::resources(options.routes, endpoints)?;
     let live_bytes = routes::json_bytes(&all)?;
