@@ -131,7 +131,7 @@ pub struct NetworkFactory {
 impl NetworkFactory {
     /// A factory for node `id`, stamping `identity` on every call; each
     /// AppendEntries carries at most `append_budget` bytes of entries
-    /// (and at least one entry: [`AppendBatch`]).
+    /// (and at least one entry: see `append_batch`).
     pub fn new(
         id: NodeId,
         channels: ChannelCache,
