@@ -111,6 +111,28 @@ async fn start_with(
     })
 }
 
+/// Three coordinators formed on fresh loopback ports, each with its data
+/// in `root/node-<id>`: their addresses and the running nodes, by id.
+async fn start_three(
+    root: &Path,
+    raft: RaftSettings,
+) -> anyhow::Result<(BTreeMap<u64, String>, BTreeMap<u64, Running>)> {
+    let mut listeners = Vec::new();
+    let mut peers = BTreeMap::new();
+    for id in 1..=3u64 {
+        let (listener, addr) = bind("127.0.0.1:0").await?;
+        peers.insert(id, addr);
+        listeners.push((id, listener));
+    }
+    let mut nodes = BTreeMap::new();
+    for (id, listener) in listeners {
+        let dir = root.join(format!("node-{id}"));
+        let node = start_with(id, listener, &peers[&id], &peers, &dir, raft.clone()).await?;
+        nodes.insert(id, node);
+    }
+    Ok((peers, nodes))
+}
+
 impl Running {
     async fn stop(self) {
         self.node.shutdown().await;
@@ -175,18 +197,7 @@ async fn three_coordinators_elect_forward_fail_over_restart_and_grow() -> anyhow
     // Printed (shown on failure) so a slow or stuck phase is easy to spot.
     let phase = |name: &str| eprintln!("[{:>6.2?}] {name}", started.elapsed());
     let root = tempfile::tempdir()?;
-    let mut listeners = Vec::new();
-    let mut peers = BTreeMap::new();
-    for id in 1..=3u64 {
-        let (listener, addr) = bind("127.0.0.1:0").await?;
-        peers.insert(id, addr);
-        listeners.push((id, listener));
-    }
-    let mut nodes = BTreeMap::new();
-    for (id, listener) in listeners {
-        let dir = root.path().join(format!("node-{id}"));
-        nodes.insert(id, start(id, listener, &peers[&id], &peers, &dir).await?);
-    }
+    let (peers, mut nodes) = start_three(root.path(), settings()).await?;
 
     // --- election, and proposals forwarded by a follower
     phase("election");
@@ -457,19 +468,8 @@ async fn a_follower_catches_up_through_appends_cut_to_their_byte_budget() -> any
         ..settings()
     };
     let root = tempfile::tempdir()?;
-    let mut peers = BTreeMap::new();
-    let mut listeners = Vec::new();
-    for id in 1..=3u64 {
-        let (listener, addr) = bind("127.0.0.1:0").await?;
-        peers.insert(id, addr);
-        listeners.push((id, listener));
-    }
+    let (peers, mut nodes) = start_three(root.path(), raft.clone()).await?;
     let dir = |id: u64| root.path().join(format!("node-{id}"));
-    let mut nodes = BTreeMap::new();
-    for (id, listener) in listeners {
-        let node = start_with(id, listener, &peers[&id], &peers, &dir(id), raft.clone()).await?;
-        nodes.insert(id, node);
-    }
     let leader = agreed_leader(&nodes.values().collect::<Vec<_>>()).await?;
     let lagging = *nodes
         .keys()
