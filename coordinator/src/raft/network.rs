@@ -3,7 +3,8 @@
 //! Owns: one cached, lazily connected `tonic::transport::Channel` per peer
 //! address (mutual TLS as this coordinator unless `--insecure`) (shared by Raft replication and proposal forwarding — never a new
 //! connection per RPC), a deadline on every RPC, JSON encoding of openraft's
-//! requests, the cluster fingerprint on every call, and the mapping of
+//! requests (each AppendEntries cut to a byte budget by `append_batch`),
+//! the cluster fingerprint on every call, and the mapping of
 //! transport failures to openraft's `Unreachable` / `Timeout` / `Network`
 //! errors so openraft backs off from dead peers. Snapshots go as
 //! InstallSnapshot chunks through openraft's default `full_snapshot`.
