@@ -346,12 +346,13 @@ impl Held {
             Prepared::Done(outcome) => return Ok(outcome),
             Prepared::Payload(pending) => pending,
         };
+        let large = pending.size() > large;
         let mut guard = shared.lock().await;
-        let compare = pending.size() > large || guard.may_compare(self.lineage);
+        let compare = large || guard.may_compare(self.lineage);
         if let Some(outcome) = self.reuse(&pending, &mut guard, compare) {
             return Ok(outcome);
         }
-        let builder = if pending.size() > large {
+        let builder = if large {
             tokio::task::block_in_place(|| self.build(&pending))?
         } else {
             self.build(&pending)?

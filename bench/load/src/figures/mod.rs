@@ -224,20 +224,16 @@ async fn all_applied(ctx: &mut Context, target: u64, after: &str) {
         return;
     }
     let applied = async |admins: &[(u64, String)]| -> Vec<(u64, u64)> {
-        let admins = admins.to_vec();
-        tokio::task::spawn_blocking(move || {
-            admins
-                .iter()
-                .map(|(id, admin)| {
-                    let index = crate::cluster::metrics(admin)
-                        .and_then(|m| m.get("switchyard_coordinator_raft_applied_index").copied())
-                        .unwrap_or(0.0);
-                    (*id, index as u64)
-                })
-                .collect()
-        })
-        .await
-        .unwrap_or_default()
+        let mut out = Vec::with_capacity(admins.len());
+        for (id, admin) in admins {
+            let index = crate::cluster::scrape(admin.clone())
+                .await
+                .get("switchyard_coordinator_raft_applied_index")
+                .copied()
+                .unwrap_or(0.0);
+            out.push((*id, index as u64));
+        }
+        out
     };
     let started = Instant::now();
     let at_start = applied(&admins).await;
