@@ -233,3 +233,83 @@ async fn applies_of_one_route_sent_at_once_each_get_a_generation_of_their_own() 
     }
     Ok(())
 }
+
+/// The leader's count of heartbeat answers it held (`fleet_paced_answers`).
+fn paced_answers(coordinator: &Coordinator) -> anyhow::Result<f64> {
+    let text = coordinator.metrics_text()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("switchyard_coordinator_fleet_paced_answers_total "))
+        .and_then(|v| v.parse().ok())
+        .ok_or_else(|| anyhow::anyhow!("no paced-answers counter in:\n{text}"))
+}
+
+/// While clients' applies pile up (groups of two or more), the leader
+/// holds each heartbeat's answer for its proxy's share of the paced rate
+/// (here one proxy at 10 calls a second: 100 ms); applies sent one at a
+/// time, and a second after the pile, hold nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn while_applies_pile_up_the_leader_holds_heartbeat_answers_and_not_otherwise()
+-> anyhow::Result<()> {
+    let coordinator = Coordinator::start_paced(10).await?;
+    let mut fleet = coordinator.fleet_client();
+    let registration = coordinator.register("p0", "a").await?;
+    let heartbeat = pb::HeartbeatRequest {
+        proxy_id: "p0".into(),
+        registration,
+        ..Default::default()
+    };
+    let mut admin = coordinator.admin_client();
+    apply(&mut admin, vec![green_service()]).await?;
+    for i in 0..3 {
+        apply(&mut admin, vec![route(&format!("alone{i}"), "alone.test")]).await?;
+        assert!(fleet.heartbeat(heartbeat.clone()).await?.into_inner().known);
+    }
+    assert_eq!(paced_answers(&coordinator)?, 0.0, "applies one at a time");
+
+    // Clients applying at once, round after round, until stopped.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let piling = {
+        let stop = stop.clone();
+        let clients: Vec<_> = (0..CLIENTS).map(|_| coordinator.admin_client()).collect();
+        tokio::spawn(async move {
+            let mut round = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                round += 1;
+                let calls = clients.iter().enumerate().map(|(i, client)| {
+                    let mut client = client.clone();
+                    let host = format!("round{round}.r{i}.test");
+                    async move { apply(&mut client, vec![route(&format!("r{i}"), &host)]).await }
+                });
+                all_at_once(calls).await?;
+            }
+            anyhow::Ok(())
+        })
+    };
+    let took = eventually("a heartbeat answer held", WAIT, async || {
+        let counted = || paced_answers(&coordinator).map_err(|e| e.to_string());
+        let before = counted()?;
+        let sent = std::time::Instant::now();
+        let answer = fleet.heartbeat(heartbeat.clone()).await;
+        let took = sent.elapsed();
+        let known = answer.map_err(|e| e.to_string())?.into_inner().known;
+        holds(known, || "p0 unknown".to_string())?;
+        holds(counted()? > before, || {
+            format!("answered in {took:?}, not held")
+        })
+        .map(|()| took)
+    })
+    .await?;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    piling.await??;
+    assert!(
+        took >= std::time::Duration::from_millis(100),
+        "a held answer came after {took:?}, not after the proxy's 100 ms share"
+    );
+
+    // The pile is over: after its hold, answers come at once again.
+    tokio::time::sleep(std::time::Duration::from_millis(1_200)).await;
+    let before = paced_answers(&coordinator)?;
+    assert!(fleet.heartbeat(heartbeat.clone()).await?.into_inner().known);
+    assert_eq!(paced_answers(&coordinator)?, before, "no pile, no hold");
+    Ok(())
+}

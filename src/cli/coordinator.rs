@@ -100,6 +100,16 @@ pub struct CoordinatorArgs {
     /// refused too. Kubernetes itself keeps objects under about 1.5 MiB.
     #[arg(long, default_value_t = 1024 * 1024)]
     pub max_object_bytes: usize,
+    /// While clients' applies pile up at the leader, the proxies' heartbeats a second it paces
+    /// the fleet to (0: never).
+    ///
+    /// Each committed change costs the leader a heartbeat from every proxy. While applies arrive
+    /// faster than they commit one at a time (they are grouped), the leader holds each heartbeat's
+    /// answer for proxies ÷ this (at most 250 ms), so each proxy's next round comes later and
+    /// carries more. Evidence and leases are taken at once; only the answers wait, and applies
+    /// sent one at a time are never paced. Counted in switchyard_coordinator_fleet_paced_answers.
+    #[arg(long, default_value_t = 2_000)]
+    pub paced_fleet_calls_per_second: u32,
     /// Live Kubernetes clusters as the configuration source (`--kubernetes`).
     #[command(flatten)]
     pub kube: super::kube::KubeArgs,
@@ -193,6 +203,7 @@ impl CoordinatorArgs {
                 timeout_ms: self.default_cutover_timeout.as_millis() as u64,
                 on_timeout: self.default_on_timeout,
             },
+            paced_fleet_calls_per_second: self.paced_fleet_calls_per_second,
             limits: Limits {
                 max_message_bytes: self.max_message_bytes,
                 max_objects_per_apply: self.max_objects_per_apply,

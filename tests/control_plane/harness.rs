@@ -41,6 +41,11 @@ pub struct Coordinator {
 
 impl Coordinator {
     pub async fn start() -> anyhow::Result<Coordinator> {
+        Self::start_paced(2_000).await
+    }
+
+    /// [`Coordinator::start`] with `--paced-fleet-calls-per-second`.
+    pub async fn start_paced(paced_fleet_calls_per_second: u32) -> anyhow::Result<Coordinator> {
         let dir = tempfile::tempdir()?;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let address = listener.local_addr()?.to_string();
@@ -63,6 +68,7 @@ impl Coordinator {
             heartbeat_interval: Duration::from_millis(200),
             defaults: CutoverSettings::default(),
             limits: Limits::default(),
+            paced_fleet_calls_per_second,
         };
         let mut registry = Registry::default();
         let metrics = CoordinatorMetrics::register(&mut registry);

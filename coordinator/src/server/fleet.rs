@@ -115,6 +115,12 @@ impl FleetService for Fleet {
         if heard.news {
             self.coordinator.changed();
         }
+        // Taken already; only the answer waits, while applies pile up.
+        let hold = (self.coordinator.pacing).hold(state.proxies.len(), now_ms());
+        if heard.known && !hold.is_zero() {
+            self.coordinator.metrics.paced_answers.inc();
+            tokio::time::sleep(hold).await;
+        }
         Ok(Response::new(pb::HeartbeatReply {
             known: heard.known,
             config_version: state.last_index,

@@ -91,6 +91,7 @@ pub struct CoordinatorMetrics {
     pub(crate) pass_seconds: Histogram,
     pub(crate) pass_judged: Counter,
     pub(crate) applies_per_entry: Histogram,
+    pub(crate) paced_answers: Counter,
 }
 
 fn latency_buckets() -> Histogram {
@@ -128,6 +129,7 @@ impl CoordinatorMetrics {
                 prometheus_client::metrics::histogram::exponential_buckets(0.0001, 2.0, 16),
             ),
             pass_judged: Counter::default(),
+            paced_answers: Counter::default(),
             // 1 .. 64: an apply alone up to a full group.
             applies_per_entry: Histogram::new(
                 prometheus_client::metrics::histogram::exponential_buckets(1.0, 2.0, 7),
@@ -173,6 +175,11 @@ impl CoordinatorMetrics {
             "applies_per_entry",
             "Applies this coordinator proposed per Raft entry (more than one when clients' applies arrive while the previous group is being committed)",
             m.applies_per_entry.clone(),
+        );
+        r.register(
+            "fleet_paced_answers",
+            "Heartbeat answers this leader held while applies piled up, so the proxies' rounds spaced out (--paced-fleet-calls-per-second)",
+            m.paced_answers.clone(),
         );
         r.register(
             "apply_to_commit_seconds",

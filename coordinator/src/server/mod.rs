@@ -15,6 +15,7 @@ mod errors;
 mod fleet;
 mod journal;
 pub mod metrics;
+mod pacing;
 mod status;
 
 use crate::cutover::{CutoverEngine, EngineSettings};
@@ -95,6 +96,9 @@ pub struct CoordinatorConfig {
     pub defaults: CutoverSettings,
     /// Client limits.
     pub limits: Limits,
+    /// The fleet's heartbeats a second the leader paces to while applies
+    /// pile up (0: never paced); see `pacing`.
+    pub paced_fleet_calls_per_second: u32,
 }
 
 /// The shared handle every service holds.
@@ -121,6 +125,8 @@ pub struct Coordinator {
     /// when that changes: every watch stream tells its proxy (see
     /// [`announce_leaders`]).
     leader_news: watch::Sender<Option<String>>,
+    /// Whether heartbeat answers are held, and how long (`pacing`).
+    pacing: pacing::FleetPacing,
 }
 
 /// Keeps `news` at the leader's address as Raft's metrics on this
@@ -371,6 +377,7 @@ pub async fn run(
     let (applies, queued_applies) = tokio::sync::mpsc::unbounded_channel();
     let coordinator = Arc::new(Coordinator {
         applies,
+        pacing: pacing::FleetPacing::new(config.paced_fleet_calls_per_second),
         leader_news,
         node: node.clone(),
         config: config.clone(),
