@@ -248,9 +248,21 @@ impl<K: Ord + Clone, V: Clone + PartialEq> HeldSet<K, V> {
                     }
                 }
                 for (key, value) in upserted {
-                    if self.map.get(&key) != Some(&value) {
-                        self.map.insert(key.clone(), value);
-                        changed.push(key);
+                    // One walk down the tree for a key held already (the
+                    // common case: a served generation moving on), not a
+                    // lookup and then an insert. An equal value still
+                    // copies its path where the tree is shared; senders
+                    // list only what changed, so that is rare.
+                    match self.map.get_mut(&key) {
+                        Some(held) if *held == value => {}
+                        Some(held) => {
+                            *held = value;
+                            changed.push(key);
+                        }
+                        None => {
+                            self.map.insert(key.clone(), value);
+                            changed.push(key);
+                        }
                     }
                 }
                 self.seq = seq;

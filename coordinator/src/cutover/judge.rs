@@ -78,8 +78,9 @@ struct FleetView<'a> {
     live: BTreeMap<&'a str, &'a str>,
     /// Live proxies whose evidence is current, with it.
     current: Vec<(&'a str, &'a OrdMap<Arc<BackendKey>, BackendEvidence>)>,
-    /// Per backend asked about so far: each current proxy's evidence of it.
-    by_backend: BTreeMap<BackendKey, BTreeMap<&'a str, &'a BackendEvidence>>,
+    /// Per backend asked about so far: each current proxy's evidence of
+    /// it, in proxy order.
+    by_backend: BTreeMap<BackendKey, Vec<(&'a str, &'a BackendEvidence)>>,
 }
 
 impl<'a> FleetView<'a> {
@@ -88,6 +89,7 @@ impl<'a> FleetView<'a> {
         let live: BTreeMap<&str, &str> = engine.live_in(state, now_ms).collect();
         let ttl = engine.settings.lease_ttl_ms;
         // Evidence is current only if it arrived within one lease TTL.
+        // In proxy order, as `live` is.
         let current = live
             .keys()
             .filter_map(|proxy| {
@@ -106,33 +108,49 @@ impl<'a> FleetView<'a> {
     /// The live proxies ready for every backend in `needed` (each at its
     /// endpoint generation; one that does not exist is ready nowhere).
     /// O(backends × proxies with evidence for them), each backend's
-    /// evidence gathered once per pass.
+    /// evidence gathered once per pass. Kept in proxy order throughout, so
+    /// a later backend narrows the set by binary search and the set is
+    /// built from sorted ids.
     fn ready(&mut self, needed: &BTreeMap<BackendKey, Option<u64>>) -> BTreeSet<&'a str> {
-        let mut ready: Option<BTreeSet<&'a str>> = None;
+        let mut ready: Option<Vec<&'a str>> = None;
         for (backend, generation) in needed {
             let Some(generation) = *generation else {
                 return BTreeSet::new();
             };
-            let current = &self.current;
-            let holders = self.by_backend.entry(backend.clone()).or_insert_with(|| {
-                current
+            if !self.by_backend.contains_key(backend) {
+                let holders = self
+                    .current
                     .iter()
                     .filter_map(|(proxy, backends)| Some((*proxy, backends.get(backend)?)))
-                    .collect()
-            });
-            let here = |proxy: &str| holders.get(proxy).is_some_and(|e| e.ready_at(generation));
+                    .collect();
+                self.by_backend.insert(backend.clone(), holders);
+            }
+            let holders = &self.by_backend[backend];
             match &mut ready {
                 None => {
-                    ready = Some(holders.keys().copied().filter(|p| here(p)).collect());
+                    ready = Some(
+                        holders
+                            .iter()
+                            .filter(|(_, evidence)| evidence.ready_at(generation))
+                            .map(|(proxy, _)| *proxy)
+                            .collect(),
+                    );
                 }
-                Some(set) => set.retain(|p| here(p)),
+                Some(set) => set.retain(|proxy| {
+                    holders
+                        .binary_search_by(|(holder, _)| holder.cmp(proxy))
+                        .is_ok_and(|i| holders[i].1.ready_at(generation))
+                }),
             }
-            if ready.as_ref().is_some_and(BTreeSet::is_empty) {
+            if ready.as_ref().is_some_and(Vec::is_empty) {
                 break;
             }
         }
-        // Nothing needed: every live proxy is ready.
-        ready.unwrap_or_else(|| self.live.keys().copied().collect())
+        match ready {
+            Some(ready) => ready.into_iter().collect(),
+            // Nothing needed: every live proxy is ready.
+            None => self.live.keys().copied().collect(),
+        }
     }
 }
 
