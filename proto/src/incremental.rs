@@ -22,7 +22,13 @@
 //! persistent map) instead of decoding, interning and indexing every
 //! entry again: at a failover, 200 proxies times 10,000 entries, twice.
 //! (Listing what changed is still O(R).) A digest it does not know is answered
-//! like changes on a set not held, and the set follows whole. On the wire
+//! like changes on a set not held, and the set follows whole. When a
+//! receiver refuses changes on the set it last acknowledged (a new leader),
+//! that acknowledged set is named first — by digest, else whole — and the
+//! changes since it follow: the old leader acknowledged the same set from
+//! most of the fleet, so the new one takes it by digest from every proxy
+//! after the first, where the proxies' current sets (each a few changes
+//! further, each its own way) would each have gone whole. On the wire
 //! the digest travels as changes on set 0, which a receiver older than
 //! digests refuses (no set is 0), so it never mistakes one for an empty
 //! set.
@@ -108,6 +114,11 @@ pub fn digest<K: Canonical + Ord + Clone, V: Canonical + Clone>(set: &OrdMap<K, 
 pub fn is_large_change(changes: usize, len: usize) -> bool {
     changes >= KNOWN_MIN_ENTRIES && changes * 2 >= len
 }
+
+/// Most calls of one [`SetSender::send`]: changes refused, the last
+/// acknowledged set's digest refused, that set whole, then the changes
+/// since it, named by digest when large and refused, then whole.
+pub const MAX_CALLS_PER_SEND: usize = 6;
 
 /// A set as sent: whole, or the changes on a set the receiver holds.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -419,6 +430,13 @@ pub struct SetSender<K: Ord + Clone, V: Clone> {
     named: Option<u64>,
     /// A set whose digest the receiver did not know: it goes whole.
     unknown: Option<u64>,
+    /// The large set a receiver acknowledged last, kept when a receiver
+    /// refused changes on it (a new leader): it is named first, by digest
+    /// and else whole, and the changes since follow. A fleet's proxies
+    /// were acknowledged the same sets by the old leader, so the new one
+    /// takes this set by digest from every proxy but the first, however
+    /// their current sets differ.
+    previous: Option<(u64, OrdMap<K, V>)>,
     /// When the last exchange was answered (see [`SetSender::due`]).
     answered_at: Option<Instant>,
 }
@@ -430,6 +448,7 @@ impl<K: Ord + Clone, V: Clone> Default for SetSender<K, V> {
             last: None,
             named: None,
             unknown: None,
+            previous: None,
             answered_at: None,
         }
     }
@@ -452,6 +471,23 @@ impl<K: Ord + Clone + Canonical, V: Clone + PartialEq + Canonical> SetSender<K, 
         self.last = Some((seq, current.clone()));
         self.named = None;
         let Some((base, acked)) = &self.acked else {
+            if let Some((previous_seq, previous)) = &self.previous {
+                if self.unknown != Some(*previous_seq) {
+                    self.named = Some(*previous_seq);
+                    return SetUpdate::Known {
+                        seq: *previous_seq,
+                        digest: digest(previous),
+                    };
+                }
+                // Whole, so the receiver remembers it for the next sender.
+                return SetUpdate::Whole {
+                    seq: *previous_seq,
+                    entries: previous
+                        .iter()
+                        .map(|(k, v)| (k.clone(), v.clone()))
+                        .collect(),
+                };
+            }
             if current.len() >= KNOWN_MIN_ENTRIES && self.unknown != Some(seq) {
                 self.named = Some(seq);
                 return SetUpdate::Known {
@@ -507,14 +543,32 @@ impl<K: Ord + Clone + Canonical, V: Clone + PartialEq + Canonical> SetSender<K, 
         {
             self.unknown = Some(named);
         }
+        if let Some((previous_seq, previous)) = self.previous.take() {
+            if previous_seq == held && held != 0 {
+                // Taken: the changes since go next.
+                self.acked = Some((held, previous));
+                self.unknown = None;
+                return;
+            }
+            self.previous = Some((previous_seq, previous));
+        }
         match (&self.last, &self.acked) {
             (Some((seq, set)), _) if *seq == held && held != 0 => {
                 self.acked = Some((held, set.clone()));
                 // Whoever holds the set next (a new leader) may know it.
                 self.unknown = None;
+                self.previous = None;
             }
             (_, Some((acked, _))) if *acked == held => {}
-            _ => self.acked = None,
+            _ => {
+                // Another set is held: changes on the acknowledged one
+                // were refused. A large one is named first.
+                if let Some((seq, acked)) = self.acked.take()
+                    && acked.len() >= KNOWN_MIN_ENTRIES
+                {
+                    self.previous = Some((seq, acked));
+                }
+            }
         }
     }
 
@@ -532,6 +586,7 @@ impl<K: Ord + Clone + Canonical, V: Clone + PartialEq + Canonical> SetSender<K, 
     pub fn reset(&mut self) {
         self.acked = None;
         self.unknown = None;
+        self.previous = None;
         self.answered_at = None;
     }
 
@@ -577,13 +632,15 @@ impl<K: Ord + Clone + Canonical, V: Clone + PartialEq + Canonical> SetSender<K, 
     }
 
     /// Sends `current` by `call` (by digest, whole or as changes) and
-    /// notes the sequence its answer says the receiver holds; when changes
-    /// or a digest were not taken, sends again at once (changes not taken
-    /// are followed by the digest or the whole set; a digest not known by
-    /// the changes, if the receiver holds their base, else by the whole
-    /// set, which is always taken: at most three calls). `call` answers with its own result and
-    /// the sequence held; its error ends the exchange with nothing noted
-    /// but that the set is due again ([`SetSender::due`]).
+    /// notes the sequence its answer says the receiver holds; until the
+    /// receiver holds `current`, sends again at once: changes not taken
+    /// are followed by the digest or the whole set — of the set the last
+    /// receiver acknowledged when it is large (then the changes since
+    /// it), else of `current` — and a whole set is always taken. At most
+    /// [`MAX_CALLS_PER_SEND`] calls; after them (a receiver that refuses
+    /// whole sets) the set is simply due again. `call` answers with its
+    /// own result and the sequence held; its error ends the exchange with
+    /// nothing noted but that the set is due again ([`SetSender::due`]).
     pub async fn send<T, E, Fut>(
         &mut self,
         current: &OrdMap<K, V>,
@@ -592,10 +649,13 @@ impl<K: Ord + Clone + Canonical, V: Clone + PartialEq + Canonical> SetSender<K, 
     where
         Fut: Future<Output = Result<(T, u64), E>>,
     {
+        let mut calls = 0;
         loop {
             let update = self.prepare(current);
             let whole = matches!(update, SetUpdate::Whole { .. });
             let seq = update.seq();
+            let current_seq = self.last.as_ref().map_or(seq, |(seq, _)| *seq);
+            calls += 1;
             let (answer, held) = match call(update).await {
                 Ok(answered) => answered,
                 Err(e) => {
@@ -610,9 +670,10 @@ impl<K: Ord + Clone + Canonical, V: Clone + PartialEq + Canonical> SetSender<K, 
             // follows a slow answer at once, which under load would have
             // every sender calling back to back.
             self.answered_at = Some(Instant::now());
-            // Taken, or whole (always taken): done. Otherwise the next
-            // form goes at once.
-            if whole || held == seq {
+            // The receiver holds `current` (or was sent it whole, which is
+            // always taken): done. Otherwise the next form goes at once.
+            let sent_whole = whole && seq == current_seq;
+            if held == current_seq || sent_whole || calls == MAX_CALLS_PER_SEND {
                 return Ok(answer);
             }
         }

@@ -471,3 +471,78 @@ fn a_large_change_is_at_least_the_digest_minimum_and_half_the_set() {
         "too few to name"
     );
 }
+
+/// Sends `current` with one `send` to `receiver` (sharing `known`), and
+/// the forms its calls took.
+fn send_all(
+    sender: &mut SetSender<u32, u32>,
+    current: &OrdMap<u32, u32>,
+    receiver: &mut HeldSet<u32, u32>,
+    known: &mut KnownSets<u32, u32>,
+) -> Vec<&'static str> {
+    let mut calls = Vec::new();
+    let sent: Result<(), ()> = block_on_ready(sender.send(current, |update| {
+        calls.push(match &update {
+            SetUpdate::Whole { .. } => "whole",
+            SetUpdate::Known { .. } => "digest",
+            SetUpdate::Changes { .. } => "changes",
+        });
+        let _ = receiver.take_known(update, known);
+        std::future::ready(Ok(((), receiver.seq())))
+    }));
+    sent.unwrap();
+    calls
+}
+
+#[test]
+fn a_new_leader_takes_the_set_the_old_one_acknowledged_by_digest_then_each_sender_s_changes() {
+    // Two senders the old leader acknowledged the same large set from.
+    let acknowledged = large(100, 1);
+    let (mut old_leader, mut old_known) = (HeldSet::default(), KnownSets::default());
+    let mut senders = [SetSender::default(), SetSender::default()];
+    for sender in &mut senders {
+        let mut held = old_leader.clone();
+        send_all(sender, &acknowledged, &mut held, &mut old_known);
+        old_leader = held;
+        assert!(!sender.sends_whole());
+    }
+    // Since, each changed its set its own way: their digests differ.
+    let mut first = acknowledged.clone();
+    first.insert(7, 2);
+    let mut second = acknowledged.clone();
+    second.insert(500, 1);
+    second.remove(&3);
+
+    // A new leader knowing nothing: the first sender's changes and the
+    // acknowledged set's digest are refused; that set goes whole (and is
+    // remembered), then the changes since it.
+    let mut known = KnownSets::default();
+    let mut held_first = HeldSet::default();
+    let calls = send_all(&mut senders[0], &first, &mut held_first, &mut known);
+    assert_eq!(calls, ["changes", "digest", "whole", "changes"]);
+    assert_eq!(held_first.map(), &first);
+    // The second's acknowledged set is known now: no whole set travels.
+    let mut held_second = HeldSet::default();
+    let calls = send_all(&mut senders[1], &second, &mut held_second, &mut known);
+    assert_eq!(calls, ["changes", "digest", "changes"]);
+    assert_eq!(held_second.map(), &second);
+    // And the next changes go on what each new receiver holds.
+    second.insert(501, 1);
+    let calls = send_all(&mut senders[1], &second, &mut held_second, &mut known);
+    assert_eq!(calls, ["changes"]);
+    assert_eq!(held_second.map(), &second);
+}
+
+#[test]
+fn a_receiver_that_never_takes_a_set_ends_a_send_after_its_bound() {
+    let mut sender = SetSender::default();
+    let current = large(100, 1);
+    let mut calls = 0;
+    let sent: Result<(), ()> = block_on_ready(sender.send(&current, |_| {
+        calls += 1;
+        std::future::ready(Ok(((), 0)))
+    }));
+    sent.unwrap();
+    assert!(calls <= MAX_CALLS_PER_SEND, "{calls} calls");
+    assert!(sender.due(&current, Instant::now(), Duration::from_secs(60)));
+}
