@@ -91,12 +91,8 @@ async fn applies_sent_at_once_share_entries_and_each_gets_its_own_answer() -> an
     let node = coordinator.bound.coordinator.node().clone();
     let mut admin = coordinator.admin_client();
     let mut fleet = coordinator.fleet_client();
-    let registration = coordinator.register("p0", "a").await?;
-    let heartbeat = pb::HeartbeatRequest {
-        proxy_id: "p0".into(),
-        registration,
-        ..Default::default()
-    };
+    let heartbeat = coordinator.registered_heartbeat("p0", "a").await?;
+    let registration = heartbeat.registration;
     fleet.heartbeat(heartbeat.clone()).await?;
 
     // p0 holds green ready; a first route on it is committed by the
@@ -252,12 +248,7 @@ async fn while_applies_pile_up_the_leader_holds_heartbeat_answers_and_not_otherw
 -> anyhow::Result<()> {
     let coordinator = Coordinator::start_paced(10).await?;
     let mut fleet = coordinator.fleet_client();
-    let registration = coordinator.register("p0", "a").await?;
-    let heartbeat = pb::HeartbeatRequest {
-        proxy_id: "p0".into(),
-        registration,
-        ..Default::default()
-    };
+    let heartbeat = coordinator.registered_heartbeat("p0", "a").await?;
     let mut admin = coordinator.admin_client();
     apply(&mut admin, vec![green_service()]).await?;
     for i in 0..3 {

@@ -50,12 +50,8 @@ async fn routes_ready_at_once_are_committed_by_one_entry() -> anyhow::Result<()>
     let coordinator = Coordinator::start().await?;
     let node = coordinator.bound.coordinator.node().clone();
     let mut fleet = coordinator.fleet_client();
-    let registration = coordinator.register("p0", "a").await?;
-    let heartbeat = pb::HeartbeatRequest {
-        proxy_id: "p0".into(),
-        registration,
-        ..Default::default()
-    };
+    let heartbeat = coordinator.registered_heartbeat("p0", "a").await?;
+    let registration = heartbeat.registration;
     fleet.heartbeat(heartbeat.clone()).await?;
 
     let applied = coordinator

@@ -171,6 +171,22 @@ impl Coordinator {
         Ok(reply.registration)
     }
 
+    /// Registers proxy `id` in zone `zone` (played by hand, see
+    /// [`Coordinator::register`]) and builds its heartbeat: no generations
+    /// served, so each one sent only renews its lease.
+    #[allow(dead_code)] // control_plane.rs plays no proxy by hand
+    pub async fn registered_heartbeat(
+        &self,
+        id: &str,
+        zone: &str,
+    ) -> anyhow::Result<pb::HeartbeatRequest> {
+        Ok(pb::HeartbeatRequest {
+            proxy_id: id.into(),
+            registration: self.register(id, zone).await?,
+            ..Default::default()
+        })
+    }
+
     /// Reports, as proxy `id` (played by hand) of `registration`, one
     /// healthy endpoint of `backend` at its current endpoint generation.
     #[allow(dead_code)] // control_plane.rs plays no proxy by hand
