@@ -21,6 +21,11 @@
 //! deadline and lease. Applies arriving one at a time (no group of two)
 //! hold nothing: an isolated change is Ready as soon as ever.
 //!
+//! Only groups this coordinator forms count: a follower groups the
+//! applies its own clients send and forwards each group as one proposal,
+//! which the leader does not see as a pile (a gap: clients that write
+//! through followers get no pacing).
+//!
 //! Owns: when the fleet is paced and by how much. Does not own: grouping
 //! applies (`super::apply_group`, which tells it) or the heartbeat itself
 //! (`super::fleet`, which asks).
