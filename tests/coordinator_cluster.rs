@@ -98,3 +98,100 @@ fn pending_generation(stdout: &str) -> u64 {
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("no pending generation in {stdout:?}"))
 }
+
+/// The leader holds heartbeat answers while applies pile up even when
+/// the clients write through a follower: the follower groups their
+/// applies and forwards each group, and the leader counts the group it
+/// writes. Three real coordinators paced at 10 calls a second, one proxy
+/// played by hand (its share: 100 ms).
+#[test]
+fn applies_piling_up_on_a_follower_pace_the_leader_s_fleet() -> anyhow::Result<()> {
+    let mut cluster = Cluster::start(&["--paced-fleet-calls-per-second", "10"])?;
+    let leader = cluster.wait_leader(Duration::from_secs(15))?;
+    let follower = (leader + 1) % 3;
+    let paced = |index: usize| -> anyhow::Result<f64> {
+        let text =
+            switchyard_harness::http_get(&cluster.nodes[index].address("admin")?, "/metrics")?;
+        text.lines()
+            .find_map(|l| l.strip_prefix("switchyard_coordinator_fleet_paced_answers_total "))
+            .and_then(|v| v.trim().parse().ok())
+            .ok_or_else(|| anyhow::anyhow!("no paced-answers counter in:\n{text}"))
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        use switchyard_proto::pb;
+        let channel = |address: &str| {
+            tonic::transport::Endpoint::from_shared(format!("http://{address}"))
+                .map(|e| e.connect_lazy())
+        };
+        let mut fleet =
+            pb::fleet_service_client::FleetServiceClient::new(channel(&cluster.addresses[leader])?);
+        let registered = fleet
+            .register(pb::RegisterRequest {
+                proxy: Some(pb::ProxyIdentity {
+                    id: "p0".into(),
+                    zone: "a".into(),
+                    admin_address: String::new(),
+                }),
+            })
+            .await?
+            .into_inner();
+        let heartbeat = pb::HeartbeatRequest {
+            proxy_id: "p0".into(),
+            registration: registered.registration,
+            ..Default::default()
+        };
+        fleet.heartbeat(heartbeat.clone()).await?;
+        anyhow::ensure!(paced(leader)? == 0.0, "held with no applies at all");
+
+        // Sixteen clients of the follower, applying at once round after
+        // round until stopped.
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let mut clients = Vec::new();
+        for i in 0..16 {
+            let mut admin = pb::admin_service_client::AdminServiceClient::new(channel(
+                &cluster.addresses[follower],
+            )?);
+            let stop = stop.clone();
+            clients.push(tokio::spawn(async move {
+                let mut round = 0;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    round += 1;
+                    let yaml = route_yaml(&format!("r{i}"), &format!("b{i}-{round}"));
+                    let resources = switchyard_kubeconfig::parse_documents("r.yaml", &yaml)
+                        .map_err(|e| anyhow::anyhow!("{e}"))?;
+                    let resources_json = serde_json::to_vec(&resources)?;
+                    admin.apply(pb::ApplyRequest { resources_json }).await?;
+                }
+                anyhow::Ok(())
+            }));
+        }
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        let took = loop {
+            let before = paced(leader)?;
+            let sent = std::time::Instant::now();
+            let answer = fleet.heartbeat(heartbeat.clone()).await?.into_inner();
+            let took = sent.elapsed();
+            anyhow::ensure!(answer.known, "p0 unknown to the leader");
+            if paced(leader)? > before {
+                break took;
+            }
+            anyhow::ensure!(
+                std::time::Instant::now() < deadline,
+                "no heartbeat answer held in 20 s of applies through the follower"
+            );
+        };
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        for client in clients {
+            client.await??;
+        }
+        anyhow::ensure!(
+            took >= Duration::from_millis(100),
+            "a held answer came after {took:?}, not after the proxy's 100 ms share"
+        );
+        anyhow::Ok(())
+    })
+}

@@ -100,11 +100,12 @@ pub struct CoordinatorArgs {
     /// refused too. Kubernetes itself keeps objects under about 1.5 MiB.
     #[arg(long, default_value_t = 1024 * 1024)]
     pub max_object_bytes: usize,
-    /// While clients' applies pile up at the leader, the proxies' heartbeats a second it paces
-    /// the fleet to (0: never).
+    /// While clients' applies pile up, the proxies' heartbeats a second the leader paces the
+    /// fleet to (0: never).
     ///
     /// Each committed change costs the leader a heartbeat from every proxy. While applies arrive
-    /// faster than they commit one at a time (they are grouped), the leader holds each heartbeat's
+    /// faster than they commit one at a time (they are grouped, by the leader or by a follower
+    /// that forwards them, and the leader wrote a group in the last second), it holds each heartbeat's
     /// answer for proxies ÷ this (at most 250 ms), so each proxy's next round comes later and
     /// carries more. Evidence and leases are taken at once; only the answers wait, and applies
     /// sent one at a time are never paced. Counted in switchyard_coordinator_fleet_paced_answers.

@@ -26,7 +26,7 @@ use super::fingerprint::{ClusterIdentity, peers_string};
 use super::membership::voters_of;
 use super::network::{ChannelCache, NetworkFactory, RpcTimeouts};
 use super::runtime::RaftRuntime;
-use super::service::{LeaderContact, RaftGrpc, leader_hint, write_locally};
+use super::service::{GroupedWrites, LeaderContact, RaftGrpc, leader_hint, write_locally};
 use super::types::{Node as PeerNode, NodeId, Raft, RaftMetrics};
 use crate::state::{Command, CommandResponse, ReplicatedState};
 
@@ -54,6 +54,7 @@ pub(super) struct Inner {
     /// Set by the first [`Node::shutdown`].
     stopped: std::sync::atomic::AtomicBool,
     contact: LeaderContact,
+    grouped: GroupedWrites,
 }
 
 impl Node {
@@ -200,6 +201,7 @@ impl Node {
                 liveness,
                 stopped: std::sync::atomic::AtomicBool::new(false),
                 contact: LeaderContact::default(),
+                grouped: GroupedWrites::default(),
             }),
         })
     }
@@ -224,8 +226,16 @@ impl Node {
             self.inner.settings.propose_timeout,
             self.inner.contact.clone(),
             self.inner.runtime.clone(),
+            self.inner.grouped.clone(),
         )
         .into_server()
+    }
+
+    /// Time since this node, leading, last wrote a group of applies
+    /// (`Command::Applies`) — its own or one a follower forwarded — if it
+    /// did.
+    pub fn since_grouped_write(&self) -> Option<Duration> {
+        self.inner.grouped.since()
     }
 
     /// Time since this node last heard from a leader (`None` if never, or
@@ -289,6 +299,7 @@ impl Node {
                 }
             };
             let result = if leader_id == id {
+                self.inner.grouped.note(&command);
                 write_locally(
                     &self.inner.raft,
                     command.clone(),

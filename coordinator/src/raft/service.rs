@@ -34,6 +34,7 @@ pub struct RaftGrpc {
     propose_timeout: Duration,
     contact: LeaderContact,
     runtime: RaftRuntime,
+    grouped: GroupedWrites,
 }
 
 /// When this node last heard from a leader (an AppendEntries, heartbeats
@@ -41,6 +42,31 @@ pub struct RaftGrpc {
 /// knows its view of the cluster may be stale.
 #[derive(Debug, Clone, Default)]
 pub struct LeaderContact(std::sync::Arc<std::sync::Mutex<Option<std::time::Instant>>>);
+
+/// When this node last wrote a proposal carrying several clients'
+/// applies (`Command::Applies`, a group commit), its own or one a
+/// follower grouped and forwarded: while that is recent, applies are
+/// piling up (the coordinator paces its fleet then, see `crate::server`'s
+/// `pacing`).
+#[derive(Debug, Clone, Default)]
+pub struct GroupedWrites(std::sync::Arc<std::sync::Mutex<Option<std::time::Instant>>>);
+
+impl GroupedWrites {
+    /// Notes `command` about to be written here, now, if it is a group.
+    pub fn note(&self, command: &Command) {
+        if matches!(command, Command::Applies { .. }) {
+            *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(std::time::Instant::now());
+        }
+    }
+
+    /// Time since the last group written here, if there was one.
+    pub fn since(&self) -> Option<Duration> {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .map(|at| at.elapsed())
+    }
+}
 
 impl LeaderContact {
     /// Notes a message from the leader, now.
@@ -67,6 +93,7 @@ impl RaftGrpc {
         propose_timeout: Duration,
         contact: LeaderContact,
         runtime: RaftRuntime,
+        grouped: GroupedWrites,
     ) -> Self {
         RaftGrpc {
             id,
@@ -75,6 +102,7 @@ impl RaftGrpc {
             propose_timeout,
             contact,
             runtime,
+            grouped,
         }
     }
 
@@ -217,6 +245,7 @@ impl RaftService for RaftGrpc {
         // Not an adoption point: a proposal is not proof of being a member.
         self.identity.check(&request, "Propose", false).await?;
         let command: Command = decode(request.get_ref(), "Propose")?;
+        self.grouped.note(&command);
         let result = write_locally(&self.raft, command, self.propose_timeout).await;
         if let Err(error) = &result {
             tracing::debug!(?error, "forwarded proposal not applied");

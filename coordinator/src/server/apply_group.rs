@@ -148,7 +148,6 @@ impl Coordinator {
         self.metrics
             .applies_per_entry
             .observe(commands.len() as f64);
-        self.pacing.note_group(commands.len(), super::now_ms());
         let answers = if commands.len() == 1 {
             let command = commands.pop().expect("one command");
             vec![self.node.propose(command).await]

@@ -116,7 +116,8 @@ impl FleetService for Fleet {
             self.coordinator.changed();
         }
         // Taken already; only the answer waits, while applies pile up.
-        let hold = (self.coordinator.pacing).hold(state.proxies.len(), now_ms());
+        let grouped = self.coordinator.node.since_grouped_write();
+        let hold = (self.coordinator.pacing).hold(state.proxies.len(), grouped);
         if heard.known && !hold.is_zero() {
             self.coordinator.metrics.paced_answers.inc();
             tokio::time::sleep(hold).await;
