@@ -392,6 +392,33 @@ impl Fleet {
         bail!("no coordinator became leader within {timeout:?}")
     }
 
+    /// Waits until the leader counts every proxy of this fleet live. A
+    /// proxy whose first registration met an election retries after a
+    /// back-off; until it is registered, a policy `all` cutover waits only
+    /// for the others, and a scenario that pauses or kills it would test
+    /// nothing.
+    pub async fn wait_proxies_live(&self, timeout: Duration) -> anyhow::Result<()> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        let mut live = 0;
+        while tokio::time::Instant::now() < deadline {
+            if let Ok(status) = self
+                .client()
+                .fetch_status_of(Some(&std::collections::BTreeSet::new()))
+                .await
+            {
+                live = status.proxies.iter().filter(|p| p.live).count();
+                if live == self.proxies.len() {
+                    return Ok(());
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        bail!(
+            "{live} of {} proxies live after {timeout:?}",
+            self.proxies.len()
+        )
+    }
+
     /// Applies YAML text; returns each route's new generation and the log
     /// index of the apply (what `wait_ready` takes).
     pub async fn apply(&self, yaml: &str) -> anyhow::Result<(BTreeMap<ObjectName, u64>, u64)> {

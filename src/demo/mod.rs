@@ -241,6 +241,7 @@ pub async fn start_serving(
 ) -> anyhow::Result<(Fleet, Prober)> {
     let mut fleet = tokio::task::block_in_place(|| Fleet::start(options))?;
     fleet.wait_leader(Duration::from_secs(20)).await?;
+    fleet.wait_proxies_live(Duration::from_secs(20)).await?;
     let address = tokio::task::block_in_place(|| fleet.start_backend("v1", &[]))?;
     let yaml = format!(
         "{}{}{}",
