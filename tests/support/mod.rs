@@ -294,8 +294,18 @@ pub fn rejected_at(
 /// `switchyard_coordinator_limit_hits_total{limit="LIMIT"}` on coordinator
 /// `index`, from its `/metrics`.
 pub fn limit_hits(cluster: &Cluster, index: usize, limit: &str) -> anyhow::Result<u64> {
+    counter(
+        cluster,
+        index,
+        &format!("switchyard_coordinator_limit_hits_total{{limit=\"{limit}\"}}"),
+    )
+}
+
+/// The counter `series` (name and labels) on coordinator `index`, from
+/// its `/metrics`.
+pub fn counter(cluster: &Cluster, index: usize, series: &str) -> anyhow::Result<u64> {
     let text = http_get(&cluster.nodes[index].address("admin")?, "/metrics")?;
-    let series = format!("switchyard_coordinator_limit_hits_total{{limit=\"{limit}\"}} ");
+    let series = format!("{series} ");
     let value = text
         .lines()
         .find_map(|line| line.strip_prefix(&series))

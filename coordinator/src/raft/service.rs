@@ -37,30 +37,17 @@ pub struct RaftGrpc {
     grouped: GroupedWrites,
 }
 
-/// When this node last heard from a leader (an AppendEntries, heartbeats
-/// included): a follower that has not for longer than an election timeout
-/// knows its view of the cluster may be stale.
+/// A moment shared between clones (the node and its RPC service): when
+/// something last happened, if it did.
 #[derive(Debug, Clone, Default)]
-pub struct LeaderContact(std::sync::Arc<std::sync::Mutex<Option<std::time::Instant>>>);
+struct LastTime(std::sync::Arc<std::sync::Mutex<Option<std::time::Instant>>>);
 
-/// When this node last wrote a proposal carrying several clients'
-/// applies (`Command::Applies`, a group commit), its own or one a
-/// follower grouped and forwarded: while that is recent, applies are
-/// piling up (the coordinator paces its fleet then, see `crate::server`'s
-/// `pacing`).
-#[derive(Debug, Clone, Default)]
-pub struct GroupedWrites(std::sync::Arc<std::sync::Mutex<Option<std::time::Instant>>>);
-
-impl GroupedWrites {
-    /// Notes `command` about to be written here, now, if it is a group.
-    pub fn note(&self, command: &Command) {
-        if matches!(command, Command::Applies { .. }) {
-            *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(std::time::Instant::now());
-        }
+impl LastTime {
+    fn mark(&self) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(std::time::Instant::now());
     }
 
-    /// Time since the last group written here, if there was one.
-    pub fn since(&self) -> Option<Duration> {
+    fn since(&self) -> Option<Duration> {
         self.0
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -68,18 +55,43 @@ impl GroupedWrites {
     }
 }
 
+/// When this node last heard from a leader (an AppendEntries, heartbeats
+/// included): a follower that has not for longer than an election timeout
+/// knows its view of the cluster may be stale.
+#[derive(Debug, Clone, Default)]
+pub struct LeaderContact(LastTime);
+
+/// When this node last wrote a proposal carrying several clients'
+/// applies (`Command::Applies`, a group commit), its own or one a
+/// follower grouped and forwarded: while that is recent, applies are
+/// piling up (the coordinator paces its fleet then, see `crate::server`'s
+/// `pacing`).
+#[derive(Debug, Clone, Default)]
+pub struct GroupedWrites(LastTime);
+
+impl GroupedWrites {
+    /// Notes `command` about to be written here, now, if it is a group.
+    pub fn note(&self, command: &Command) {
+        if matches!(command, Command::Applies { .. }) {
+            self.0.mark();
+        }
+    }
+
+    /// Time since the last group written here, if there was one.
+    pub fn since(&self) -> Option<Duration> {
+        self.0.since()
+    }
+}
+
 impl LeaderContact {
     /// Notes a message from the leader, now.
     pub fn heard(&self) {
-        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(std::time::Instant::now());
+        self.0.mark();
     }
 
     /// Time since the last message from a leader, if there was one.
     pub fn since(&self) -> Option<Duration> {
-        self.0
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .map(|at| at.elapsed())
+        self.0.since()
     }
 }
 
