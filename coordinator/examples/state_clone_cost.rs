@@ -73,12 +73,12 @@ fn objects(i: usize) -> [Resource; 3] {
 fn entry(index: u64, resources: Vec<Resource>) -> Entry {
     Entry {
         log_id: LogId::new(CommittedLeaderId::new(1, 1), index),
-        payload: EntryPayload::Normal(Command::Apply {
+        payload: EntryPayload::Normal(std::sync::Arc::new(Command::Apply {
             resources,
             defaults: CutoverSettings::default(),
             limits: None,
             validation: Some(1),
-        }),
+        })),
     }
 }
 

@@ -43,7 +43,7 @@ fn crash_writer_child() -> anyhow::Result<()> {
         for index in 1..=1_000_000u64 {
             let entry = Entry {
                 log_id: LogId::new(CommittedLeaderId::new(1, 1), index),
-                payload: EntryPayload::Normal(command_for(index)),
+                payload: EntryPayload::Normal(std::sync::Arc::new(command_for(index))),
             };
             stores.log.blocking_append([entry]).await?;
             // println! flushes at the newline: stdout is line buffered.
@@ -128,7 +128,7 @@ fn killed_writer_loses_no_acknowledged_entry() -> anyhow::Result<()> {
             entry.log_id.index
         );
         match &entry.payload {
-            EntryPayload::Normal(command) if *command == command_for(index) => {}
+            EntryPayload::Normal(command) if **command == command_for(index) => {}
             other => bail!("entry {index} has payload {other:?}"),
         }
     }

@@ -343,7 +343,7 @@ proptest! {
                 let entries = chunk.iter().map(|(index, command, _)| {
                     switchyard_coordinator::raft::types::Entry {
                         log_id: openraft::LogId::new(openraft::CommittedLeaderId::new(TERM, 1), *index),
-                        payload: openraft::EntryPayload::Normal(command.clone()),
+                        payload: openraft::EntryPayload::Normal(std::sync::Arc::new(command.clone())),
                     }
                 });
                 let responses = stores.state.apply(entries.collect::<Vec<_>>()).await.expect("apply");

@@ -22,7 +22,7 @@ const TERM: u64 = 1;
 fn entry(index: u64, command: Command) -> Entry {
     Entry {
         log_id: LogId::new(CommittedLeaderId::new(TERM, 1), index),
-        payload: EntryPayload::Normal(command),
+        payload: EntryPayload::Normal(std::sync::Arc::new(command)),
     }
 }
 

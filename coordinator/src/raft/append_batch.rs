@@ -108,11 +108,11 @@ mod tests {
             entries: (1..=n)
                 .map(|i| openraft::Entry {
                     log_id: log_id(i),
-                    payload: EntryPayload::Normal(Command::RegisterProxy {
+                    payload: EntryPayload::Normal(std::sync::Arc::new(Command::RegisterProxy {
                         id: format!("{i:0>size$}"),
                         zone: "zone-a".into(),
                         admin_address: "127.0.0.1:1".into(),
-                    }),
+                    })),
                 })
                 .collect(),
         }

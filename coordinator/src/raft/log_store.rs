@@ -3,7 +3,8 @@
 //!
 //! Owns: log entries (tree `logs`, big-endian index keys, JSON values), the
 //! vote, the committed log id and the last purged log id (tree `meta`), and
-//! when each of them is made durable. Does not own: applying entries (that
+//! when each of them is made durable. The newest entries are also kept
+//! decoded ([`super::recent_entries`]) and read from there. Does not own: applying entries (that
 //! is [`super::state_store`]) or deciding what to append, truncate or purge
 //! (openraft does).
 //!
@@ -18,7 +19,7 @@
 use std::fmt::Debug;
 use std::io;
 use std::ops::{Bound, RangeBounds};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use openraft::storage::{LogFlushed, RaftLogStorage};
 use openraft::{ErrorSubject, ErrorVerb, OptionalSend, RaftLogReader};
@@ -27,6 +28,7 @@ use super::db::{
     Db, KEY_COMMITTED, KEY_LAST_PURGED, KEY_VOTE, index_key, io_error, key_index, read_json,
     to_json,
 };
+use super::recent_entries::RecentEntries;
 use super::types::{Entry, LogId, LogState, StorageError, TypeConfig, Vote};
 
 /// The log store. Cheap to clone: clones share the sled trees, which is how
@@ -34,11 +36,22 @@ use super::types::{Entry, LogId, LogState, StorageError, TypeConfig, Vote};
 #[derive(Clone)]
 pub struct LogStore {
     db: Arc<Db>,
+    /// The newest entries, decoded; shared by the clones like the trees.
+    recent: Arc<Mutex<RecentEntries>>,
 }
 
 impl LogStore {
     pub(crate) fn new(db: Arc<Db>) -> Self {
-        LogStore { db }
+        LogStore {
+            db,
+            recent: Arc::default(),
+        }
+    }
+
+    fn recent(&self) -> MutexGuard<'_, RecentEntries> {
+        // Every change to the cache completes under the lock; one that
+        // panicked left it as consistent as the last completed change.
+        self.recent.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     async fn flush(&self, subject: ErrorSubject<u64>) -> Result<(), StorageError> {
@@ -85,6 +98,14 @@ impl RaftLogReader<TypeConfig> for LogStore {
             },
             Bound::Unbounded => 0,
         };
+        let end = match range.end_bound() {
+            Bound::Included(&i) => i.saturating_add(1),
+            Bound::Excluded(&i) => i,
+            Bound::Unbounded => u64::MAX,
+        };
+        if let Some(entries) = self.recent().range(start, end) {
+            return Ok(entries);
+        }
         let mut entries = Vec::new();
         for item in self.db.logs.range(index_key(start)..) {
             let (key, value) =
@@ -187,14 +208,24 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         I::IntoIter: OptionalSend,
     {
         let mut batch = sled::Batch::default();
+        let mut written = Vec::new();
         for entry in entries {
             let json = to_json(&entry, ErrorSubject::Logs)?;
+            written.push((entry.clone(), json.len()));
             batch.insert(&index_key(entry.log_id.index), json);
         }
         self.db
             .logs
             .apply_batch(batch)
             .map_err(|e| io_error(ErrorSubject::Logs, ErrorVerb::Write, e))?;
+        // Readable from the cache only once sled holds them too, so a
+        // reader never sees an entry the log does not have.
+        {
+            let mut recent = self.recent();
+            for (entry, json_len) in written {
+                recent.appended(entry, json_len);
+            }
+        }
         match self.db.flush().await {
             Ok(()) => {
                 callback.log_io_completed(Ok(()));
@@ -215,6 +246,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     /// so a truncated (conflicting) entry cannot reappear after a restart.
     async fn truncate(&mut self, log_id: LogId) -> Result<(), StorageError> {
         tracing::debug!(%log_id, "truncating log from this entry on");
+        self.recent().truncated(log_id.index);
         let mut batch = sled::Batch::default();
         for key in self.db.logs.range(index_key(log_id.index)..).keys() {
             let key = key.map_err(|e| io_error(ErrorSubject::Logs, ErrorVerb::Read, e))?;
@@ -237,6 +269,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     /// is harmless; it is flushed anyway to bound disk use.
     async fn purge(&mut self, log_id: LogId) -> Result<(), StorageError> {
         tracing::debug!(%log_id, "purging log up to this entry");
+        self.recent().purged(log_id.index);
         let json = to_json(&log_id, ErrorSubject::Store)?;
         self.db
             .meta

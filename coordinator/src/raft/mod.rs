@@ -11,7 +11,8 @@
 //! - [`types`]: the one place openraft's types are chosen.
 //! - [`db`]: sled layout, opening, cluster metadata; the only sled user
 //!   besides the two stores.
-//! - [`log_store`]: log entries and vote, with their durability rules.
+//! - [`log_store`]: log entries and vote, with their durability rules;
+//!   `recent_entries` keeps the newest ones decoded.
 //! - [`state_store`]: state machine and snapshots.
 //! - [`sm_objects`]: the state machine kept one sled key per object.
 //! - [`snapshots`]: snapshot files, their record, the snapshot builder.
@@ -33,6 +34,7 @@ pub mod log_store;
 mod membership;
 pub mod network;
 pub mod node;
+mod recent_entries;
 pub mod runtime;
 pub mod service;
 pub mod sm_objects;

@@ -171,7 +171,7 @@ pub(crate) async fn write_locally(
     command: Command,
     timeout: Duration,
 ) -> Result<CommandResponse, ForwardError> {
-    match tokio::time::timeout(timeout, raft.client_write(command)).await {
+    match tokio::time::timeout(timeout, raft.client_write(std::sync::Arc::new(command))).await {
         Ok(Ok(response)) => {
             // Followers learn the new commit index only with the next
             // AppendEntries; without a nudge that is up to one heartbeat

@@ -165,7 +165,9 @@ pub(crate) fn load(tree: &sled::Tree) -> Result<Option<ReplicatedState>, Storage
             state.resources.insert(resource.key(), resource);
         } else if key.starts_with(ROUTE) {
             let record: RouteRecord = serde_json::from_slice(&value).map_err(decode_err)?;
-            state.routes.insert(record.name.clone(), record);
+            state
+                .routes
+                .insert(record.name.clone(), std::sync::Arc::new(record));
         } else if key.starts_with(PROXY) {
             let proxy: ProxyRecord = serde_json::from_slice(&value).map_err(decode_err)?;
             state.proxies.insert(proxy.id.clone(), proxy);

@@ -5,6 +5,8 @@
 //! aliases for the generic openraft types every other raft module names.
 //! Does not own: any behaviour — the store, network and node modules do.
 
+use std::sync::Arc;
+
 use crate::state::{Command, CommandResponse};
 
 /// Raft node id of a coordinator (the `--id` flag).
@@ -15,11 +17,13 @@ pub type Node = openraft::BasicNode;
 
 openraft::declare_raft_types!(
     /// switchyard's openraft type configuration: log entries carry a
-    /// state-machine [`Command`], applying one yields a [`CommandResponse`],
+    /// state-machine [`Command`] (shared: an entry read back from the
+    /// newest entries kept decoded is a count, not a copy; its JSON is the
+    /// command's own), applying one yields a [`CommandResponse`],
     /// snapshots are files holding the JSON of the replicated state (read
     /// and written as streams, sent in chunks).
     pub TypeConfig:
-        D = Command,
+        D = Arc<Command>,
         R = CommandResponse,
         NodeId = NodeId,
         Node = Node,

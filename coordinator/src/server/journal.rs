@@ -463,7 +463,9 @@ pub(crate) fn delta_between(old: &ReplicatedState, new: &ReplicatedState) -> Con
             | DiffItem::Update {
                 new: (_, record), ..
             } => {
-                delta.routes.push(record.clone());
+                delta
+                    .routes
+                    .push(switchyard_proto::model::RouteRecord::clone(record));
             }
             DiffItem::Remove(name, _) => delta.removed.push(ResourceKey {
                 kind: Kind::HTTPRoute,

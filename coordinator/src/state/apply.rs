@@ -239,21 +239,23 @@ impl ReplicatedState {
         let kind = route.kind.kind();
         let mut spec = route.clone();
         spec.meta.revision = 0;
-        let record = self
-            .routes
-            .entry(name.clone())
-            .or_insert_with(|| RouteRecord {
+        let stored = self.routes.entry(name.clone()).or_insert_with(|| {
+            Arc::new(RouteRecord {
                 name: name.clone(),
                 active: None,
                 pending: None,
                 last_failure: None,
                 forced: false,
-            });
+            })
+        });
         let same = |g: &RouteGeneration| {
             let mut s = g.spec.clone();
             s.meta.revision = 0;
             s == spec
         };
+        // Looked at through the shared record; copied (below) only when it
+        // changes.
+        let record: &RouteRecord = stored;
         if let Some(pending) = &record.pending
             && same(&pending.target)
         {
@@ -268,7 +270,7 @@ impl ReplicatedState {
             && same(active)
         {
             let generation = active.generation;
-            match record.pending.take() {
+            match Arc::make_mut(stored).pending.take() {
                 Some(withdrawn) => {
                     self.touched.route(&name);
                     outcome.changes.push(format!(
@@ -300,6 +302,7 @@ impl ReplicatedState {
         };
         spec.meta.revision = index;
         self.touched.route(&name);
+        let record = Arc::make_mut(stored);
         let superseded = record.pending.take();
         record.pending = Some(Transition {
             target: RouteGeneration { generation, spec },
@@ -333,7 +336,7 @@ impl ReplicatedState {
             let removed = if key.kind.is_route() {
                 // Only a route of the kind named: deleting `GRPCRoute a`
                 // never removes `HTTPRoute a`.
-                let same_kind = self.routes.get(&key.name).map(RouteRecord::kind) == Some(key.kind);
+                let same_kind = self.routes.get(&key.name).map(|r| r.kind()) == Some(key.kind);
                 if same_kind {
                     self.touched.route(&key.name);
                     self.routes.remove(&key.name);
@@ -355,11 +358,8 @@ impl ReplicatedState {
         Ok(outcome)
     }
 
-    fn pending_mut(
-        &mut self,
-        route: &ObjectName,
-        generation: u64,
-    ) -> Result<&mut RouteRecord, CommandError> {
+    /// The route's record when `generation` is what it has pending.
+    fn pending(&self, route: &ObjectName, generation: u64) -> Result<&RouteRecord, CommandError> {
         let not_pending = |current: String| CommandError::NotPending {
             route: route.to_string(),
             generation,
@@ -367,7 +367,7 @@ impl ReplicatedState {
         };
         let record = self
             .routes
-            .get_mut(route)
+            .get(route)
             .ok_or_else(|| not_pending("route does not exist".into()))?;
         match &record.pending {
             Some(p) if p.target.generation == generation => Ok(record),
@@ -379,6 +379,21 @@ impl ReplicatedState {
         }
     }
 
+    /// [`Self::pending`], to change: the record is copied here if a
+    /// published state still shares it.
+    fn pending_mut(
+        &mut self,
+        route: &ObjectName,
+        generation: u64,
+    ) -> Result<&mut RouteRecord, CommandError> {
+        self.pending(route, generation)?;
+        let record = self
+            .routes
+            .get_mut(route)
+            .expect("pending() found the record");
+        Ok(Arc::make_mut(record))
+    }
+
     pub(super) fn commit_transition(
         &mut self,
         at: LogPosition,
@@ -387,7 +402,7 @@ impl ReplicatedState {
         forced: bool,
         basis: Option<&DecisionBasis>,
     ) -> Result<Outcome, CommandError> {
-        self.pending_mut(route, generation)?;
+        self.pending(route, generation)?;
         if let Some(basis) = basis {
             fence::check_term(basis, at)?;
             if !forced {
@@ -419,7 +434,7 @@ impl ReplicatedState {
         reason: &str,
         basis: Option<&DecisionBasis>,
     ) -> Result<Outcome, CommandError> {
-        self.pending_mut(route, generation)?;
+        self.pending(route, generation)?;
         if let Some(basis) = basis {
             fence::check_term(basis, at)?;
         }

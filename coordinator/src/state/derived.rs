@@ -206,7 +206,7 @@ impl ReplicatedState {
             self.routes
                 .get(name)
                 .filter(|r| r.pending.is_some())
-                .map(|r| (name, r))
+                .map(|r| (name, &**r))
         })
     }
 

@@ -29,6 +29,7 @@ pub mod touched;
 mod view;
 
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 use switchyard_proto::model::{ObjectName, Resource, ResourceKey, RouteRecord};
 
 pub use command::{
@@ -91,9 +92,14 @@ pub struct ReplicatedState {
     /// Stored resources other than HTTPRoutes, by key.
     #[serde(with = "shared::pairs")]
     pub resources: OrdMap<ResourceKey, Resource>,
-    /// HTTPRoutes, as route records.
+    /// HTTPRoutes, as route records. Each record is shared (`Arc`): a
+    /// change to one route copies the map's path to it, and each node on
+    /// that path holds up to 64 records, so copying a record whole there
+    /// (spec, names, strings) cost the leader about as much as judging the
+    /// change; a shared record is one count. A record itself is copied
+    /// only when it changes while a published state still holds it.
     #[serde(with = "shared::pairs")]
-    pub routes: OrdMap<ObjectName, RouteRecord>,
+    pub routes: OrdMap<ObjectName, Arc<RouteRecord>>,
     /// Registered proxies, by id.
     pub proxies: OrdMap<String, ProxyRecord>,
     /// Per-Service endpoint generations; they only grow.

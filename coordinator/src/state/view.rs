@@ -134,7 +134,11 @@ impl ReplicatedState {
     pub fn config_snapshot(&self) -> ConfigSnapshot {
         let mut snapshot = ConfigSnapshot {
             version: self.last_index,
-            routes: self.routes.values().cloned().collect(),
+            routes: self
+                .routes
+                .values()
+                .map(|r| RouteRecord::clone(r))
+                .collect(),
             endpoint_generations: self.endpoint_generations.to_snapshot(),
             ..Default::default()
         };
@@ -152,7 +156,7 @@ impl ReplicatedState {
     /// than the encoding). O(state).
     pub fn config_snapshot_json(&self) -> serde_json::Result<Vec<u8>> {
         let mut snapshot = ConfigSnapshotRef::new(self.last_index, &self.endpoint_generations);
-        snapshot.routes = self.routes.values().collect();
+        snapshot.routes = self.routes.values().map(|r| &**r).collect();
         for resource in self.resources.values() {
             // Routes live in `self.routes` (see `config_snapshot`).
             let _ = snapshot.add(resource);
@@ -181,11 +185,11 @@ impl ReplicatedState {
             ..Default::default()
         };
         match only {
-            None => self.routes.values().map(row).collect(),
+            None => self.routes.values().map(|r| row(r)).collect(),
             Some(names) => names
                 .iter()
                 .filter_map(|n| self.routes.get(n))
-                .map(row)
+                .map(|r| row(r))
                 .collect(),
         }
     }

@@ -59,7 +59,7 @@ impl PerRouteIsolation {
                     .collect();
                 for name in others {
                     if let Some(record) = alone.routes.get_mut(&name) {
-                        record.pending = None;
+                        std::sync::Arc::make_mut(record).pending = None;
                     }
                 }
                 let theirs = about(&engine.decide(&alone, now_ms), route);

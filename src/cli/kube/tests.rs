@@ -84,7 +84,7 @@ fn stored_routes_compare_by_their_newest_spec() {
         record("active", Some(generation(1, "blue")), None),
         record("abandoned-first", None, None),
     ] {
-        state.routes.insert(r.name.clone(), r);
+        state.routes.insert(r.name.clone(), std::sync::Arc::new(r));
     }
     let Stored {
         resources: stored,
