@@ -4,7 +4,7 @@
 //! Owns: log entries (tree `logs`, big-endian index keys, JSON values), the
 //! vote, the committed log id and the last purged log id (tree `meta`), and
 //! when each of them is made durable. The newest entries are also kept
-//! decoded ([`super::recent_entries`]) and read from there. Does not own:
+//! decoded (`super::recent_entries`) and read from there. Does not own:
 //! applying entries (that is [`super::state_store`]) or deciding what to
 //! append, truncate or purge (openraft does).
 //!
