@@ -38,13 +38,11 @@ async fn registrations_elsewhere_do_not_break_a_proxys_configuration_stream() ->
     let mut fleet = coordinator.fleet_client();
     for i in 0..5 {
         fleet
-            .register(pb::RegisterRequest {
-                proxy: Some(pb::ProxyIdentity {
-                    id: format!("other-{i}"),
-                    zone: "b".into(),
-                    admin_address: String::new(),
-                }),
-            })
+            .register(pb::RegisterRequest::for_proxy(
+                format!("other-{i}"),
+                "b",
+                "",
+            ))
             .await?;
     }
     let last = coordinator.bound.coordinator.status().applied_index;
@@ -312,13 +310,7 @@ async fn heartbeat_changes_on_a_set_the_leader_does_not_hold_are_refused_and_it_
     coordinator.apply(&two_routes()).await?;
     let mut fleet = coordinator.fleet_client();
     let registration = fleet
-        .register(pb::RegisterRequest {
-            proxy: Some(pb::ProxyIdentity {
-                id: "agent".into(),
-                zone: "a".into(),
-                admin_address: String::new(),
-            }),
-        })
+        .register(pb::RegisterRequest::for_proxy("agent", "a", ""))
         .await?
         .into_inner()
         .registration;
@@ -403,13 +395,7 @@ async fn a_set_another_proxy_sent_whole_is_taken_by_its_digest_and_an_unknown_on
     let mut fleet = coordinator.fleet_client();
     let mut register = async |id: &str| -> anyhow::Result<u64> {
         Ok(fleet
-            .register(pb::RegisterRequest {
-                proxy: Some(pb::ProxyIdentity {
-                    id: id.into(),
-                    zone: "a".into(),
-                    admin_address: String::new(),
-                }),
-            })
+            .register(pb::RegisterRequest::for_proxy(id, "a", ""))
             .await?
             .into_inner()
             .registration)

@@ -129,13 +129,7 @@ fn applies_piling_up_on_a_follower_pace_the_leader_s_fleet() -> anyhow::Result<(
         let mut fleet =
             pb::fleet_service_client::FleetServiceClient::new(channel(&cluster.addresses[leader])?);
         let registered = fleet
-            .register(pb::RegisterRequest {
-                proxy: Some(pb::ProxyIdentity {
-                    id: "p0".into(),
-                    zone: "a".into(),
-                    admin_address: String::new(),
-                }),
-            })
+            .register(pb::RegisterRequest::for_proxy("p0", "a", ""))
             .await?
             .into_inner();
         let heartbeat = pb::HeartbeatRequest {

@@ -49,13 +49,7 @@ async fn a_heartbeat_reaching_a_survivor_after_the_leader_died_is_sent_to_the_ne
     let dead_address = cluster.addresses[dead].clone();
     let mut fleet = FleetServiceClient::connect(format!("http://{dead_address}")).await?;
     let registration = fleet
-        .register(pb::RegisterRequest {
-            proxy: Some(pb::ProxyIdentity {
-                id: "proxy-a".into(),
-                zone: "zone-a".into(),
-                admin_address: String::new(),
-            }),
-        })
+        .register(pb::RegisterRequest::for_proxy("proxy-a", "zone-a", ""))
         .await?
         .into_inner()
         .registration;

@@ -40,6 +40,24 @@ impl Canonical for BackendEvidence {
     }
 }
 
+impl pb::RegisterRequest {
+    /// A registration of proxy `id` in `zone`, its admin API at
+    /// `admin_address` (empty when it serves none).
+    pub fn for_proxy(
+        id: impl Into<String>,
+        zone: impl Into<String>,
+        admin_address: impl Into<String>,
+    ) -> Self {
+        pb::RegisterRequest {
+            proxy: Some(pb::ProxyIdentity {
+                id: id.into(),
+                zone: zone.into(),
+                admin_address: admin_address.into(),
+            }),
+        }
+    }
+}
+
 impl pb::HeartbeatRequest {
     /// Sets the applied generations from `update`.
     pub fn set_applied(&mut self, update: AppliedUpdate) {

@@ -159,13 +159,7 @@ impl Coordinator {
     pub async fn register(&self, id: &str, zone: &str) -> anyhow::Result<u64> {
         let reply = self
             .fleet_client()
-            .register(pb::RegisterRequest {
-                proxy: Some(pb::ProxyIdentity {
-                    id: id.into(),
-                    zone: zone.into(),
-                    admin_address: String::new(),
-                }),
-            })
+            .register(pb::RegisterRequest::for_proxy(id, zone, ""))
             .await?
             .into_inner();
         Ok(reply.registration)

@@ -143,13 +143,11 @@ pub async fn call_each_service(channel: Channel, proxy_id: &str) -> [Code; 3] {
         })
         .await;
     let fleet = FleetServiceClient::new(channel.clone())
-        .register(pb::RegisterRequest {
-            proxy: Some(pb::ProxyIdentity {
-                id: proxy_id.into(),
-                zone: "zone-x".into(),
-                admin_address: "127.0.0.1:1".into(),
-            }),
-        })
+        .register(pb::RegisterRequest::for_proxy(
+            proxy_id,
+            "zone-x",
+            "127.0.0.1:1",
+        ))
         .await;
     let admin = AdminServiceClient::new(channel)
         .apply(pb::ApplyRequest {

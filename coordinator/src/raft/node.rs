@@ -287,6 +287,9 @@ impl Node {
     /// [`ProposeError::LeaderUnreachable`], and the caller decides.
     pub async fn propose(&self, command: Command) -> Result<CommandResponse, ProposeError> {
         let id = self.inner.id;
+        // Shared: a retry after a "not leader" answer writes the same
+        // command again without copying it (a group carries many applies).
+        let command = Arc::new(command);
         let deadline = Instant::now() + self.inner.settings.leader_wait;
         let mut hint: LeaderHint = None;
         let mut last_refusal = None;
@@ -302,7 +305,7 @@ impl Node {
                 self.inner.grouped.note(&command);
                 write_locally(
                     &self.inner.raft,
-                    command.clone(),
+                    Arc::clone(&command),
                     self.inner.settings.propose_timeout,
                 )
                 .await
@@ -366,7 +369,7 @@ impl Node {
     pub async fn propose_here(&self, command: Command) -> Result<CommandResponse, ProposeError> {
         let id = self.inner.id;
         let timeout = self.inner.settings.propose_timeout;
-        match write_locally(&self.inner.raft, command, timeout).await {
+        match write_locally(&self.inner.raft, Arc::new(command), timeout).await {
             Ok(response) => Ok(response),
             Err(ForwardError::NotLeader { leader }) => Err(ProposeError::NotLeader {
                 node_id: id,

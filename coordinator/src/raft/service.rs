@@ -168,10 +168,10 @@ pub(crate) fn leader_hint(raft: &Raft, leader_id: Option<NodeId>) -> LeaderHint 
 /// be applied. Shared by the `Propose` handler and local proposals.
 pub(crate) async fn write_locally(
     raft: &Raft,
-    command: Command,
+    command: std::sync::Arc<Command>,
     timeout: Duration,
 ) -> Result<CommandResponse, ForwardError> {
-    match tokio::time::timeout(timeout, raft.client_write(std::sync::Arc::new(command))).await {
+    match tokio::time::timeout(timeout, raft.client_write(command)).await {
         Ok(Ok(response)) => {
             // Followers learn the new commit index only with the next
             // AppendEntries; without a nudge that is up to one heartbeat
@@ -258,7 +258,12 @@ impl RaftService for RaftGrpc {
         self.identity.check(&request, "Propose", false).await?;
         let command: Command = decode(request.get_ref(), "Propose")?;
         self.grouped.note(&command);
-        let result = write_locally(&self.raft, command, self.propose_timeout).await;
+        let result = write_locally(
+            &self.raft,
+            std::sync::Arc::new(command),
+            self.propose_timeout,
+        )
+        .await;
         if let Err(error) = &result {
             tracing::debug!(?error, "forwarded proposal not applied");
         }

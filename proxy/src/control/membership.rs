@@ -338,13 +338,11 @@ where
 }
 
 async fn register(shared: &Shared) -> Result<pb::RegisterReply, ControlError> {
-    let request = pb::RegisterRequest {
-        proxy: Some(pb::ProxyIdentity {
-            id: shared.config.proxy_id.clone(),
-            zone: shared.config.zone.clone(),
-            admin_address: shared.config.admin_address.clone(),
-        }),
-    };
+    let request = pb::RegisterRequest::for_proxy(
+        shared.config.proxy_id.clone(),
+        shared.config.zone.clone(),
+        shared.config.admin_address.clone(),
+    );
     let (address, reply) = call(shared, Call::Register, |mut c| async move {
         c.register(request).await
     })

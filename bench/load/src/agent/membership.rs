@@ -122,13 +122,7 @@ pub(super) async fn run(
     // The leader the watch stream named before the last one.
     let mut previous_leader: Option<String> = None;
     'register: while !*stop.borrow() {
-        let request = pb::RegisterRequest {
-            proxy: Some(pb::ProxyIdentity {
-                id: agent.id.clone(),
-                zone: agent.zone.clone(),
-                admin_address: String::new(),
-            }),
-        };
+        let request = pb::RegisterRequest::for_proxy(agent.id.clone(), agent.zone.clone(), "");
         let interval = match router
             .call(|mut c| async move { c.register(request).await })
             .await
