@@ -386,6 +386,98 @@ async fn heartbeat_changes_on_a_set_the_leader_does_not_hold_are_refused_and_it_
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_digest_another_proxy_was_just_asked_for_waits_for_that_set_and_is_taken_by_digest()
+-> anyhow::Result<()> {
+    use switchyard_proto::incremental::{AWAIT_WHOLE, SetUpdate, digest};
+    use switchyard_proto::model::ObjectName;
+    let coordinator = Coordinator::start().await?;
+    coordinator.apply(&manifests::base()).await?;
+    let mut fleet = coordinator.fleet_client();
+    let mut registrations = Vec::new();
+    for id in ["first", "second", "third"] {
+        let reply = fleet
+            .register(pb::RegisterRequest::for_proxy(id, "a", ""))
+            .await?;
+        registrations.push(reply.into_inner().registration);
+    }
+    let served = |v: u64| -> imbl::OrdMap<ObjectName, u64> {
+        (0..100)
+            .map(|i| (ObjectName::new("demo", format!("route-{i:03}")), v))
+            .collect()
+    };
+    let (set, never_sent) = (served(7), served(8));
+    let beat = |i: usize, update: SetUpdate<ObjectName, u64>| {
+        let mut request = pb::HeartbeatRequest {
+            proxy_id: ["first", "second", "third"][i].into(),
+            registration: registrations[i],
+            ..Default::default()
+        };
+        request.set_applied(update);
+        request
+    };
+    let named = |set: &imbl::OrdMap<ObjectName, u64>| SetUpdate::Known {
+        seq: 1,
+        digest: digest(set),
+    };
+    let waits = || -> anyhow::Result<u64> {
+        let text = coordinator.metrics_text()?;
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("switchyard_coordinator_proxy_set_digest_waits_total "))
+            .with_context(|| format!("no digest waits counted in:\n{text}"))?;
+        Ok(line.rsplit(' ').next().unwrap_or_default().parse()?)
+    };
+
+    // The first proxy to name the set is asked for it whole at once.
+    let asked = fleet.heartbeat(beat(0, named(&set))).await?.into_inner();
+    assert_eq!(asked.applied_seq, 0, "asked for the whole set");
+    // The second naming it meanwhile is held, not asked for a copy of its own.
+    let mut second = coordinator.fleet_client();
+    let waiting = tokio::spawn({
+        let request = beat(1, named(&set));
+        async move { second.heartbeat(request).await }
+    });
+    let started = std::time::Instant::now();
+    while waits()? == 0 {
+        anyhow::ensure!(
+            started.elapsed() < Duration::from_secs(10),
+            "the call never waited"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert!(!waiting.is_finished(), "answered before the set came");
+    // The first sends it whole: the held call is taken by digest.
+    let whole = SetUpdate::Whole {
+        seq: 1,
+        entries: set.iter().map(|(k, v)| (k.clone(), *v)).collect(),
+    };
+    let taken = fleet.heartbeat(beat(0, whole)).await?.into_inner();
+    assert_eq!(taken.applied_seq, 1);
+    let waited = waiting.await??.into_inner();
+    assert_eq!(waited.applied_seq, 1, "taken by digest after waiting");
+
+    // A set nobody sends: the second namer waits, then is asked whole too.
+    let asked = fleet
+        .heartbeat(beat(2, named(&never_sent)))
+        .await?
+        .into_inner();
+    assert_eq!(asked.applied_seq, 0);
+    let before = std::time::Instant::now();
+    let refused = fleet
+        .heartbeat(beat(1, named(&never_sent)))
+        .await?
+        .into_inner();
+    assert_eq!(refused.applied_seq, 1, "what was held stays; send it whole");
+    assert!(
+        before.elapsed() >= AWAIT_WHOLE - Duration::from_millis(50),
+        "answered after {:?}, before the wait was over",
+        before.elapsed()
+    );
+    assert_eq!(waits()?, 2);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_set_another_proxy_sent_whole_is_taken_by_its_digest_and_an_unknown_one_refused()
 -> anyhow::Result<()> {
     use switchyard_proto::incremental::{SetUpdate, digest};

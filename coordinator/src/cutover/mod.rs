@@ -63,7 +63,7 @@ pub use with_apply::MAX_ROUTES_JUDGED_WITH_APPLY;
 use crate::state::ReplicatedState;
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use switchyard_proto::incremental::{Changed, HeldSet, KnownSets, NotHeld, SetUpdate};
+use switchyard_proto::incremental::{Changed, HeldSet, KnownSets, Missed, NotHeld, SetUpdate};
 use switchyard_proto::model::{BackendKey, ObjectName};
 use switchyard_proto::{AppliedUpdate, EvidenceUpdate};
 
@@ -106,6 +106,12 @@ pub struct Heard {
     /// again or first heard by this leader, or its set changed. A renewal
     /// that changes nothing is no news.
     pub news: bool,
+    /// The set was named by a digest this leader does not know yet, and
+    /// another proxy was asked for that set whole a moment ago
+    /// ([`Missed::Awaited`]): naming it again once that set came will be
+    /// taken, where sending it whole would cost the leader a copy of its
+    /// entries. Otherwise false.
+    pub awaits_set: bool,
 }
 
 impl Heard {
@@ -113,6 +119,7 @@ impl Heard {
         known: false,
         held_seq: 0,
         news: false,
+        awaits_set: false,
     };
 }
 
@@ -386,19 +393,22 @@ impl CutoverEngine {
         let Some(news) = self.heard(state, proxy, registration, now_ms) else {
             return Heard::UNKNOWN;
         };
+        let named = applied.named_digest();
         let applied = applied.map_keys(|name| self.route_names.intern(name));
         let held = Arc::make_mut(self.applied.entry(proxy.to_string()).or_default());
         // Changes on another set change nothing (`NotHeld`): the answer's
         // sequence asks for the whole set.
         // Only whether anything changed: O(1) past the first changed key
         // (a new leader taking each proxy's whole set by digest).
-        let changed = held
-            .take_known_listing(applied, &mut self.known_applied, 0)
-            .is_ok_and(|changed| changed != Changed::Keys(Vec::new()));
+        let taken = held.take_known_listing(applied, &mut self.known_applied, 0);
+        let awaits_set = taken.is_err()
+            && named.is_some_and(|d| self.known_applied.missed(&d, now_ms) == Missed::Awaited);
+        let changed = taken.is_ok_and(|changed| changed != Changed::Keys(Vec::new()));
         Heard {
             known: true,
             held_seq: held.seq(),
             news: news || changed,
+            awaits_set,
         }
     }
 
@@ -444,6 +454,7 @@ impl CutoverEngine {
         let stale = previous.is_none_or(|r| now_ms.saturating_sub(r.received_ms) >= ttl);
         // O(1): the held set is a persistent map.
         let mut held = previous.map(|r| r.backends.clone()).unwrap_or_default();
+        let named = backends.named_digest();
         let backends = backends.map_keys(|backend| self.backend_names.intern(backend));
         // Listed up to the pending routes' bound: past it the scope
         // widens anyway (below), so a whole set taken by digest costs
@@ -454,10 +465,13 @@ impl CutoverEngine {
             Ok(Changed::Keys(changed)) => Some(changed),
             Ok(Changed::MoreThan(_)) => None,
             Err(NotHeld { held, .. }) => {
+                let awaits_set = named
+                    .is_some_and(|d| self.known_evidence.missed(&d, now_ms) == Missed::Awaited);
                 return Heard {
                     known: true,
                     held_seq: held,
                     news,
+                    awaits_set,
                 };
             }
         };
@@ -512,6 +526,7 @@ impl CutoverEngine {
             known: true,
             held_seq,
             news: news || news_here,
+            awaits_set: false,
         }
     }
 

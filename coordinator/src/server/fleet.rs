@@ -10,10 +10,11 @@
 
 use super::journal::{Encodings, Full, Journal, Position};
 use super::{Coordinator, admin::async_stream, errors, now_ms};
+use crate::cutover::{CutoverEngine, Heard};
 use crate::state::Command;
 use std::pin::Pin;
 use std::sync::Arc;
-use switchyard_proto::incremental::SetUpdate;
+use switchyard_proto::incremental::{AWAIT_WHOLE, SetUpdate};
 use switchyard_proto::pb::{self, fleet_service_server::FleetService};
 use switchyard_tls::authz::{Needed, authorize};
 use tokio_stream::Stream;
@@ -33,10 +34,7 @@ impl Fleet {
     /// Runs `f` on the leader's engine, or refuses with the leader's
     /// address (only one heard from lately). Callers first hold the call while no live leader is known
     /// ([`super::Coordinator::await_live_leader`]), then read the state.
-    fn on_leader<T>(
-        &self,
-        f: impl FnOnce(&mut crate::cutover::CutoverEngine) -> T,
-    ) -> Result<T, Status> {
+    fn on_leader<T>(&self, f: impl FnOnce(&mut CutoverEngine) -> T) -> Result<T, Status> {
         if self.coordinator.leads_with_quorum()
             && let Some(out) = self.coordinator.with_engine(f)
         {
@@ -50,6 +48,50 @@ impl Fleet {
             return Err(errors::no_live_leader());
         }
         Err(errors::not_leader(&self.coordinator.node))
+    }
+
+    /// Takes a proxy's set (`update`, sent as `form`: see [`form_of`]) by
+    /// `take` on the leader's engine. A set named by a digest the leader
+    /// does not know yet while another proxy was asked for that set whole
+    /// ([`Heard::awaits_set`]) is tried again each time the leader takes a
+    /// whole set, for at most [`AWAIT_WHOLE`]: at a failover the fleet
+    /// names the same digest at once, and one copy of the set then serves
+    /// them all. Past that the refusal is answered (the proxy sends its
+    /// set whole). A whole set taken wakes the calls waiting.
+    async fn take_set<U: Clone, T>(
+        &self,
+        update: U,
+        form: &str,
+        mut take: impl FnMut(&mut CutoverEngine, U) -> (Heard, T),
+    ) -> Result<(Heard, T), Status> {
+        let mut whole_sets_taken = self.coordinator.whole_sets_taken.subscribe();
+        // Only a digest is tried again: a copy of it is a few bytes.
+        let again = (form == "digest").then(|| update.clone());
+        let mut answer = self.on_leader(|e| take(e, update))?;
+        if let Some(again) = again
+            && answer.0.awaits_set
+        {
+            self.coordinator.metrics.digest_waits.inc();
+            let deadline = tokio::time::Instant::now() + AWAIT_WHOLE;
+            // News of any call counts (the first may have renewed a lapsed
+            // lease, which the next sees as old).
+            let mut news = answer.0.news;
+            while answer.0.awaits_set {
+                let woken = tokio::time::timeout_at(deadline, whole_sets_taken.changed()).await;
+                if !matches!(woken, Ok(Ok(()))) {
+                    break;
+                }
+                answer = self.on_leader(|e| take(e, again.clone()))?;
+                news |= answer.0.news;
+            }
+            answer.0.news = news;
+        }
+        if form == "whole" && answer.0.known {
+            self.coordinator
+                .whole_sets_taken
+                .send_modify(|n| *n = n.wrapping_add(1));
+        }
+        Ok(answer)
     }
 }
 
@@ -102,9 +144,13 @@ impl FleetService for Fleet {
         let (form, seq) = (form_of(&applied), applied.seq());
         self.coordinator.await_live_leader().await;
         let state = self.coordinator.node.state().borrow().clone();
-        let heard = self.on_leader(|e| {
-            e.heartbeat_update(&state, &r.proxy_id, r.registration, applied, now_ms())
-        })?;
+        let (heard, ()) = self
+            .take_set(applied, form, |e, applied| {
+                let heard =
+                    e.heartbeat_update(&state, &r.proxy_id, r.registration, applied, now_ms());
+                (heard, ())
+            })
+            .await?;
         if heard.known {
             (self.coordinator.metrics).proxy_set("applied", form, heard.held_seq == seq);
         }
@@ -223,12 +269,20 @@ impl FleetService for Fleet {
             .map_err(|e: String| Status::invalid_argument(format!("proxy {}: {e}", r.proxy_id)))?;
         self.coordinator.await_live_leader().await;
         let state = self.coordinator.node.state().borrow().clone();
-        let heard = self.on_leader(|e| {
-            let heard = e.report_update(&state, &r.proxy_id, r.registration, backends, now_ms());
-            let sockets_news = heard.known && e.record_sockets(&r.proxy_id, sockets);
-            (heard, sockets_news)
-        })?;
-        let (heard, sockets_news) = heard;
+        let (mut sockets, mut sockets_news) = (Some(sockets), false);
+        let (heard, ()) = self
+            .take_set(backends, form, |e, backends| {
+                let heard =
+                    e.report_update(&state, &r.proxy_id, r.registration, backends, now_ms());
+                // Recorded once, whatever becomes of the set.
+                if heard.known
+                    && let Some(sockets) = sockets.take()
+                {
+                    sockets_news = e.record_sockets(&r.proxy_id, sockets);
+                }
+                (heard, ())
+            })
+            .await?;
         self.coordinator.metrics.evidence_reports.inc();
         if heard.known {
             (self.coordinator.metrics).proxy_set("evidence", form, heard.held_seq == seq);

@@ -92,6 +92,7 @@ pub struct CoordinatorMetrics {
     pub(crate) pass_judged: Counter,
     pub(crate) applies_per_entry: Histogram,
     pub(crate) paced_answers: Counter,
+    pub(crate) digest_waits: Counter,
 }
 
 fn latency_buckets() -> Histogram {
@@ -130,6 +131,7 @@ impl CoordinatorMetrics {
             ),
             pass_judged: Counter::default(),
             paced_answers: Counter::default(),
+            digest_waits: Counter::default(),
             // 1 .. 64: an apply alone up to a full group.
             applies_per_entry: Histogram::new(
                 prometheus_client::metrics::histogram::exponential_buckets(1.0, 2.0, 7),
@@ -180,6 +182,11 @@ impl CoordinatorMetrics {
             "fleet_paced_answers",
             "Heartbeat answers this leader held while applies piled up, so the proxies' rounds spaced out (--paced-fleet-calls-per-second)",
             m.paced_answers.clone(),
+        );
+        r.register(
+            "proxy_set_digest_waits",
+            "Calls naming a set by a digest this leader did not know, held while another proxy was asked for that set whole (so it is taken by digest, not sent whole again)",
+            m.digest_waits.clone(),
         );
         r.register(
             "apply_to_commit_seconds",

@@ -127,6 +127,9 @@ pub struct Coordinator {
     leader_news: watch::Sender<Option<String>>,
     /// Whether heartbeat answers are held, and how long (`pacing`).
     pacing: pacing::FleetPacing,
+    /// Bumped whenever the leader took a proxy's set whole: calls waiting
+    /// for a set named by digest try again (see `fleet`).
+    whole_sets_taken: watch::Sender<u64>,
 }
 
 /// Keeps `news` at the leader's address as Raft's metrics on this
@@ -385,6 +388,7 @@ pub async fn run(
         committed_with_apply: Mutex::new(Vec::new()),
         wake: Notify::new(),
         status_changes,
+        whole_sets_taken: watch::channel(0).0,
         metrics,
         journal,
     });

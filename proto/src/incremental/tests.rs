@@ -304,6 +304,48 @@ fn only_the_most_recent_large_sets_are_remembered() {
 }
 
 #[test]
+fn an_unknown_digest_is_asked_whole_once_then_awaited_until_it_comes_or_the_wait_ends() {
+    let window = AWAIT_WHOLE.as_millis() as u64;
+    let mut known = KnownSets::default();
+    let (a, b) = (large(100, 1), large(100, 2));
+    // The first sender to name `a` is asked for it whole; the others
+    // naming it meanwhile wait for that copy.
+    assert_eq!(known.missed(&digest(&a), 1_000), Missed::AskWhole);
+    assert_eq!(known.missed(&digest(&a), 1_010), Missed::Awaited);
+    assert_eq!(
+        known.missed(&digest(&a), 1_000 + window - 1),
+        Missed::Awaited
+    );
+    // Another set's digest is not awaited because `a` is.
+    assert_eq!(known.missed(&digest(&b), 1_020), Missed::AskWhole);
+    // `a` never came: once the wait is over the next sender is asked, and
+    // the wait starts again from there.
+    assert_eq!(known.missed(&digest(&a), 1_000 + window), Missed::AskWhole);
+    assert_eq!(
+        known.missed(&digest(&a), 1_000 + window + 1),
+        Missed::Awaited
+    );
+
+    // `b` came whole: its digest is known, no longer awaited; named
+    // again after being forgotten, it is asked for afresh.
+    known.remember(&b);
+    assert!(known.get(&digest(&b)).is_some());
+    assert!(known.asked.iter().all(|(d, _)| *d != digest(&b)));
+
+    // At most CAPACITY digests are awaited: the oldest is asked again.
+    let mut known = KnownSets::<u32, u32>::default();
+    let capacity = KnownSets::<u32, u32>::CAPACITY as u32;
+    for v in 0..=capacity {
+        assert_eq!(known.missed(&digest(&large(100, v)), 0), Missed::AskWhole);
+    }
+    assert_eq!(
+        known.missed(&digest(&large(100, capacity)), 1),
+        Missed::Awaited
+    );
+    assert_eq!(known.missed(&digest(&large(100, 0)), 1), Missed::AskWhole);
+}
+
+#[test]
 fn a_set_the_receiver_holds_is_due_again_only_for_renewal() {
     let every = std::time::Duration::from_secs(1);
     let mut sender = SetSender::default();

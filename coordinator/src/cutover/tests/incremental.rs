@@ -40,7 +40,8 @@ fn evidence_sent_as_changes_commits_like_a_whole_report() {
         Heard {
             known: true,
             held_seq: 1,
-            news: true
+            news: true,
+            awaits_set: false,
         }
     );
     assert!(e.decide(&s, 20).is_empty(), "no evidence yet");
@@ -56,7 +57,8 @@ fn evidence_sent_as_changes_commits_like_a_whole_report() {
         Heard {
             known: true,
             held_seq: 2,
-            news: true
+            news: true,
+            awaits_set: false,
         }
     );
     let decisions = e.decide(&s, 30);
@@ -130,7 +132,8 @@ fn an_empty_change_keeps_evidence_current_and_is_no_news() {
             Heard {
                 known: true,
                 held_seq: 1,
-                news: false
+                news: false,
+                awaits_set: false,
             }
         );
     }
@@ -161,7 +164,8 @@ fn removing_a_backend_by_a_change_withdraws_its_evidence() {
         Heard {
             known: true,
             held_seq: 2,
-            news: true
+            news: true,
+            awaits_set: false,
         }
     );
     assert!(e.decide(&s, 30).is_empty());
@@ -200,7 +204,8 @@ fn applied_generations_as_changes_show_in_the_ready_summary() {
             Heard {
                 known: true,
                 held_seq: 2,
-                news: true
+                news: true,
+                awaits_set: false,
             }
         );
         let (summary, ready) = e.applied_summary(&s, &r(), 50).unwrap();
@@ -224,8 +229,67 @@ fn applied_generations_as_changes_show_in_the_ready_summary() {
         Heard {
             known: false,
             held_seq: 0,
-            news: false
+            news: false,
+            awaits_set: false,
         }
     );
     assert!(e.applied_summary(&s, &r(), 80).unwrap().1);
+}
+
+#[test]
+fn evidence_named_by_a_digest_another_proxy_was_asked_for_is_awaited_then_taken() {
+    use switchyard_proto::incremental::{AWAIT_WHOLE, digest};
+    let s = world(&["a", "b", "c"], "all", "keep-old");
+    let mut e = CutoverEngine::new(settings(), &s, 0, TERM);
+    for p in ["p0", "p1", "p2"] {
+        assert!(heartbeat(&mut e, &s, p, Default::default(), 10));
+    }
+    // The fleet's common set: green ready, and enough other backends to
+    // be named by digest.
+    let mut set: imbl::OrdMap<BackendKey, BackendEvidence> = green_ready(&s).into_iter().collect();
+    for i in 0..100 {
+        set.insert(
+            BackendKey::new("default", format!("other-{i}"), 80),
+            ready(&s),
+        );
+    }
+    let named = || SetUpdate::Known {
+        seq: 1,
+        digest: digest(&set),
+    };
+    let report = |e: &mut CutoverEngine, p: &str, update, now| {
+        e.report_update(&s, p, registration(&s, p), update, now)
+    };
+
+    // p1 names it first: refused, it is asked for the set whole.
+    let asked = report(&mut e, "p1", named(), 20);
+    assert_eq!((asked.held_seq, asked.awaits_set), (0, false));
+    // p2 names it meanwhile: refused too, but told the set is on its way.
+    let awaiting = report(&mut e, "p2", named(), 30);
+    assert_eq!((awaiting.held_seq, awaiting.awaits_set), (0, true));
+    // Past the wait, the next namer is asked instead.
+    let late = 20 + AWAIT_WHOLE.as_millis() as u64;
+    let asked_again = report(&mut e, "p0", named(), late);
+    assert_eq!((asked_again.held_seq, asked_again.awaits_set), (0, false));
+
+    // The set comes whole from p1; p2 and p0 then take it by digest, and
+    // the route commits on evidence held that way.
+    let whole = SetUpdate::Whole {
+        seq: 1,
+        entries: set.iter().map(|(k, v)| (k.clone(), *v)).collect(),
+    };
+    assert_eq!(report(&mut e, "p1", whole, late + 10).held_seq, 1);
+    assert!(
+        e.decide(&s, late + 20).is_empty(),
+        "p0 and p2 said nothing yet"
+    );
+    for p in ["p2", "p0"] {
+        let taken = report(&mut e, p, named(), late + 30);
+        assert_eq!((taken.held_seq, taken.awaits_set), (1, false), "{p}");
+    }
+    let decisions = e.decide(&s, late + 40);
+    assert!(
+        matches!(decisions.as_slice(), [Decision::Commit { route, forced: false, .. }] if *route == r()),
+        "{decisions:?}"
+    );
 }
