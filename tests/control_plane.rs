@@ -245,6 +245,81 @@ async fn a_forced_cutover_is_not_a_successful_wait() -> anyhow::Result<()> {
     Ok(())
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_route_a_proxy_holds_back_is_not_counted_served_though_its_configuration_is_newer()
+-> anyhow::Result<()> {
+    // A proxy's heartbeat says what it serves relative to a configuration
+    // version (`applied_through`) and lists only the routes it serves
+    // otherwise. A forced commit of a route whose backend is dead is held
+    // back by the proxy (until its apply wait limit): the route must stay
+    // uncounted while the proxy's version moves past its commit with
+    // another route, and count once the proxy serves it.
+    let coordinator = Coordinator::start().await?;
+    let _proxy = Proxy::start("p1", &coordinator).await?;
+    proxies_registered(&coordinator, 1).await?;
+    let blue = backend()?;
+    let live: SocketAddr = blue.address("http")?.parse()?;
+    let nobody: SocketAddr = "127.0.0.1:9".parse()?;
+    let forced = manifests::route("dead", "v1", "1s").replace(
+        "annotations: {switchyard.io/cutover-timeout: 1s}",
+        "annotations: {switchyard.io/cutover-timeout: 1s, switchyard.io/on-timeout: force}",
+    );
+    let yaml = format!(
+        "{}{}{}{forced}",
+        manifests::base(),
+        manifests::backend("dead", nobody),
+        manifests::backend("blue", live),
+    );
+    coordinator.apply(&yaml).await?;
+    let row = |name: &str| {
+        let status = coordinator.bound.coordinator.status();
+        status.routes.into_iter().find(|r| r.name == name)
+    };
+    eventually("the dead route's commit forced", WAIT, async || {
+        let r = row("app");
+        holds(
+            r.as_ref()
+                .is_some_and(|r| r.active_generation.is_some() && r.pending_generation.is_none()),
+            || format!("{r:?}"),
+        )
+    })
+    .await?;
+    let held_back = row("app")
+        .and_then(|r| r.active_generation)
+        .context("active")?;
+
+    // Another route, on a live backend, committed after it and served.
+    let other = manifests::route("blue", "v1", "30s").replace("name: app", "name: other");
+    coordinator.apply(&other).await?;
+    eventually("the other route Ready", WAIT, async || {
+        let r = row("other");
+        holds(r.as_ref().is_some_and(|r| r.ready), || format!("{r:?}"))
+    })
+    .await?;
+    // The proxy serves a configuration past the forced commit, and lists
+    // the route it holds back: not counted.
+    let app = row("app").context("stored")?;
+    assert_eq!(
+        app.applied.as_deref(),
+        Some(format!("0 of 1 proxies at generation {held_back}").as_str()),
+        "{app:?}"
+    );
+    assert!(!app.ready);
+
+    // Past its apply wait limit the proxy serves it anyway: counted.
+    eventually("the held-back route served", 3 * WAIT, async || {
+        let r = row("app");
+        let at = format!("1 of 1 proxies at generation {held_back}");
+        holds(
+            r.as_ref()
+                .is_some_and(|r| r.applied.as_deref() == Some(at.as_str())),
+            || format!("{r:?}"),
+        )
+    })
+    .await?;
+    Ok(())
+}
+
 /// A route file with the demo route and a second one, `demo/other`.
 fn two_routes() -> String {
     let route = manifests::route("blue", "v1", "30s");
@@ -344,6 +419,9 @@ async fn heartbeat_changes_on_a_set_the_leader_does_not_hold_are_refused_and_it_
         applied_removed: removed,
         config_version: 0,
         applied_digest: Vec::new(),
+        // Every generation served, listed (as proxies older than
+        // `applied_through` say it).
+        applied_through: 0,
     };
 
     let whole = fleet

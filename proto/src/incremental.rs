@@ -665,12 +665,17 @@ impl<K: Ord + Clone + Canonical, V: Clone + PartialEq + Canonical> SetSender<K, 
     /// map, O(C log R) for one derived from the acknowledged set by C
     /// updates, O(R) at worst.
     pub fn due(&self, current: &OrdMap<K, V>, now: Instant, renew_every: Duration) -> bool {
-        let held =
-            matches!(&self.acked, Some((_, acked)) if acked.ptr_eq(current) || acked == current);
-        !held
+        !self.holds(current)
             || self
                 .renewal_at(renew_every)
                 .is_none_or(|renew_at| now >= renew_at)
+    }
+
+    /// Whether the receiver acknowledged holding `current` (the set or
+    /// an equal one): O(1) for the same map, O(C log R) for one derived
+    /// from the acknowledged set by C updates, O(R) at worst.
+    pub fn holds(&self, current: &OrdMap<K, V>) -> bool {
+        matches!(&self.acked, Some((_, acked)) if acked.ptr_eq(current) || acked == current)
     }
 
     /// When the set the receiver holds is due for renewal (`None`: it

@@ -412,6 +412,7 @@ mod tests {
             }),
             last_failure: None,
             forced: false,
+            active_since: 0,
         }];
         ServingConfig {
             snapshot: Arc::new(world.snapshot),

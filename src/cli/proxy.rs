@@ -211,6 +211,7 @@ fn static_config(resources: Vec<Resource>) -> ServingConfig {
             pending: None,
             last_failure: None,
             forced: false,
+            active_since: 0,
         });
     }
     ServingConfig {

@@ -64,7 +64,7 @@ use crate::state::ReplicatedState;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use switchyard_proto::incremental::{Changed, HeldSet, KnownSets, Missed, NotHeld, SetUpdate};
-use switchyard_proto::model::{BackendKey, ObjectName};
+use switchyard_proto::model::{BackendKey, ObjectName, RouteRecord};
 use switchyard_proto::{AppliedUpdate, EvidenceUpdate};
 
 /// Timing knobs of the engine.
@@ -91,6 +91,40 @@ struct Report {
     /// Everything the proxy keeps warm, as it said (whole, or as changes
     /// on what it said before).
     backends: HeldSet<Arc<BackendKey>, BackendEvidence>,
+}
+
+/// One proxy's applied generations, as its heartbeats said them.
+#[derive(Debug, Clone, Default)]
+struct Applied {
+    /// `HeartbeatRequest.applied_through`. 0: `set` lists every route
+    /// generation the proxy serves. Otherwise the configuration version
+    /// whose active generations the proxy serves, except for the routes
+    /// `set` lists (with the generation served instead; 0 for none).
+    through: u64,
+    set: HeldSet<Arc<ObjectName>, u64>,
+}
+
+impl Applied {
+    /// Whether the proxy serves `route` (whose record is `record`) at
+    /// `generation` or newer. O(log E) for E routes the set lists.
+    fn serves(&self, route: &ObjectName, record: &RouteRecord, generation: u64) -> bool {
+        match self.set.map().get(route) {
+            Some(served) => *served >= generation,
+            // Not listed: the proxy serves the active generation of its
+            // configuration `through`, which holds this record's active
+            // generation once it is at least as new as its activation.
+            None => {
+                self.through != 0
+                    && record
+                        .active
+                        .as_ref()
+                        .is_some_and(|a| a.generation >= generation)
+                    && record
+                        .active_since()
+                        .is_some_and(|since| since <= self.through)
+            }
+        }
+    }
 }
 
 /// What the engine made of a heartbeat or a readiness report.
@@ -146,7 +180,7 @@ pub struct CutoverEngine {
     /// does not count.
     evidence: BTreeMap<String, Arc<Report>>,
     /// Each proxy's applied generations, from its heartbeats.
-    applied: BTreeMap<String, Arc<HeldSet<Arc<ObjectName>, u64>>>,
+    applied: BTreeMap<String, Arc<Applied>>,
     /// The large applied sets and evidence lately sent whole, by digest:
     /// a proxy whose set another proxy already sent names it by digest,
     /// and it is taken without its entries (a new leader then is not sent every
@@ -374,20 +408,24 @@ impl CutoverEngine {
             seq: 0,
             entries: applied.into_iter().collect(),
         };
-        self.heartbeat_update(state, proxy, registration, whole, now_ms)
+        self.heartbeat_update(state, proxy, registration, whole, 0, now_ms)
             .known
     }
 
     /// A heartbeat from `proxy`'s `registration`, with its applied
-    /// generations whole or as changes on the set held. Changes on another
-    /// set than the one held renew the lease and change nothing else: the
-    /// answer's `held_seq` tells the proxy to send its set whole.
+    /// generations whole or as changes on the set held: every generation
+    /// served (`through` 0), or those that differ from the active ones of
+    /// configuration `through` (see [`Applied`]). Changes on another set
+    /// than the one held renew the lease and change nothing else (not
+    /// `through` either): the answer's `held_seq` tells the proxy to send
+    /// its set whole.
     pub fn heartbeat_update(
         &mut self,
         state: &ReplicatedState,
         proxy: &str,
         registration: u64,
         applied: AppliedUpdate,
+        through: u64,
         now_ms: u64,
     ) -> Heard {
         let Some(news) = self.heard(state, proxy, registration, now_ms) else {
@@ -400,13 +438,16 @@ impl CutoverEngine {
         // sequence asks for the whole set.
         // Only whether anything changed: O(1) past the first changed key
         // (a new leader taking each proxy's whole set by digest).
-        let taken = held.take_known_listing(applied, &mut self.known_applied, 0);
+        let taken = held
+            .set
+            .take_known_listing(applied, &mut self.known_applied, 0);
         let awaits_set = taken.is_err()
             && named.is_some_and(|d| self.known_applied.missed(&d, now_ms) == Missed::Awaited);
-        let changed = taken.is_ok_and(|changed| changed != Changed::Keys(Vec::new()));
+        let moved_on = taken.is_ok() && std::mem::replace(&mut held.through, through) != through;
+        let changed = moved_on || taken.is_ok_and(|changed| changed != Changed::Keys(Vec::new()));
         Heard {
             known: true,
-            held_seq: held.seq(),
+            held_seq: held.set.seq(),
             news: news || changed,
             awaits_set,
         }

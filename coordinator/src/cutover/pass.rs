@@ -265,8 +265,7 @@ impl CutoverEngine {
         let serves = |proxy: &str| {
             self.applied
                 .get(proxy)
-                .and_then(|a| a.map().get(route))
-                .is_some_and(|g| *g >= generation)
+                .is_some_and(|a| a.serves(route, record, generation))
         };
         if let Some(behind) = blocker.as_deref()
             && live.contains_key(behind)
@@ -310,8 +309,7 @@ impl CutoverEngine {
             .filter(|p| {
                 self.applied
                     .get(*p)
-                    .and_then(|a| a.map().get(route))
-                    .is_some_and(|g| *g >= generation)
+                    .is_some_and(|a| a.serves(route, record, generation))
             })
             .count();
         let ready = record.pending.is_none() && !live.is_empty() && at == live.len();

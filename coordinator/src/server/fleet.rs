@@ -146,8 +146,14 @@ impl FleetService for Fleet {
         let state = self.coordinator.node.state().borrow().clone();
         let (heard, ()) = self
             .take_set(applied, form, |e, applied| {
-                let heard =
-                    e.heartbeat_update(&state, &r.proxy_id, r.registration, applied, now_ms());
+                let heard = e.heartbeat_update(
+                    &state,
+                    &r.proxy_id,
+                    r.registration,
+                    applied,
+                    r.applied_through,
+                    now_ms(),
+                );
                 (heard, ())
             })
             .await?;

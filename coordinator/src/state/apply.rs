@@ -246,6 +246,7 @@ impl ReplicatedState {
                 pending: None,
                 last_failure: None,
                 forced: false,
+                active_since: 0,
             })
         });
         let same = |g: &RouteGeneration| {
@@ -413,6 +414,7 @@ impl ReplicatedState {
         let record = self.pending_mut(route, generation)?;
         if let Some(pending) = record.pending.take() {
             record.active = Some(pending.target);
+            record.active_since = at.index;
         }
         record.last_failure =
             forced.then(|| format!("generation {generation} was forced after its cutover timeout"));

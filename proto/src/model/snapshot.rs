@@ -56,6 +56,14 @@ pub struct RouteRecord {
     /// force` (its backends were not shown ready).
     #[serde(default)]
     pub forced: bool,
+    /// The configuration version (log index) at which the active
+    /// generation became active: a proxy that served every active
+    /// generation of a configuration at least this new serves this one
+    /// (see `HeartbeatRequest.applied_through`). 0 in records written
+    /// before it was kept: the active generation's own number stands in
+    /// for it (the apply that made it, never later than its commit).
+    #[serde(default)]
+    pub active_since: u64,
 }
 
 impl RouteRecord {
@@ -69,6 +77,13 @@ impl RouteRecord {
             .map(|p| &p.target)
             .or(self.active.as_ref());
         newest.map_or(Kind::HTTPRoute, |g| g.spec.kind.kind())
+    }
+
+    /// The configuration version since which the active generation is
+    /// active (see [`RouteRecord::active_since`]); `None` without one.
+    pub fn active_since(&self) -> Option<u64> {
+        let active = self.active.as_ref()?;
+        Some(self.active_since.max(active.generation))
     }
 
     /// The newest generation this route has had (active or pending).

@@ -9,14 +9,14 @@
 //! where snapshots come from (`watch`), nor telling the coordinators
 //! (`membership`).
 
-use super::Shared;
 use super::guard::ApplyGuard;
+use super::{AppliedThrough, Shared};
 use crate::ServingConfig;
 use crate::upstream::discovery::BackendGenerations;
 use std::collections::BTreeSet;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
-use switchyard_proto::model::{BackendKey, ConfigSnapshot, ObjectName};
+use switchyard_proto::model::{BackendKey, ConfigSnapshot};
 use tokio::sync::watch;
 
 /// How often waiting generations are re-checked against the local limit
@@ -106,7 +106,14 @@ fn step(
         });
         dataplane.set_warming(warming.clone());
         *shared.reported.lock().unwrap_or_else(|e| e.into_inner()) = reported(guard, warming);
-        *shared.applied.lock().unwrap_or_else(|e| e.into_inner()) = applied(guard);
+        let mut served = shared.applied.lock().unwrap_or_else(|e| e.into_inner());
+        // Said anew only when a served generation moved (or nothing was
+        // said yet): what was true of the configuration named stays true
+        // while nothing served changes, and a configuration that changes
+        // nothing served then costs no heartbeat.
+        if !report.applied.is_empty() || served.through == 0 {
+            *served = applied(guard, snapshot);
+        }
         // A new leader, or the same one, should hear of it at once.
         shared.report_now.notify_one();
     }
@@ -117,9 +124,25 @@ fn step(
     }
 }
 
-/// The served generations, as heartbeats carry them.
-fn applied(guard: &ApplyGuard) -> imbl::OrdMap<ObjectName, u64> {
-    guard.generations().into_iter().collect()
+/// The served generations as heartbeats carry them: `snapshot`'s
+/// version, and the routes whose served generation is not its active one
+/// (0: not served) — a route held back while its backends warm, say.
+/// O(R).
+fn applied(guard: &ApplyGuard, snapshot: &ConfigSnapshot) -> AppliedThrough {
+    let served = guard.generations();
+    let exceptions = snapshot
+        .routes
+        .iter()
+        .filter_map(|record| {
+            let active = record.active.as_ref()?.generation;
+            let serving = served.get(&record.name).copied().unwrap_or(0);
+            (serving != active).then(|| (record.name.clone(), serving))
+        })
+        .collect();
+    AppliedThrough {
+        through: snapshot.version,
+        exceptions,
+    }
 }
 
 /// The backends evidence is reported for: those warming and those the

@@ -236,6 +236,7 @@ mod tests {
                 }),
                 last_failure: None,
                 forced: false,
+                active_since: 0,
             }],
             ..Default::default()
         }

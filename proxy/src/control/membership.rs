@@ -20,10 +20,10 @@
 //! heartbeated (the apply loop publishes it), nor the watch stream (`watch`
 //! decides what a lag means for it).
 
-use super::Shared;
 use super::backoff::Backoff;
 use super::error::{Call, ControlError, Refusal, log_error};
 use super::watch::LagDetector;
+use super::{AppliedThrough, Shared};
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -48,6 +48,9 @@ const MIN_HEARTBEAT_INTERVAL: Duration = Duration::from_millis(50);
 #[derive(Default)]
 struct Senders {
     applied: SetSender<ObjectName, u64>,
+    /// The configuration version (`AppliedThrough::through`) the leader took with
+    /// the applied set last: a newer one makes the heartbeat due.
+    applied_through: u64,
     evidence: SetSender<BackendKey, BackendEvidence>,
 }
 
@@ -274,8 +277,15 @@ async fn round(
     // After a failed report the heartbeat goes whether due or not: the
     // leader may have changed, and a new one ends its grace only when
     // every proxy heartbeated to it.
-    let beat = if reported.is_err() || senders.applied.due(&applied, now, interval) {
-        heartbeat(shared, lag, &mut senders.applied, &applied).await
+    let due = senders.applied.due(&applied.exceptions, now, interval)
+        || senders.applied_through != applied.through;
+    let beat = if reported.is_err() || due {
+        let beat = heartbeat(shared, lag, &mut senders.applied, &applied).await;
+        // Taken with the set, when the leader holds the set sent.
+        if beat.is_ok() && senders.applied.holds(&applied.exceptions) {
+            senders.applied_through = applied.through;
+        }
+        beat
     } else {
         Ok(())
     };
@@ -361,16 +371,17 @@ async fn heartbeat(
     shared: &Shared,
     lag: &mut LagDetector,
     sender: &mut SetSender<ObjectName, u64>,
-    applied: &imbl::OrdMap<ObjectName, u64>,
+    applied: &AppliedThrough,
 ) -> Result<(), ControlError> {
     let (held, leader) = sender
-        .send(applied, |update| {
+        .send(&applied.exceptions, |update| {
             let held = shared.held_version.load(Ordering::Relaxed);
             let registration = shared.registration.load(Ordering::Relaxed);
             let mut request = pb::HeartbeatRequest {
                 proxy_id: shared.config.proxy_id.clone(),
                 config_version: held,
                 registration,
+                applied_through: applied.through,
                 ..Default::default()
             };
             request.set_applied(update);

@@ -127,14 +127,28 @@ impl ControlMetrics {
 }
 
 /// State shared by the client's tasks.
+/// What this proxy serves, as its heartbeats say it
+/// (`HeartbeatRequest.applied_through`): the active generation of every
+/// route of configuration `through`, except the routes `exceptions` lists
+/// with the generation served instead (0: none). While the proxy keeps up
+/// nothing is listed, so a heartbeat costs the leader O(1) whatever the
+/// store holds.
+#[derive(Debug, Clone, Default, PartialEq)]
+struct AppliedThrough {
+    /// The configuration version; 0 before the first one.
+    through: u64,
+    exceptions: imbl::OrdMap<ObjectName, u64>,
+}
+
 struct Shared {
     config: ControlConfig,
     coordinators: Coordinators,
     dataplane: Arc<DataPlane>,
     metrics: ControlMetrics,
-    /// Route generations currently served (apply writes, heartbeats read;
-    /// a persistent map, so a heartbeat's copy is O(1)).
-    applied: Mutex<imbl::OrdMap<ObjectName, u64>>,
+    /// Route generations currently served, as heartbeats say them (apply
+    /// writes, heartbeats read; a persistent map, so a heartbeat's copy is
+    /// O(1)).
+    applied: Mutex<AppliedThrough>,
     /// Backends evidence is reported for, served and warming (apply
     /// writes, reports read).
     reported: Mutex<BTreeSet<BackendKey>>,
@@ -196,7 +210,7 @@ impl Shared {
             coordinators,
             dataplane,
             metrics,
-            applied: Mutex::new(imbl::OrdMap::new()),
+            applied: Mutex::new(AppliedThrough::default()),
             reported: Mutex::new(BTreeSet::new()),
             report_now: Notify::new(),
             named_leader: Mutex::new(None),

@@ -73,6 +73,7 @@ fn stored_routes_compare_by_their_newest_spec() {
         }),
         last_failure: None,
         forced: false,
+        active_since: 0,
     };
     let mut state = ReplicatedState::default();
     for r in [

@@ -119,6 +119,9 @@ pub(super) async fn run(
     let mut registration = 0u64;
     let mut reported: OrdMap<BackendKey, Evidence> = OrdMap::new();
     let mut senders = Senders::default();
+    // The view whose served generations heartbeats say: its version moves
+    // only when they changed (as a proxy's `applied_through` does).
+    let mut served = Served::default();
     // The leader the watch stream named before the last one.
     let mut previous_leader: Option<String> = None;
     'register: while !*stop.borrow() {
@@ -172,6 +175,7 @@ pub(super) async fn run(
                 previous_leader = named;
             }
             let current = views.borrow_and_update().clone();
+            served.follow(&current);
             let holding = *hold.borrow_and_update();
             reported = view::reportable(&current, &reported, holding);
             let now = std::time::Instant::now();
@@ -196,20 +200,13 @@ pub(super) async fn run(
             }
             // After a failed report the heartbeat goes anyway, as a
             // proxy's does (the leader may have changed).
-            let heartbeat_to =
-                if reported_to.is_none() || senders.applied.due(&current.applied, now, interval) {
-                    heartbeat(
-                        &agent,
-                        &fleet,
-                        &router,
-                        registration,
-                        &current,
-                        &mut senders,
-                    )
-                    .await
-                } else {
-                    Some(true)
-                };
+            let due = senders.applied.due(&served.exceptions, now, interval)
+                || senders.applied_through != served.through;
+            let heartbeat_to = if reported_to.is_none() || due {
+                heartbeat(&agent, &fleet, &router, registration, &served, &mut senders).await
+            } else {
+                Some(true)
+            };
             if heartbeat_to == Some(false) {
                 continue 'register;
             }
@@ -274,7 +271,33 @@ pub(super) async fn run(
 #[derive(Default)]
 struct Senders {
     applied: SetSender<ObjectName, u64>,
+    /// The version the leader took with the applied set last.
+    applied_through: u64,
     evidence: SetSender<BackendKey, Evidence>,
+}
+
+/// What heartbeats say an agent serves (`HeartbeatRequest.applied_through`):
+/// every active generation of configuration `through`. An agent warms at
+/// once, so it never lists a route served otherwise: `exceptions` stays
+/// empty, and a heartbeat costs the leader O(1) — as a proxy's does while
+/// it keeps up.
+#[derive(Default)]
+struct Served {
+    through: u64,
+    /// The served generations of `through`'s view (to see them move).
+    generations: OrdMap<ObjectName, u64>,
+    exceptions: OrdMap<ObjectName, u64>,
+}
+
+impl Served {
+    /// Moves to `view`'s version when its served generations differ from
+    /// the ones said (O(change): the maps share their structure).
+    fn follow(&mut self, view: &View) {
+        if !self.generations.ptr_eq(&view.applied) && self.generations != view.applied {
+            self.through = view.version;
+            self.generations = view.applied.clone();
+        }
+    }
 }
 
 /// Reports `reported`: whether the leader knows this registration, `None`
@@ -307,23 +330,24 @@ async fn report(
     known(fleet, sent)
 }
 
-/// Heartbeats the generations `view` serves: whether the leader knows
-/// this registration, `None` when the call failed.
+/// Heartbeats the generations `served`: whether the leader knows this
+/// registration, `None` when the call failed.
 async fn heartbeat(
     agent: &Agent,
     fleet: &FleetShared,
     router: &Router,
     registration: u64,
-    view: &View,
+    served: &Served,
     senders: &mut Senders,
 ) -> Option<bool> {
     let sent = senders
         .applied
-        .send(&view.applied, |update| {
+        .send(&served.exceptions, |update| {
             let mut request = pb::HeartbeatRequest {
                 proxy_id: agent.id.clone(),
-                config_version: view.version,
+                config_version: served.through,
                 registration,
+                applied_through: served.through,
                 ..Default::default()
             };
             request.set_applied(update);
@@ -335,6 +359,10 @@ async fn heartbeat(
             }
         })
         .await;
+    // Taken with the set, when the leader holds the set sent.
+    if sent.as_ref().is_ok_and(|known| *known) && senders.applied.holds(&served.exceptions) {
+        senders.applied_through = served.through;
+    }
     known(fleet, sent)
 }
 

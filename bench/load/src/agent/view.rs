@@ -307,6 +307,7 @@ mod tests {
                     pending: None,
                     last_failure: None,
                     forced: false,
+                    active_since: 0,
                 });
             }
         }

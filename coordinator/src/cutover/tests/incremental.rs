@@ -189,6 +189,7 @@ fn applied_generations_as_changes_show_in_the_ready_summary() {
                 seq: 1,
                 entries: vec![],
             },
+            0,
             30,
         );
         assert_eq!(whole.held_seq, 1);
@@ -197,6 +198,7 @@ fn applied_generations_as_changes_show_in_the_ready_summary() {
             id,
             reg,
             changes(1, 2, vec![(r(), generation)], vec![]),
+            0,
             40,
         );
         assert_eq!(
@@ -210,7 +212,7 @@ fn applied_generations_as_changes_show_in_the_ready_summary() {
         );
         let (summary, ready) = e.applied_summary(&s, &r(), 50).unwrap();
         assert_eq!(ready, i == 1, "{summary}");
-        let again = e.heartbeat_update(&s, id, reg, changes(2, 2, vec![], vec![]), 60);
+        let again = e.heartbeat_update(&s, id, reg, changes(2, 2, vec![], vec![]), 0, 60);
         assert!(!again.news, "the same set again is no news");
     }
     // A heartbeat from an earlier registration is unknown and keeps nothing.
@@ -222,6 +224,7 @@ fn applied_generations_as_changes_show_in_the_ready_summary() {
             seq: 5,
             entries: vec![],
         },
+        0,
         70,
     );
     assert_eq!(
@@ -292,4 +295,67 @@ fn evidence_named_by_a_digest_another_proxy_was_asked_for_is_awaited_then_taken(
         matches!(decisions.as_slice(), [Decision::Commit { route, forced: false, .. }] if *route == r()),
         "{decisions:?}"
     );
+}
+
+#[test]
+fn applied_through_a_configuration_counts_its_active_generations_but_those_listed() {
+    let mut s = world(&["a", "b"], "all", "keep-old");
+    let mut e = engine_with_ready(&s, &[0, 1]);
+    let decisions = e.decide(&s, 20);
+    let commit = next(&mut s, Decision::batch(&decisions).unwrap());
+    let record = s.routes[&r()].clone();
+    let generation = record.active.as_ref().unwrap().generation;
+    assert_eq!(record.active_since, commit, "active since its commit");
+    assert!(
+        commit > generation,
+        "committed after the apply that made it"
+    );
+    let summary = |e: &CutoverEngine, now| e.applied_summary(&s, &r(), now).unwrap();
+    let at = |n| format!("{n} of 2 proxies at generation {generation}");
+    let beat = |e: &mut CutoverEngine, id: &str, update, through, now| {
+        e.heartbeat_update(&s, id, registration(&s, id), update, through, now)
+    };
+    let nothing_listed = || SetUpdate::Whole {
+        seq: 1,
+        entries: vec![],
+    };
+
+    // p0 serves the configuration of the commit, nothing listed: it
+    // serves the route. p1's configuration is older than the commit.
+    assert!(beat(&mut e, "p0", nothing_listed(), commit, 30).news);
+    beat(&mut e, "p1", nothing_listed(), commit - 1, 30);
+    assert_eq!(summary(&e, 40), (at(1), false));
+
+    // Changes p1 sent on a set the leader does not hold are refused, and
+    // the version they came with is not taken either.
+    let refused = beat(&mut e, "p1", changes(7, 8, vec![], vec![]), commit, 50);
+    assert_eq!(refused.held_seq, 1);
+    assert_eq!(summary(&e, 60), (at(1), false));
+
+    // p1 catches up: the version moving is news, and the route is Ready.
+    let caught_up = beat(&mut e, "p1", changes(1, 2, vec![], vec![]), commit, 70);
+    assert!(caught_up.news, "a newer configuration served is news");
+    assert_eq!(summary(&e, 80), (at(2), true));
+    let same = beat(&mut e, "p1", changes(2, 2, vec![], vec![]), commit, 90);
+    assert!(!same.news, "the same version again is not");
+
+    // p0, at a newer configuration, lists the route at an older
+    // generation (still warming, say): it does not count.
+    let held_back = vec![(r(), generation - 1)];
+    beat(
+        &mut e,
+        "p0",
+        changes(1, 2, held_back, vec![]),
+        commit + 5,
+        100,
+    );
+    assert_eq!(summary(&e, 110), (at(1), false));
+
+    // A new generation pending is served by nobody, whatever version.
+    next(&mut s, apply(vec![route("r", "blue", "all", "keep-old")]));
+    let pending = s.routes[&r()].newest_generation();
+    assert!(pending > generation);
+    let (summary, ready) = e.applied_summary(&s, &r(), 120).unwrap();
+    assert_eq!(summary, format!("0 of 2 proxies at generation {pending}"));
+    assert!(!ready);
 }

@@ -89,6 +89,7 @@ fn snapshot(version: u64, picks: &[Pick], generations: &[(u8, u64)]) -> ConfigSn
                     pending: None,
                     last_failure: None,
                     forced: variant == 2,
+                    active_since: 0,
                 });
                 continue;
             }

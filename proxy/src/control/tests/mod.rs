@@ -203,6 +203,7 @@ pub(super) fn served(version: u64, routes: &[&str], generation: u64) -> ConfigSn
             pending: None,
             last_failure: None,
             forced: false,
+            active_since: 0,
         })
         .collect();
     snapshot
