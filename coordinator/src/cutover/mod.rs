@@ -415,9 +415,10 @@ impl CutoverEngine {
     /// A heartbeat from `proxy`'s `registration`, with its applied
     /// generations whole or as changes on the set held: every generation
     /// served (`through` 0), or those that differ from the active ones of
-    /// configuration `through` (see [`Applied`]). Changes on another set
-    /// than the one held renew the lease and change nothing else (not
-    /// `through` either): the answer's `held_seq` tells the proxy to send
+    /// configuration `through` (`HeartbeatRequest.applied_through`).
+    /// Changes on another set than the one held renew the lease and
+    /// change nothing else (not `through` either): the answer's
+    /// `held_seq` tells the proxy to send
     /// its set whole.
     pub fn heartbeat_update(
         &mut self,
