@@ -418,8 +418,7 @@ impl CutoverEngine {
     /// configuration `through` (`HeartbeatRequest.applied_through`).
     /// Changes on another set than the one held renew the lease and
     /// change nothing else (not `through` either): the answer's
-    /// `held_seq` tells the proxy to send
-    /// its set whole.
+    /// `held_seq` tells the proxy to send its set whole.
     pub fn heartbeat_update(
         &mut self,
         state: &ReplicatedState,
