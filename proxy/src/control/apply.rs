@@ -106,13 +106,15 @@ fn step(
         });
         dataplane.set_warming(warming.clone());
         *shared.reported.lock().unwrap_or_else(|e| e.into_inner()) = reported(guard, warming);
-        let mut served = shared.applied.lock().unwrap_or_else(|e| e.into_inner());
-        // Said anew only when a served generation moved (or nothing was
-        // said yet): what was true of the configuration named stays true
-        // while nothing served changes, and a configuration that changes
-        // nothing served then costs no heartbeat.
-        if !report.applied.is_empty() || served.through == 0 {
-            *served = applied(guard, snapshot);
+        {
+            let mut served = shared.applied.lock().unwrap_or_else(|e| e.into_inner());
+            // Said anew only when a served generation moved (or nothing
+            // was said yet): what was true of the configuration named
+            // stays true while nothing served changes, and a configuration
+            // that changes nothing served then costs no heartbeat.
+            if !report.applied.is_empty() || served.through == 0 {
+                *served = applied(guard, snapshot);
+            }
         }
         // A new leader, or the same one, should hear of it at once.
         shared.report_now.notify_one();

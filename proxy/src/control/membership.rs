@@ -6,8 +6,12 @@
 //! Evidence and applied generations go whole once, then as the changes
 //! since what the leader acknowledged ([`switchyard_proto::incremental`]):
 //! a renewal in which nothing changed is two small messages, whatever
-//! the number of routes. When an answer shows the leader holds something
-//! else (a new leader, a lost answer), the set goes whole at once. A round
+//! the number of routes. Applied generations are said by configuration
+//! version (`applied_through`), the set listing only the routes served
+//! otherwise (see the apply loop's `AppliedThrough`): the heartbeat is due
+//! when that version or the set moved. When an answer shows the leader
+//! holds something else (a new leader, a lost answer), the set goes whole
+//! at once. A round
 //! runs every heartbeat interval and whenever the served generations, the
 //! evidence or the listener sockets change; it sends each set only when it
 //! changed or is an interval old, so a change costs the leader one call

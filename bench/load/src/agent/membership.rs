@@ -283,6 +283,9 @@ struct Senders {
 /// it keeps up.
 #[derive(Default)]
 struct Served {
+    /// The newest configuration version received (a heartbeat's
+    /// `config_version`).
+    received: u64,
     through: u64,
     /// The served generations of `through`'s view (to see them move).
     generations: OrdMap<ObjectName, u64>,
@@ -293,6 +296,7 @@ impl Served {
     /// Moves to `view`'s version when its served generations differ from
     /// the ones said (O(change): the maps share their structure).
     fn follow(&mut self, view: &View) {
+        self.received = view.version;
         if !self.generations.ptr_eq(&view.applied) && self.generations != view.applied {
             self.through = view.version;
             self.generations = view.applied.clone();
@@ -345,7 +349,7 @@ async fn heartbeat(
         .send(&served.exceptions, |update| {
             let mut request = pb::HeartbeatRequest {
                 proxy_id: agent.id.clone(),
-                config_version: served.through,
+                config_version: served.received,
                 registration,
                 applied_through: served.through,
                 ..Default::default()
