@@ -467,7 +467,6 @@ async fn heartbeat_changes_on_a_set_the_leader_does_not_hold_are_refused_and_it_
 async fn a_digest_another_proxy_was_just_asked_for_waits_for_that_set_and_is_taken_by_digest()
 -> anyhow::Result<()> {
     use switchyard_proto::incremental::{AWAIT_WHOLE, SetUpdate, digest};
-    use switchyard_proto::model::ObjectName;
     let coordinator = Coordinator::start().await?;
     coordinator.apply(&manifests::base()).await?;
     let mut fleet = coordinator.fleet_client();

@@ -200,7 +200,7 @@ pub(super) async fn run(
             }
             // After a failed report the heartbeat goes anyway, as a
             // proxy's does (the leader may have changed).
-            let due = senders.applied.due(&served.exceptions, now, interval)
+            let due = senders.applied.due(&Served::exceptions(), now, interval)
                 || senders.applied_through != served.through;
             let heartbeat_to = if reported_to.is_none() || due {
                 heartbeat(&agent, &fleet, &router, registration, &served, &mut senders).await
@@ -278,9 +278,9 @@ struct Senders {
 
 /// What heartbeats say an agent serves (`HeartbeatRequest.applied_through`):
 /// every active generation of configuration `through`. An agent warms at
-/// once, so it never lists a route served otherwise: `exceptions` stays
-/// empty, and a heartbeat costs the leader O(1) — as a proxy's does while
-/// it keeps up.
+/// once, so it never lists a route served otherwise: the set it sends
+/// ([`Served::exceptions`]) is always empty, and a heartbeat costs the
+/// leader O(1) — as a proxy's does while it keeps up.
 #[derive(Default)]
 struct Served {
     /// The newest configuration version received (a heartbeat's
@@ -289,10 +289,14 @@ struct Served {
     through: u64,
     /// The served generations of `through`'s view (to see them move).
     generations: OrdMap<ObjectName, u64>,
-    exceptions: OrdMap<ObjectName, u64>,
 }
 
 impl Served {
+    /// The routes served otherwise than `through` says: none.
+    fn exceptions() -> OrdMap<ObjectName, u64> {
+        OrdMap::new()
+    }
+
     /// Moves to `view`'s version when its served generations differ from
     /// the ones said (O(change): the maps share their structure).
     fn follow(&mut self, view: &View) {
@@ -346,7 +350,7 @@ async fn heartbeat(
 ) -> Option<bool> {
     let sent = senders
         .applied
-        .send(&served.exceptions, |update| {
+        .send(&Served::exceptions(), |update| {
             let mut request = pb::HeartbeatRequest {
                 proxy_id: agent.id.clone(),
                 config_version: served.received,
@@ -364,7 +368,7 @@ async fn heartbeat(
         })
         .await;
     // Taken with the set, when the leader holds the set sent.
-    if sent.as_ref().is_ok_and(|known| *known) && senders.applied.holds(&served.exceptions) {
+    if sent.as_ref().is_ok_and(|known| *known) && senders.applied.holds(&Served::exceptions()) {
         senders.applied_through = served.through;
     }
     known(fleet, sent)
