@@ -332,7 +332,8 @@ fn status_of(reply: &pb::StatusReply) -> anyhow::Result<switchyard_proto::model:
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_status_of_some_routes_has_their_rows_alone() -> anyhow::Result<()> {
+async fn a_status_of_some_routes_has_their_rows_alone_and_proxy_rows_unless_left_out()
+-> anyhow::Result<()> {
     let coordinator = Coordinator::start().await?;
     coordinator.apply(&manifests::base()).await?;
     coordinator.apply(&two_routes()).await?;
@@ -341,25 +342,54 @@ async fn a_status_of_some_routes_has_their_rows_alone() -> anyhow::Result<()> {
         s.routes.iter().map(|r| r.name.clone()).collect::<Vec<_>>()
     };
 
+    coordinator
+        .fleet_client()
+        .register(pb::RegisterRequest::for_proxy("agent", "a", ""))
+        .await?;
+    let proxy_ids = |s: &switchyard_proto::model::ClusterStatus| {
+        s.proxies.iter().map(|p| p.id.clone()).collect::<Vec<_>>()
+    };
+
     let all = status_of(admin.status(pb::StatusRequest::default()).await?.get_ref())?;
     assert_eq!(names(&all), ["app", "other"]);
+    assert_eq!(proxy_ids(&all), ["agent"]);
     let only = pb::StatusRequest {
         routes: vec!["demo/other".into(), "demo/not-stored".into()],
         only_routes: true,
+        without_proxies: false,
     };
     let some = status_of(admin.status(only.clone()).await?.get_ref())?;
     assert_eq!(names(&some), ["other"], "a name not stored has no row");
     assert_eq!(some.applied_index, all.applied_index);
+    assert_eq!(proxy_ids(&some), ["agent"], "proxy rows unless left out");
     let none = pb::StatusRequest {
         routes: vec![],
         only_routes: true,
+        without_proxies: false,
     };
     let bare = status_of(admin.status(none).await?.get_ref())?;
     assert!(bare.routes.is_empty() && bare.leader.is_some());
+    assert_eq!(proxy_ids(&bare), ["agent"]);
+    let routes_alone = pb::StatusRequest {
+        without_proxies: true,
+        ..only.clone()
+    };
+    let lean = status_of(admin.status(routes_alone.clone()).await?.get_ref())?;
+    assert_eq!(names(&lean), ["other"]);
+    assert!(lean.proxies.is_empty(), "{:?}", lean.proxies);
+    assert_eq!(lean.routes, some.routes);
+    let lean_everything = pb::StatusRequest {
+        without_proxies: true,
+        ..Default::default()
+    };
+    let lean_all = status_of(admin.status(lean_everything).await?.get_ref())?;
+    assert_eq!(names(&lean_all), ["app", "other"]);
+    assert!(lean_all.proxies.is_empty());
 
     let bad = pb::StatusRequest {
         routes: vec!["no-namespace".into()],
         only_routes: true,
+        without_proxies: false,
     };
     let refused = admin.status(bad).await.expect_err("a bad route name");
     assert_eq!(refused.code(), tonic::Code::InvalidArgument);
@@ -374,6 +404,11 @@ async fn a_status_of_some_routes_has_their_rows_alone() -> anyhow::Result<()> {
     let mut watch = admin.watch_status(only).await?.into_inner();
     let first = watch.message().await?.context("a first status")?;
     assert_eq!(names(&status_of(&first)?), ["other"]);
+    assert_eq!(proxy_ids(&status_of(&first)?), ["agent"]);
+    let mut lean_watch = admin.watch_status(routes_alone).await?.into_inner();
+    let first = status_of(&lean_watch.message().await?.context("a first status")?)?;
+    assert_eq!(names(&first), ["other"]);
+    assert!(first.proxies.is_empty());
     Ok(())
 }
 

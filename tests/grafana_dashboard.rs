@@ -294,7 +294,7 @@ fn touch_every_family(proxy: &Metrics, coordinator: &CoordinatorMetrics) {
         })
         .inc();
     proxy.record_upgrade(&backend, UpgradeOutcome::Tunnelled);
-    coordinator.set_live_proxies(&BTreeMap::from([("p1".to_owned(), "zone-a".to_owned())]));
+    coordinator.set_live_proxies(&BTreeMap::from([("p1", "zone-a")]));
 }
 
 fn encode(registry: &prometheus_client::registry::Registry) -> String {

@@ -155,7 +155,15 @@ impl AdminClient {
         &mut self,
         only: Option<&BTreeSet<ObjectName>>,
     ) -> Result<ClusterStatus, WaitError> {
-        let mut status = self.status_once(only).await?;
+        self.fetch_scoped(status_request(only)).await
+    }
+
+    /// [`AdminClient::fetch_status_of`] for `request`.
+    async fn fetch_scoped(
+        &mut self,
+        request: pb::StatusRequest,
+    ) -> Result<ClusterStatus, WaitError> {
+        let mut status = self.status_once(&request).await?;
         if let Some(leader) = status.leader
             && leader != status.answered_by
             && let Some(address) = status.members.get(&leader).cloned()
@@ -163,7 +171,7 @@ impl AdminClient {
             // Ask the leader, and keep asking it first from now on (its
             // channel is cached like every other).
             self.preferred = Some(address);
-            if let Ok(from_leader) = self.status_once(only).await {
+            if let Ok(from_leader) = self.status_once(&request).await {
                 status = from_leader;
             }
         }
@@ -173,14 +181,13 @@ impl AdminClient {
     /// The status as the first reachable coordinator sees it, without
     /// going on to the leader (to compare coordinators with each other).
     pub async fn fetch_status_here(&mut self) -> Result<ClusterStatus, WaitError> {
-        self.status_once(None).await
+        self.status_once(&status_request(None)).await
     }
 
     async fn status_once(
         &mut self,
-        only: Option<&BTreeSet<ObjectName>>,
+        request: &pb::StatusRequest,
     ) -> Result<ClusterStatus, WaitError> {
-        let request = status_request(only);
         let reply = self
             .call(true, |mut c| {
                 let request = request.clone();
@@ -206,8 +213,14 @@ impl AdminClient {
         let deadline = Instant::now() + timeout;
         let mut last_line = String::new();
         let only: BTreeSet<ObjectName> = targets.keys().cloned().collect();
+        // Route rows only: polled every few milliseconds, an answer with
+        // every proxy's row would cost the leader O(proxies) each time.
+        let request = pb::StatusRequest {
+            without_proxies: true,
+            ..status_request(Some(&only))
+        };
         loop {
-            let status = self.fetch_status_of(Some(&only)).await?;
+            let status = self.fetch_scoped(request.clone()).await?;
             let mut waiting = Vec::new();
             let behind = status.applied_index < after_index;
             if behind {
@@ -256,6 +269,7 @@ pub fn status_request(only: Option<&BTreeSet<ObjectName>>) -> pb::StatusRequest 
         Some(names) => pb::StatusRequest {
             routes: names.iter().map(ToString::to_string).collect(),
             only_routes: true,
+            without_proxies: false,
         },
     }
 }

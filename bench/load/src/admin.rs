@@ -57,6 +57,7 @@ pub fn request(only: Option<&[String]>) -> pb::StatusRequest {
                 .map(|n| format!("{}/{n}", crate::routes::NAMESPACE))
                 .collect(),
             only_routes: true,
+            without_proxies: false,
         },
     }
 }
@@ -153,7 +154,15 @@ pub async fn watch_until(
 ) -> anyhow::Result<u64> {
     let mut c = streaming_client(address, security)?;
     let deadline = tokio::time::Instant::now() + within;
-    let mut stream = tokio::time::timeout_at(deadline, c.watch_status(request(only)))
+    // Route rows only, as `switchyard apply --wait` asks: every waiter here
+    // looks at routes, and a row per proxy in each of the many statuses a
+    // change brings would cost the leader (and this process) O(proxies)
+    // each.
+    let request = pb::StatusRequest {
+        without_proxies: true,
+        ..request(only)
+    };
+    let mut stream = tokio::time::timeout_at(deadline, c.watch_status(request))
         .await
         .with_context(|| format!("WatchStatus on {address} did not answer within {within:?}"))?
         .map_err(|s| anyhow::anyhow!("WatchStatus on {address}: {}", s.message()))?

@@ -1,23 +1,31 @@
 //! Proxy leases: when each proxy was last heard from.
 
-use std::collections::BTreeMap;
+use imbl::OrdMap;
 
-/// Last-seen times of proxies, in ms since the Unix epoch.
+/// Last-seen times of proxies, in ms since the Unix epoch. A persistent
+/// map: copies of the engine share it (see `CutoverEngine`).
 #[derive(Debug, Clone, Default)]
 pub struct Leases {
-    last_seen: BTreeMap<String, (String, u64)>,
+    last_seen: OrdMap<String, (String, u64)>,
 }
 
 impl Leases {
     /// Records that `proxy` (in `zone`) was heard from at `now_ms`. Time
     /// never goes backwards for a lease, even if the caller's clock does.
     pub fn renew(&mut self, proxy: &str, zone: &str, now_ms: u64) {
-        let entry = self
-            .last_seen
-            .entry(proxy.to_string())
-            .or_insert_with(|| (zone.to_string(), now_ms));
-        entry.0 = zone.to_string();
-        entry.1 = entry.1.max(now_ms);
+        // The common case, a known proxy in its zone, allocates nothing.
+        match self.last_seen.get_mut(proxy) {
+            Some((known_zone, seen)) => {
+                if known_zone != zone {
+                    *known_zone = zone.to_string();
+                }
+                *seen = (*seen).max(now_ms);
+            }
+            None => {
+                self.last_seen
+                    .insert(proxy.to_string(), (zone.to_string(), now_ms));
+            }
+        }
     }
 
     /// Whether the proxy has a lease at all.
@@ -38,8 +46,11 @@ impl Leases {
     /// Renews every lease at `now_ms` (a leader that was cut off from its
     /// quorum and is back: nobody could reach it meanwhile).
     pub fn renew_all(&mut self, now_ms: u64) {
-        for (_, seen) in self.last_seen.values_mut() {
-            *seen = (*seen).max(now_ms);
+        let ids: Vec<String> = self.last_seen.keys().cloned().collect();
+        for id in ids {
+            if let Some((_, seen)) = self.last_seen.get_mut(&id) {
+                *seen = (*seen).max(now_ms);
+            }
         }
     }
 

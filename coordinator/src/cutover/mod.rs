@@ -61,6 +61,7 @@ pub use verdict::{Verdict, evaluate};
 pub use with_apply::MAX_ROUTES_JUDGED_WITH_APPLY;
 
 use crate::state::ReplicatedState;
+use imbl::OrdMap;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use switchyard_proto::incremental::{Changed, HeldSet, KnownSets, Missed, NotHeld, SetUpdate};
@@ -157,6 +158,10 @@ impl Heard {
     };
 }
 
+/// The live proxies at one moment, id to zone, borrowed from the state
+/// they were read from ([`CutoverEngine::live_proxies`]).
+pub type LiveProxies<'s> = BTreeMap<&'s str, &'s str>;
+
 /// The leader's view of the fleet.
 #[derive(Debug, Clone)]
 pub struct CutoverEngine {
@@ -174,13 +179,17 @@ pub struct CutoverEngine {
     leases: Leases,
     /// The registration (log index) each known proxy's soft state belongs
     /// to. When a proxy registers again, what it said before is dropped.
-    registrations: BTreeMap<String, u64>,
+    /// This and the other per-proxy maps are persistent maps: a copy of
+    /// the engine (each look of the leader loop, each status) shares them
+    /// and costs O(1) whatever the fleet's size; a change while a copy is
+    /// alive copies only the path to what changed.
+    registrations: OrdMap<String, u64>,
     /// Each proxy's latest report. A report replaces the previous one
     /// (whole, or by the changes it lists), and one older than a lease TTL
     /// does not count.
-    evidence: BTreeMap<String, Arc<Report>>,
+    evidence: OrdMap<String, Arc<Report>>,
     /// Each proxy's applied generations, from its heartbeats.
-    applied: BTreeMap<String, Arc<Applied>>,
+    applied: OrdMap<String, Arc<Applied>>,
     /// The large applied sets and evidence lately sent whole, by digest:
     /// a proxy whose set another proxy already sent names it by digest,
     /// and it is taken without its entries (a new leader then is not sent every
@@ -247,9 +256,9 @@ impl CutoverEngine {
             leader_since_ms: now_ms,
             grace_reported: false,
             leases: Leases::default(),
-            registrations: BTreeMap::new(),
-            evidence: BTreeMap::new(),
-            applied: BTreeMap::new(),
+            registrations: OrdMap::new(),
+            evidence: OrdMap::new(),
+            applied: OrdMap::new(),
             known_applied: KnownSets::default(),
             known_evidence: KnownSets::default(),
             route_names: names::Interner::default(),
@@ -583,19 +592,19 @@ impl CutoverEngine {
     }
 
     /// Ids and zones of proxies that are registered and whose lease is
-    /// current at `now_ms`.
-    pub fn live_proxies(&self, state: &ReplicatedState, now_ms: u64) -> BTreeMap<String, String> {
-        self.live_in(state, now_ms)
-            .map(|(id, zone)| (id.to_string(), zone.to_string()))
-            .collect()
+    /// current at `now_ms`, borrowed from `state`: O(P) lookups, no copy
+    /// of any id (this runs on every look of the leader loop and every
+    /// status).
+    pub fn live_proxies<'s>(&self, state: &'s ReplicatedState, now_ms: u64) -> LiveProxies<'s> {
+        self.live_in(state, now_ms).collect()
     }
 
-    /// [`CutoverEngine::live_proxies`], borrowed from `state`.
-    fn live_in<'s>(
-        &'s self,
+    /// [`CutoverEngine::live_proxies`], one at a time.
+    fn live_in<'e, 's>(
+        &'e self,
         state: &'s ReplicatedState,
         now_ms: u64,
-    ) -> impl Iterator<Item = (&'s str, &'s str)> {
+    ) -> impl Iterator<Item = (&'s str, &'s str)> + use<'e, 's> {
         state
             .proxies
             .values()

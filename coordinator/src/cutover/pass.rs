@@ -23,9 +23,9 @@
 //! [`CutoverEngine::finish_pass`] and the applied-generation summaries.
 //! Does not own: the judgement itself (`super::judge`).
 
-use super::{CutoverEngine, Judgement};
+use super::{CutoverEngine, Judgement, LiveProxies};
 use crate::state::ReplicatedState;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use switchyard_proto::model::{BackendKey, ObjectName};
 
 /// What a pass must judge.
@@ -234,7 +234,7 @@ impl CutoverEngine {
     /// answer without its summary, stopping at the first proxy behind. O(P).
     pub fn ready_everywhere(
         &self,
-        live: &BTreeMap<String, String>,
+        live: &LiveProxies<'_>,
         state: &ReplicatedState,
         route: &ObjectName,
     ) -> bool {
@@ -250,7 +250,7 @@ impl CutoverEngine {
     /// per look at 200 proxies, half a second the next decision waited.
     pub fn ready_everywhere_past(
         &self,
-        live: &BTreeMap<String, String>,
+        live: &LiveProxies<'_>,
         state: &ReplicatedState,
         route: &ObjectName,
         blocker: &mut Option<String>,
@@ -275,7 +275,7 @@ impl CutoverEngine {
         }
         match live.keys().find(|p| !serves(p)) {
             Some(behind) => {
-                *blocker = Some(behind.clone());
+                *blocker = Some((*behind).to_string());
                 false
             }
             None => true,
@@ -298,7 +298,7 @@ impl CutoverEngine {
     /// routes at once. O(P).
     pub fn applied_summary_among(
         &self,
-        live: &BTreeMap<String, String>,
+        live: &LiveProxies<'_>,
         state: &ReplicatedState,
         route: &ObjectName,
     ) -> Option<(String, bool)> {
@@ -308,7 +308,7 @@ impl CutoverEngine {
             .keys()
             .filter(|p| {
                 self.applied
-                    .get(*p)
+                    .get(**p)
                     .is_some_and(|a| a.serves(route, record, generation))
             })
             .count();

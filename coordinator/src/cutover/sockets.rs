@@ -9,7 +9,7 @@
 //! (`gateway_api::listener_port_state`, which the status readers call).
 
 use super::CutoverEngine;
-use std::collections::BTreeMap;
+use imbl::OrdMap;
 use switchyard_proto::model::ListenerBinding;
 
 impl CutoverEngine {
@@ -27,10 +27,11 @@ impl CutoverEngine {
     }
 }
 
-/// Per proxy id: its sockets as last reported.
+/// Per proxy id: its sockets as last reported. A persistent map: copies
+/// of the engine share it (see `CutoverEngine`).
 #[derive(Debug, Clone, Default)]
 pub struct FleetSockets {
-    by_proxy: BTreeMap<String, Vec<ListenerBinding>>,
+    by_proxy: OrdMap<String, Vec<ListenerBinding>>,
 }
 
 impl FleetSockets {

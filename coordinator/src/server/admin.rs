@@ -96,10 +96,10 @@ impl AdminService for Admin {
         &self,
         request: Request<pb::StatusRequest>,
     ) -> Result<Response<pb::StatusReply>, Status> {
-        let only = super::status::filter(request.get_ref())?;
+        let scope = super::status::scope(request.get_ref())?;
         Ok(Response::new(super::status::reply(
             &self.coordinator,
-            only.as_ref(),
+            &scope,
         )?))
     }
 
@@ -109,7 +109,7 @@ impl AdminService for Admin {
         &self,
         request: Request<pb::StatusRequest>,
     ) -> Result<Response<Self::WatchStatusStream>, Status> {
-        let only = super::status::filter(request.get_ref())?;
+        let scope = super::status::scope(request.get_ref())?;
         let coordinator = self.coordinator.clone();
         let mut changes = coordinator.status_changes.subscribe();
         let open = coordinator.metrics.stream_opened("status");
@@ -117,7 +117,7 @@ impl AdminService for Admin {
             let _open = open;
             let mut last = None;
             loop {
-                let reply = super::status::reply(&coordinator, only.as_ref());
+                let reply = super::status::reply(&coordinator, &scope);
                 let text = reply.as_ref().ok().map(|r| r.status_json.clone());
                 if text != last {
                     last = text;

@@ -43,7 +43,7 @@
 //! after it is judged at once.
 
 use super::{Coordinator, now_ms};
-use crate::cutover::{CutoverEngine, Decision};
+use crate::cutover::{CutoverEngine, Decision, LiveProxies};
 use crate::raft::ProposeError;
 use crate::state::ReplicatedState;
 use std::collections::BTreeMap;
@@ -281,9 +281,8 @@ async fn decide(
         Look::Awaiting(copy) => (copy, false),
         Look::Pass(copy) => (copy, true),
     };
-    let live = copy.live_proxies(state, now);
     if pass {
-        refresh_live_gauge(coordinator, &live);
+        refresh_live_gauge(coordinator, &copy.live_proxies(state, now));
     }
     // The three handles the blocking task updates (each an `Arc`), not a
     // copy of every metric.
@@ -294,6 +293,7 @@ async fn decide(
     let mut waiting = std::mem::take(awaiting);
     let ran = tokio::task::spawn_blocking(move || {
         let until = std::time::Instant::now() + AWAITING_CHECK_TIME;
+        let live = copy.live_proxies(&pass_state, now);
         waiting.check_some(AWAITING_CHECKS_PER_LOOK, until, |route, awaiting| {
             let still_active = pass_state
                 .routes
@@ -455,7 +455,7 @@ fn look(
     }
 }
 
-fn refresh_live_gauge(coordinator: &Coordinator, live: &BTreeMap<String, String>) {
+fn refresh_live_gauge(coordinator: &Coordinator, live: &LiveProxies<'_>) {
     coordinator.metrics.set_live_proxies(live);
 }
 

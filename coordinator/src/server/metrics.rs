@@ -313,10 +313,10 @@ impl CoordinatorMetrics {
 
     /// Sets `live_proxies` from the live proxies (id to zone): one series
     /// per zone that has any, the others removed.
-    pub fn set_live_proxies(&self, live: &BTreeMap<String, String>) {
+    pub fn set_live_proxies(&self, live: &crate::cutover::LiveProxies<'_>) {
         let mut per_zone: BTreeMap<&str, i64> = BTreeMap::new();
         for zone in live.values() {
-            *per_zone.entry(zone.as_str()).or_default() += 1;
+            *per_zone.entry(zone).or_default() += 1;
         }
         self.live_proxies.clear();
         for (zone, count) in per_zone {

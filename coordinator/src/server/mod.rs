@@ -332,7 +332,7 @@ impl Coordinator {
     /// The status the admin `Status` RPC answers: replicated facts, plus
     /// evidence, applied generations and proxy liveness on the leader.
     pub fn status(&self) -> ClusterStatus {
-        status::cluster_status(self, None)
+        status::cluster_status(self, &status::StatusScope::default())
     }
 
     /// Ticks whenever something [`Coordinator::status`] shows may have

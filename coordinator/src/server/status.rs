@@ -8,25 +8,34 @@ use switchyard_proto::model::{ClusterStatus, ObjectName};
 use switchyard_proto::pb;
 use tonic::Status;
 
+/// What a status request asks for: the route rows of `routes` (every
+/// route for `None`), and the proxy rows unless `without_proxies`.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct StatusScope {
+    pub routes: Option<BTreeSet<ObjectName>>,
+    pub without_proxies: bool,
+}
+
 /// The status as this coordinator sees it, with a row for each route in
-/// `only` (every route for `None`): the work per route (its verdict, its
-/// applied generation on every live proxy) is O(proxies), so a filtered
-/// status costs what its routes cost.
-pub(crate) fn cluster_status(
-    c: &Coordinator,
-    only: Option<&BTreeSet<ObjectName>>,
-) -> ClusterStatus {
+/// the scope: the work per route (its verdict, its applied generation on
+/// every live proxy) is O(proxies), so a filtered status costs what its
+/// routes cost; the proxy rows cost O(proxies) more, unless left out.
+pub(crate) fn cluster_status(c: &Coordinator, scope: &StatusScope) -> ClusterStatus {
     let state = c.node.state().borrow().clone();
     let metrics = c.node.metrics().borrow().clone();
     let now = now_ms();
-    let mut routes = state.route_statuses_of(only);
-    let mut proxies = state.proxy_statuses();
-    // A copy (O(proxies)): the per-route work below runs without the
-    // engine lock, which heartbeats take too.
+    let mut routes = state.route_statuses_of(scope.routes.as_ref());
+    let mut proxies = if scope.without_proxies {
+        Vec::new()
+    } else {
+        state.proxy_statuses()
+    };
+    // A copy (O(1): the engine's per-proxy maps are shared): the per-route
+    // work below runs without the engine lock, which heartbeats take too.
     if let Some(engine) = c.with_engine(|engine| engine.clone()) {
         let live = engine.live_proxies(&state, now);
         for proxy in &mut proxies {
-            proxy.live = live.contains_key(&proxy.id);
+            proxy.live = live.contains_key(proxy.id.as_str());
             proxy.listeners = engine.sockets_of(&proxy.id).map(<[_]>::to_vec);
         }
         for row in &mut routes {
@@ -78,9 +87,18 @@ pub(crate) fn cluster_status(
     }
 }
 
-/// The route filter of a status request: `None` for every route, or the
-/// names asked for (`namespace/name`), or why one does not parse.
-pub(crate) fn filter(request: &pb::StatusRequest) -> Result<Option<BTreeSet<ObjectName>>, Status> {
+/// The scope of a status request: every route or the names asked for
+/// (`namespace/name`), with or without proxy rows; or why a name does not
+/// parse.
+pub(crate) fn scope(request: &pb::StatusRequest) -> Result<StatusScope, Status> {
+    Ok(StatusScope {
+        routes: route_filter(request)?,
+        without_proxies: request.without_proxies,
+    })
+}
+
+/// The route filter of a status request: `None` for every route.
+fn route_filter(request: &pb::StatusRequest) -> Result<Option<BTreeSet<ObjectName>>, Status> {
     if !request.only_routes {
         return Ok(None);
     }
@@ -100,11 +118,8 @@ pub(crate) fn filter(request: &pb::StatusRequest) -> Result<Option<BTreeSet<Obje
 }
 
 /// The status as a gRPC reply.
-pub(crate) fn reply(
-    c: &Coordinator,
-    only: Option<&BTreeSet<ObjectName>>,
-) -> Result<pb::StatusReply, Status> {
-    let status_json = serde_json::to_vec(&cluster_status(c, only))
+pub(crate) fn reply(c: &Coordinator, scope: &StatusScope) -> Result<pb::StatusReply, Status> {
+    let status_json = serde_json::to_vec(&cluster_status(c, scope))
         .map_err(|e| Status::internal(format!("status does not serialize: {e}")))?;
     Ok(pb::StatusReply { status_json })
 }
