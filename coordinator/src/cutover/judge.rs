@@ -179,7 +179,8 @@ impl CutoverEngine {
     }
 
     /// The verdict on one route's pending transition, if it has one.
-    /// O(P) for the fleet plus the route's own work.
+    /// O(P) for the fleet plus the route's own work; O(log R) for a route
+    /// with nothing pending (a status asks of every route it shows).
     pub fn verdict(
         &self,
         state: &ReplicatedState,
@@ -187,6 +188,7 @@ impl CutoverEngine {
         now_ms: u64,
     ) -> Option<Verdict> {
         let record = state.routes.get(route)?;
+        record.pending.as_ref()?;
         let mut view = FleetView::new(self, state, now_ms);
         self.verdict_in(&mut view, state, record)
             .map(|(verdict, _)| verdict)
