@@ -748,5 +748,76 @@ impl<K: Ord + Clone + Canonical, V: Clone + PartialEq + Canonical> SetSender<K, 
     }
 }
 
+/// A [`SetSender`] whose set is what a heartbeat lists beside a
+/// configuration version (`HeartbeatRequest.applied_through`: the proxy
+/// serves every active generation of that version, but the routes the set
+/// lists). Owns the rule both the proxy and the load tool's agents follow:
+/// the heartbeat is due when the set is ([`SetSender::due`]) or the version
+/// moved since the receiver took one with the set it holds; the version is
+/// noted as taken only when the receiver holds the set sent with it.
+#[derive(Debug, Clone)]
+pub struct VersionedSetSender<K: Ord + Clone, V: Clone> {
+    set: SetSender<K, V>,
+    /// The version the receiver took with the set it holds (0: none).
+    through: u64,
+}
+
+impl<K: Ord + Clone, V: Clone> Default for VersionedSetSender<K, V> {
+    fn default() -> Self {
+        VersionedSetSender {
+            set: SetSender::default(),
+            through: 0,
+        }
+    }
+}
+
+impl<K: Ord + Clone + Canonical, V: Clone + PartialEq + Canonical> VersionedSetSender<K, V> {
+    /// Whether a round should send `listed` with `through` at `now`.
+    pub fn due(
+        &self,
+        listed: &OrdMap<K, V>,
+        through: u64,
+        now: Instant,
+        renew_every: Duration,
+    ) -> bool {
+        self.set.due(listed, now, renew_every) || self.through != through
+    }
+
+    /// Sends `listed` by `call` as [`SetSender::send`] does (`call` puts
+    /// `through` beside it); the version counts as taken once the answer
+    /// shows the receiver holds `listed`.
+    pub async fn send<T, E, Fut>(
+        &mut self,
+        listed: &OrdMap<K, V>,
+        through: u64,
+        call: impl FnMut(SetUpdate<K, V>) -> Fut,
+    ) -> Result<T, E>
+    where
+        Fut: Future<Output = Result<(T, u64), E>>,
+    {
+        let answer = self.set.send(listed, call).await;
+        if answer.is_ok() && self.set.holds(listed) {
+            self.through = through;
+        }
+        answer
+    }
+
+    /// [`SetSender::renew`].
+    pub fn renew(&mut self) {
+        self.set.renew();
+    }
+
+    /// [`SetSender::reset`]: a new registration holds nothing, so the set
+    /// goes (and the version with it) at the next round.
+    pub fn reset(&mut self) {
+        self.set.reset();
+    }
+
+    /// [`SetSender::until_renewal`].
+    pub fn until_renewal(&self, now: Instant, renew_every: Duration) -> Duration {
+        self.set.until_renewal(now, renew_every)
+    }
+}
+
 #[cfg(test)]
 mod tests;

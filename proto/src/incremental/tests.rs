@@ -395,6 +395,48 @@ fn a_set_the_receiver_holds_is_due_again_only_for_renewal() {
     assert_eq!(sender.until_renewal(Instant::now(), every), every);
 }
 
+#[test]
+fn a_version_is_due_until_taken_with_the_set_the_receiver_holds() {
+    let every = Duration::from_secs(3600);
+    let mut sender = VersionedSetSender::default();
+    let mut receiver = HeldSet::default();
+    let listed = set(&[]);
+    let now = Instant::now;
+    assert!(sender.due(&listed, 0, now(), every), "nothing held yet");
+
+    // Taken with the set: neither moved, nothing due.
+    let sent: Result<(), ()> = block_on_ready(sender.send(&listed, 5, |update| {
+        receiver.take(update).unwrap();
+        std::future::ready(Ok(((), receiver.seq())))
+    }));
+    sent.unwrap();
+    assert!(!sender.due(&listed, 5, now(), every));
+    // The version moved, the set did not: due.
+    assert!(sender.due(&listed, 6, now(), every));
+
+    // An answer showing the receiver holds another set (a new leader, a
+    // new registration: sequence 0) does not take the version either.
+    let refused: Result<(), ()> =
+        block_on_ready(sender.send(&listed, 6, |_| std::future::ready(Ok(((), 0)))));
+    refused.unwrap();
+    assert!(sender.due(&listed, 6, now(), every));
+    assert!(sender.due(&listed, 5, now(), every), "the set is not held");
+
+    // A failed call takes nothing.
+    let failed: Result<(), ()> =
+        block_on_ready(sender.send(&listed, 6, |_| std::future::ready(Err(()))));
+    assert!(failed.is_err());
+    assert!(sender.due(&listed, 6, now(), every));
+
+    let mut receiver = HeldSet::default();
+    let sent: Result<(), ()> = block_on_ready(sender.send(&listed, 6, |update| {
+        receiver.take(update).unwrap();
+        std::future::ready(Ok(((), receiver.seq())))
+    }));
+    sent.unwrap();
+    assert!(!sender.due(&listed, 6, now(), every));
+}
+
 /// Drives a future that never waits (the calls above answer at once).
 fn block_on_ready<F: std::future::Future>(future: F) -> F::Output {
     let waker = std::task::Waker::noop();

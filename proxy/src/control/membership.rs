@@ -32,7 +32,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
-use switchyard_proto::incremental::SetSender;
+use switchyard_proto::incremental::{SetSender, VersionedSetSender};
 use switchyard_proto::model::{BackendEvidence, BackendKey, ObjectName};
 use switchyard_proto::pb;
 use switchyard_proto::pb::fleet_service_client::FleetServiceClient;
@@ -51,10 +51,9 @@ const MIN_HEARTBEAT_INTERVAL: Duration = Duration::from_millis(50);
 /// What the leader acknowledged holding of this proxy's sets.
 #[derive(Default)]
 struct Senders {
-    applied: SetSender<ObjectName, u64>,
-    /// The configuration version (`AppliedThrough::through`) the leader took with
-    /// the applied set last: a newer one makes the heartbeat due.
-    applied_through: u64,
+    /// The routes served otherwise, beside the configuration version
+    /// (`AppliedThrough`).
+    applied: VersionedSetSender<ObjectName, u64>,
     evidence: SetSender<BackendKey, BackendEvidence>,
 }
 
@@ -281,15 +280,9 @@ async fn round(
     // After a failed report the heartbeat goes whether due or not: the
     // leader may have changed, and a new one ends its grace only when
     // every proxy heartbeated to it.
-    let due = senders.applied.due(&applied.exceptions, now, interval)
-        || senders.applied_through != applied.through;
+    let due = (senders.applied).due(&applied.exceptions, applied.through, now, interval);
     let beat = if reported.is_err() || due {
-        let beat = heartbeat(shared, lag, &mut senders.applied, &applied).await;
-        // Taken with the set, when the leader holds the set sent.
-        if beat.is_ok() && senders.applied.holds(&applied.exceptions) {
-            senders.applied_through = applied.through;
-        }
-        beat
+        heartbeat(shared, lag, &mut senders.applied, &applied).await
     } else {
         Ok(())
     };
@@ -374,11 +367,11 @@ async fn register(shared: &Shared) -> Result<pb::RegisterReply, ControlError> {
 async fn heartbeat(
     shared: &Shared,
     lag: &mut LagDetector,
-    sender: &mut SetSender<ObjectName, u64>,
+    sender: &mut VersionedSetSender<ObjectName, u64>,
     applied: &AppliedThrough,
 ) -> Result<(), ControlError> {
     let (held, leader) = sender
-        .send(&applied.exceptions, |update| {
+        .send(&applied.exceptions, applied.through, |update| {
             let held = shared.held_version.load(Ordering::Relaxed);
             let registration = shared.registration.load(Ordering::Relaxed);
             let mut request = pb::HeartbeatRequest {

@@ -19,7 +19,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
-use switchyard_proto::incremental::SetSender;
+use switchyard_proto::incremental::{SetSender, VersionedSetSender};
 use switchyard_proto::model::{BackendKey, ObjectName};
 use switchyard_proto::pb::{self, fleet_service_client::FleetServiceClient};
 use switchyard_proxy::control::backoff::{Backoff, BackoffPolicy};
@@ -200,8 +200,7 @@ pub(super) async fn run(
             }
             // After a failed report the heartbeat goes anyway, as a
             // proxy's does (the leader may have changed).
-            let due = senders.applied.due(&Served::exceptions(), now, interval)
-                || senders.applied_through != served.through;
+            let due = (senders.applied).due(&Served::exceptions(), served.through, now, interval);
             let heartbeat_to = if reported_to.is_none() || due {
                 heartbeat(&agent, &fleet, &router, registration, &served, &mut senders).await
             } else {
@@ -270,9 +269,8 @@ pub(super) async fn run(
 /// What the leader acknowledged holding of this agent's sets.
 #[derive(Default)]
 struct Senders {
-    applied: SetSender<ObjectName, u64>,
-    /// The version the leader took with the applied set last.
-    applied_through: u64,
+    /// The routes served otherwise (none), beside the version served.
+    applied: VersionedSetSender<ObjectName, u64>,
     evidence: SetSender<BackendKey, Evidence>,
 }
 
@@ -350,7 +348,7 @@ async fn heartbeat(
 ) -> Option<bool> {
     let sent = senders
         .applied
-        .send(&Served::exceptions(), |update| {
+        .send(&Served::exceptions(), served.through, |update| {
             let mut request = pb::HeartbeatRequest {
                 proxy_id: agent.id.clone(),
                 config_version: served.received,
@@ -367,10 +365,6 @@ async fn heartbeat(
             }
         })
         .await;
-    // Taken with the set, when the leader holds the set sent.
-    if sent.as_ref().is_ok_and(|known| *known) && senders.applied.holds(&Served::exceptions()) {
-        senders.applied_through = served.through;
-    }
     known(fleet, sent)
 }
 
