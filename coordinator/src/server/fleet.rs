@@ -58,15 +58,15 @@ impl Fleet {
     /// names the same digest at once, and one copy of the set then serves
     /// them all. Past that the refusal is answered (the proxy sends its
     /// set whole). A whole set taken wakes the calls waiting.
-    async fn take_set<U: Clone, T>(
+    async fn take_set<K: Ord + Clone, V: Clone, T>(
         &self,
-        update: U,
-        form: &str,
-        mut take: impl FnMut(&mut CutoverEngine, U) -> (Heard, T),
+        update: SetUpdate<K, V>,
+        mut take: impl FnMut(&mut CutoverEngine, SetUpdate<K, V>) -> (Heard, T),
     ) -> Result<(Heard, T), Status> {
         let mut whole_sets_taken = self.coordinator.whole_sets_taken.subscribe();
+        let whole = matches!(update, SetUpdate::Whole { .. });
         // Only a digest is tried again: a copy of it is a few bytes.
-        let again = (form == "digest").then(|| update.clone());
+        let again = matches!(update, SetUpdate::Known { .. }).then(|| update.clone());
         let mut answer = self.on_leader(|e| take(e, update))?;
         if let Some(again) = again
             && answer.0.awaits_set
@@ -86,7 +86,7 @@ impl Fleet {
             }
             answer.0.news = news;
         }
-        if form == "whole" && answer.0.known {
+        if whole && answer.0.known {
             self.coordinator
                 .whole_sets_taken
                 .send_modify(|n| *n = n.wrapping_add(1));
@@ -145,7 +145,7 @@ impl FleetService for Fleet {
         self.coordinator.await_live_leader().await;
         let state = self.coordinator.node.state().borrow().clone();
         let (heard, ()) = self
-            .take_set(applied, form, |e, applied| {
+            .take_set(applied, |e, applied| {
                 let heard = e.heartbeat_update(
                     &state,
                     &r.proxy_id,
@@ -277,7 +277,7 @@ impl FleetService for Fleet {
         let state = self.coordinator.node.state().borrow().clone();
         let (mut sockets, mut sockets_news) = (Some(sockets), false);
         let (heard, ()) = self
-            .take_set(backends, form, |e, backends| {
+            .take_set(backends, |e, backends| {
                 let heard =
                     e.report_update(&state, &r.proxy_id, r.registration, backends, now_ms());
                 // Recorded once, whatever becomes of the set.
