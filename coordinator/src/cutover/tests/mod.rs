@@ -448,6 +448,27 @@ fn committed_world(zones: &[&str]) -> (ReplicatedState, u64) {
 }
 
 #[test]
+fn a_copy_of_the_engine_keeps_what_it_saw_while_the_engine_moves_on() {
+    // The leader loop and every status work on copies that share the
+    // per-proxy maps; a change to the engine must not show in them.
+    let (s, g) = committed_world(&["a", "b"]);
+    let mut e = CutoverEngine::new(settings(), &s, 0, TERM);
+    heartbeat(&mut e, &s, "p0", [(r(), g)].into(), 10);
+    heartbeat(&mut e, &s, "p1", [(r(), 0)].into(), 10);
+    let copy = e.clone();
+    heartbeat(&mut e, &s, "p1", [(r(), g)].into(), 10);
+    e.forget("p0");
+    assert_eq!(
+        copy.applied_summary(&s, &r(), 20),
+        Some((format!("1 of 2 proxies at generation {g}"), false))
+    );
+    assert_eq!(
+        e.applied_summary(&s, &r(), 20),
+        Some((format!("1 of 1 proxies at generation {g}"), true))
+    );
+}
+
+#[test]
 fn applied_summary_and_ready() {
     let (s, g) = committed_world(&["a", "b"]);
     let mut e = CutoverEngine::new(settings(), &s, 0, TERM);
