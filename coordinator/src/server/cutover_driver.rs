@@ -43,7 +43,7 @@
 //! after it is judged at once.
 
 use super::{Coordinator, now_ms};
-use crate::cutover::{CutoverEngine, Decision, LiveProxies};
+use crate::cutover::{CutoverEngine, Decision};
 use crate::raft::ProposeError;
 use crate::state::ReplicatedState;
 use std::collections::BTreeMap;
@@ -281,19 +281,20 @@ async fn decide(
         Look::Awaiting(copy) => (copy, false),
         Look::Pass(copy) => (copy, true),
     };
-    if pass {
-        refresh_live_gauge(coordinator, &copy.live_proxies(state, now));
-    }
-    // The three handles the blocking task updates (each an `Arc`), not a
+    // The four handles the blocking task updates (each an `Arc`), not a
     // copy of every metric.
     let apply_to_ready = coordinator.metrics.apply_to_ready.clone();
     let pass_seconds = coordinator.metrics.pass_seconds.clone();
     let pass_judged = coordinator.metrics.pass_judged.clone();
+    let live_gauge = coordinator.metrics.live_gauge();
     let pass_state = state.clone();
     let mut waiting = std::mem::take(awaiting);
     let ran = tokio::task::spawn_blocking(move || {
         let until = std::time::Instant::now() + AWAITING_CHECK_TIME;
         let live = copy.live_proxies(&pass_state, now);
+        if pass {
+            live_gauge.set(&live);
+        }
         waiting.check_some(AWAITING_CHECKS_PER_LOOK, until, |route, awaiting| {
             let still_active = pass_state
                 .routes
@@ -453,10 +454,6 @@ fn look(
     } else {
         Look::Idle
     }
-}
-
-fn refresh_live_gauge(coordinator: &Coordinator, live: &LiveProxies<'_>) {
-    coordinator.metrics.set_live_proxies(live);
 }
 
 fn refresh_gauges(coordinator: &Coordinator, state: &ReplicatedState) {

@@ -314,18 +314,12 @@ impl CoordinatorMetrics {
     /// Sets `live_proxies` from the live proxies (id to zone): one series
     /// per zone that has any, the others removed.
     pub fn set_live_proxies(&self, live: &crate::cutover::LiveProxies<'_>) {
-        let mut per_zone: BTreeMap<&str, i64> = BTreeMap::new();
-        for zone in live.values() {
-            *per_zone.entry(zone).or_default() += 1;
-        }
-        self.live_proxies.clear();
-        for (zone, count) in per_zone {
-            self.live_proxies
-                .get_or_create(&ZoneLabel {
-                    zone: zone.to_owned(),
-                })
-                .set(count);
-        }
+        self.live_gauge().set(live);
+    }
+
+    /// The `live_proxies` gauge alone, to set from another thread.
+    pub(crate) fn live_gauge(&self) -> LiveProxiesGauge {
+        LiveProxiesGauge(self.live_proxies.clone())
     }
 
     /// Counts one request refused for `limit` (one of `LIMITS`).
@@ -348,5 +342,27 @@ pub(crate) struct OpenStream(Gauge);
 impl Drop for OpenStream {
     fn drop(&mut self) {
         self.0.dec();
+    }
+}
+
+/// A handle on the `live_proxies` gauge (shared with the registry).
+#[derive(Clone)]
+pub(crate) struct LiveProxiesGauge(Family<ZoneLabel, Gauge>);
+
+impl LiveProxiesGauge {
+    /// One series per zone that has live proxies, the others removed.
+    pub(crate) fn set(&self, live: &crate::cutover::LiveProxies<'_>) {
+        let mut per_zone: BTreeMap<&str, i64> = BTreeMap::new();
+        for zone in live.values() {
+            *per_zone.entry(zone).or_default() += 1;
+        }
+        self.0.clear();
+        for (zone, count) in per_zone {
+            self.0
+                .get_or_create(&ZoneLabel {
+                    zone: zone.to_owned(),
+                })
+                .set(count);
+        }
     }
 }
