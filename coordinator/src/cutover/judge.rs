@@ -9,12 +9,15 @@
 //! (`super::pass`) or the soft state it reads (`super`).
 
 use super::pass::Scope;
+use super::verdict::could_be_met;
 use super::{BackendEvidence, CutoverEngine, Decision, Verdict, evaluate};
 use crate::state::{DecisionBasis, ReplicatedState};
 use imbl::OrdMap;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use switchyard_proto::model::{BackendKey, HttpRoute, ObjectName, OnTimeout, RouteRecord};
+use switchyard_proto::model::{
+    BackendKey, HttpRoute, ObjectName, OnTimeout, ReadinessPolicy, RouteRecord, Transition,
+};
 
 /// What one pass decided, and what it cost.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -24,9 +27,20 @@ pub struct Judgement {
     /// Pending transitions whose verdict was evaluated (the pass's work;
     /// routes without a pending transition are never visited).
     pub evaluated: usize,
+    /// Of those, the ones found waiting without reading any evidence: the
+    /// policy could not be met even were every proxy with current
+    /// evidence ready (some live proxy has none yet).
+    pub bounded: usize,
     /// The earliest time (engine clock) a pending transition still
     /// waiting would time out, if some proxy stays live.
     pub next_timeout_ms: Option<u64>,
+}
+
+impl Judgement {
+    /// Notes a transition still waiting that times out at `due_ms`.
+    fn times_out_at(&mut self, due_ms: u64) {
+        self.next_timeout_ms = Some(self.next_timeout_ms.map_or(due_ms, |t| t.min(due_ms)));
+    }
 }
 
 /// Judges the routes applies leave pending ([`CutoverEngine::apply_judge`]).
@@ -52,13 +66,17 @@ impl ApplyJudge<'_> {
             let Some(record) = state.routes.get(name) else {
                 continue;
             };
-            let Some(generation) = record.pending.as_ref().map(|p| p.target.generation) else {
+            let Some(pending) = &record.pending else {
                 continue;
             };
-            let Some((verdict, needed)) = self.engine.verdict_in(&mut self.view, state, record)
-            else {
+            let needed = self.engine.required_backends(state, &pending.target.spec);
+            if self.engine.may_bound() && self.view.cannot_meet(&pending.settings.policy, &needed) {
                 continue;
-            };
+            }
+            let generation = pending.target.generation;
+            let verdict = self
+                .engine
+                .verdict_on(&mut self.view, state, pending, &needed);
             if verdict.met {
                 commits.push(self.engine.commit_on_evidence(
                     name,
@@ -72,15 +90,28 @@ impl ApplyJudge<'_> {
     }
 }
 
+/// How many of the distinct evidence sets seen last a proxy's set is
+/// compared with before it counts as a new one.
+const SETS_SEARCHED: usize = 8;
+
 /// The fleet as one pass sees it.
 struct FleetView<'a> {
     /// Live proxies, id to zone.
     live: BTreeMap<&'a str, &'a str>,
-    /// Live proxies whose evidence is current, with it.
-    current: Vec<(&'a str, &'a OrdMap<Arc<BackendKey>, BackendEvidence>)>,
-    /// Per backend asked about so far: each current proxy's evidence of
-    /// it, in proxy order.
-    by_backend: BTreeMap<BackendKey, Vec<(&'a str, &'a BackendEvidence)>>,
+    /// Live proxies whose evidence is current and names some backend (the
+    /// only ones that can be ready for a backend), in proxy order, each
+    /// with the index of its evidence set in `sets`.
+    current: Vec<(&'a str, usize)>,
+    /// The distinct evidence sets of `current`. Proxies that took the same
+    /// whole set share one (a fleet warmed on one configuration reports
+    /// the same set, taken by digest), so a backend is looked up once per
+    /// set rather than once per proxy.
+    sets: Vec<&'a OrdMap<Arc<BackendKey>, BackendEvidence>>,
+    /// Per backend asked about so far: its evidence in each of `sets`.
+    by_backend: BTreeMap<BackendKey, Vec<Option<&'a BackendEvidence>>>,
+    /// Per policy asked about so far: whether it could be met were every
+    /// proxy in `current` ready (see [`FleetView::cannot_meet`]).
+    could_meet: Vec<(ReadinessPolicy, bool)>,
 }
 
 impl<'a> FleetView<'a> {
@@ -88,66 +119,107 @@ impl<'a> FleetView<'a> {
     fn new(engine: &'a CutoverEngine, state: &'a ReplicatedState, now_ms: u64) -> Self {
         let live: BTreeMap<&str, &str> = engine.live_in(state, now_ms).collect();
         let ttl = engine.settings.lease_ttl_ms;
-        // Evidence is current only if it arrived within one lease TTL.
+        // Evidence is current only if it arrived within one lease TTL;
+        // an empty set (a proxy that has not warmed anything yet) makes
+        // no proxy ready, and leaving it out lets the bound see that.
         // In proxy order, as `live` is.
-        let current = live
-            .keys()
-            .filter_map(|proxy| {
-                let (id, report) = engine.evidence.get_key_value(*proxy)?;
-                (now_ms.saturating_sub(report.received_ms) < ttl)
-                    .then_some((id.as_str(), report.backends.map()))
-            })
-            .collect();
+        let mut sets: Vec<&OrdMap<Arc<BackendKey>, BackendEvidence>> = Vec::new();
+        let mut current = Vec::new();
+        for proxy in live.keys() {
+            let Some((id, report)) = engine.evidence.get_key_value(*proxy) else {
+                continue;
+            };
+            let backends = report.backends.map();
+            if now_ms.saturating_sub(report.received_ms) >= ttl || backends.is_empty() {
+                continue;
+            }
+            // The last few sets seen: shared sets come in long runs, and
+            // a bounded search keeps a fleet of distinct sets O(P).
+            let set = sets
+                .iter()
+                .enumerate()
+                .rev()
+                .take(SETS_SEARCHED)
+                .find(|(_, set)| set.ptr_eq(backends))
+                .map(|(i, _)| i)
+                .unwrap_or_else(|| {
+                    sets.push(backends);
+                    sets.len() - 1
+                });
+            current.push((id.as_str(), set));
+        }
         FleetView {
             live,
             current,
+            sets,
             by_backend: BTreeMap::new(),
+            could_meet: Vec::new(),
         }
+    }
+
+    /// Whether a transition under `policy` needing `needed` is surely not
+    /// met, without reading any evidence: it needs some backend (so only
+    /// proxies with current evidence can be ready) and the policy fails
+    /// even were all of those ready. While a fleet comes up — proxies
+    /// registered, their first evidence not yet in — that is every
+    /// pending route under a policy such as `all`, and a pass then costs
+    /// O(1) per route instead of O(P). O(P) once per distinct policy in a
+    /// pass.
+    fn cannot_meet(
+        &mut self,
+        policy: &ReadinessPolicy,
+        needed: &BTreeMap<BackendKey, Option<u64>>,
+    ) -> bool {
+        if needed.is_empty() {
+            return false;
+        }
+        let could = match self.could_meet.iter().find(|(p, _)| p == policy) {
+            Some((_, could)) => *could,
+            None => {
+                let could =
+                    could_be_met(policy, &self.live, self.current.iter().map(|(id, _)| *id));
+                self.could_meet.push((*policy, could));
+                could
+            }
+        };
+        !could
     }
 
     /// The live proxies ready for every backend in `needed` (each at its
     /// endpoint generation; one that does not exist is ready nowhere).
-    /// O(backends × proxies with evidence for them), each backend's
-    /// evidence gathered once per pass. Kept in proxy order throughout, so
-    /// a later backend narrows the set by binary search and the set is
-    /// built from sorted ids.
+    /// O(backends × proxies with current evidence), each backend looked
+    /// up once per pass in each distinct evidence set. Kept in proxy
+    /// order throughout, so the set is built from sorted ids.
     fn ready(&mut self, needed: &BTreeMap<BackendKey, Option<u64>>) -> BTreeSet<&'a str> {
-        let mut ready: Option<Vec<&'a str>> = None;
+        let mut ready: Option<Vec<(&'a str, usize)>> = None;
         for (backend, generation) in needed {
             let Some(generation) = *generation else {
                 return BTreeSet::new();
             };
             if !self.by_backend.contains_key(backend) {
-                let holders = self
-                    .current
-                    .iter()
-                    .filter_map(|(proxy, backends)| Some((*proxy, backends.get(backend)?)))
-                    .collect();
-                self.by_backend.insert(backend.clone(), holders);
+                let found = self.sets.iter().map(|set| set.get(backend)).collect();
+                self.by_backend.insert(backend.clone(), found);
             }
-            let holders = &self.by_backend[backend];
+            let found = &self.by_backend[backend];
+            let ready_in = |set: usize| found[set].is_some_and(|e| e.ready_at(generation));
             match &mut ready {
                 None => {
                     ready = Some(
-                        holders
+                        self.current
                             .iter()
-                            .filter(|(_, evidence)| evidence.ready_at(generation))
-                            .map(|(proxy, _)| *proxy)
+                            .filter(|(_, set)| ready_in(*set))
+                            .copied()
                             .collect(),
                     );
                 }
-                Some(set) => set.retain(|proxy| {
-                    holders
-                        .binary_search_by(|(holder, _)| holder.cmp(proxy))
-                        .is_ok_and(|i| holders[i].1.ready_at(generation))
-                }),
+                Some(list) => list.retain(|(_, set)| ready_in(*set)),
             }
             if ready.as_ref().is_some_and(Vec::is_empty) {
                 break;
             }
         }
         match ready {
-            Some(ready) => ready.into_iter().collect(),
+            Some(ready) => ready.into_iter().map(|(proxy, _)| proxy).collect(),
             // Nothing needed: every live proxy is ready.
             None => self.live.keys().copied().collect(),
         }
@@ -204,6 +276,19 @@ impl CutoverEngine {
     ) -> Option<(Verdict, BTreeMap<BackendKey, Option<u64>>)> {
         let pending = record.pending.as_ref()?;
         let needed = self.required_backends(state, &pending.target.spec);
+        let verdict = self.verdict_on(view, state, pending, &needed);
+        Some((verdict, needed))
+    }
+
+    /// The verdict on `pending`, which needs `needed`, within one pass's
+    /// view of the fleet.
+    fn verdict_on(
+        &self,
+        view: &mut FleetView<'_>,
+        state: &ReplicatedState,
+        pending: &Transition,
+        needed: &BTreeMap<BackendKey, Option<u64>>,
+    ) -> Verdict {
         let problems: Vec<String> = needed
             .iter()
             .filter_map(|(backend, generation)| match generation {
@@ -211,9 +296,8 @@ impl CutoverEngine {
                 Some(_) => state.backend_transport_problem(backend),
             })
             .collect();
-        let ready = view.ready(&needed);
-        let verdict = evaluate(&pending.settings.policy, &view.live, &ready, &problems);
-        Some((verdict, needed))
+        let ready = view.ready(needed);
+        evaluate(&pending.settings.policy, &view.live, &ready, &problems)
     }
 
     /// The commit of `route`'s pending `generation` on the evidence a
@@ -348,21 +432,30 @@ impl CutoverEngine {
             };
             // The backends the verdict rests on, as the verdict finds them
             // (a ServiceImport's are its clusters' Services).
-            if !scope.covers(self.required_backends(state, &pending.target.spec).keys()) {
+            let needed = self.required_backends(state, &pending.target.spec);
+            if !scope.covers(needed.keys()) {
                 continue;
             }
-            let Some((verdict, needed)) = self.verdict_in(&mut view, state, record) else {
-                continue;
-            };
             judgement.evaluated += 1;
+            let timeout = pending.settings.timeout_ms;
+            let waited = self.waited_ms(name, pending.target.generation, now_ms);
+            let timed_out = anybody_live && waited >= timeout;
+            // Not met whatever the evidence says, and not timed out (which
+            // would need the verdict's summary): it waits.
+            if !timed_out && self.may_bound() && view.cannot_meet(&pending.settings.policy, &needed)
+            {
+                judgement.bounded += 1;
+                if anybody_live {
+                    judgement.times_out_at(now_ms + (timeout - waited));
+                }
+                continue;
+            }
+            let verdict = self.verdict_on(&mut view, state, pending, &needed);
             let generation = pending.target.generation;
             let met = verdict.met;
             // Test-only faults: commit without evidence / block globally.
             #[cfg(feature = "fault-injection")]
             let met = (met || self.faults.commit_without_evidence) && !blocked;
-            let timeout = pending.settings.timeout_ms;
-            let waited = self.waited_ms(name, generation, now_ms);
-            let timed_out = anybody_live && waited >= timeout;
             if met && !grace {
                 judgement.decisions.push(self.commit_on_evidence(
                     name,
@@ -381,12 +474,21 @@ impl CutoverEngine {
                     self.term,
                 ));
             } else if anybody_live {
-                let due = now_ms + (timeout - waited);
-                judgement.next_timeout_ms =
-                    Some(judgement.next_timeout_ms.map_or(due, |t| t.min(due)));
+                judgement.times_out_at(now_ms + (timeout - waited));
             }
         }
         judgement
+    }
+
+    /// Whether a pass may find a route waiting by the bound alone
+    /// ([`FleetView::cannot_meet`]); not under the test-only fault that
+    /// commits without evidence.
+    fn may_bound(&self) -> bool {
+        #[cfg(feature = "fault-injection")]
+        if self.faults.commit_without_evidence {
+            return false;
+        }
+        true
     }
 }
 

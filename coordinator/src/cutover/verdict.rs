@@ -24,30 +24,8 @@ pub fn evaluate(
     ready: &BTreeSet<&str>,
     problems: &[String],
 ) -> Verdict {
-    let mut zones: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
-    // Both sorted by id: one walk over the two, not a lookup per proxy
-    // (with 200 proxies and an apply judged per client, the lookups'
-    // string comparisons were a visible share of a busy leader).
-    let mut ready_ids = ready.iter().peekable();
-    for (proxy, zone) in live {
-        while ready_ids.next_if(|id| ***id < **proxy).is_some() {}
-        let is_ready = ready_ids.next_if(|id| ***id == **proxy).is_some();
-        let entry = zones.entry(zone).or_default();
-        entry.1 += 1;
-        if is_ready {
-            entry.0 += 1;
-        }
-    }
-
-    let met = if live.is_empty() {
-        false
-    } else if policy.per_zone {
-        zones
-            .values()
-            .all(|(ready, total)| *ready >= policy.quorum.required(*total))
-    } else {
-        ready.len() >= policy.quorum.required(live.len())
-    };
+    let zones = tally(live, ready.iter().copied());
+    let met = policy_met(policy, &zones, ready.len(), live.len());
 
     let per_zone: Vec<String> = zones
         .iter()
@@ -70,6 +48,62 @@ pub fn evaluate(
         summary.push_str(problem);
     }
     Verdict { met, summary }
+}
+
+/// Whether `policy` could be met if every one of `candidates` (live
+/// proxies, sorted by id) were ready: false means it is not met by any
+/// subset of them, so a pass whose ready proxies can only come from
+/// `candidates` (those with current evidence) need not look at a route's
+/// evidence to know it waits. Every policy is monotone: one more ready
+/// proxy never unmeets it. O(P).
+pub fn could_be_met(
+    policy: &ReadinessPolicy,
+    live: &BTreeMap<&str, &str>,
+    candidates: impl Iterator<Item = impl AsRef<str>>,
+) -> bool {
+    let zones = tally(live, candidates);
+    let count = zones.values().map(|(ready, _)| ready).sum();
+    policy_met(policy, &zones, count, live.len())
+}
+
+/// Per zone of the `live` proxies, (ready, total), with `ready` walked in
+/// id order: both sorted by id, one walk over the two rather than a
+/// lookup per proxy (with 200 proxies and an apply judged per client, the
+/// lookups' string comparisons were a visible share of a busy leader).
+fn tally<'l>(
+    live: &BTreeMap<&str, &'l str>,
+    ready: impl Iterator<Item = impl AsRef<str>>,
+) -> BTreeMap<&'l str, (usize, usize)> {
+    let mut zones: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
+    let mut ready_ids = ready.peekable();
+    for (proxy, zone) in live {
+        while ready_ids.next_if(|id| id.as_ref() < *proxy).is_some() {}
+        let is_ready = ready_ids.next_if(|id| id.as_ref() == *proxy).is_some();
+        let entry = zones.entry(zone).or_default();
+        entry.1 += 1;
+        if is_ready {
+            entry.0 += 1;
+        }
+    }
+    zones
+}
+
+/// The policy's rule over a tally: never met with no live proxy.
+fn policy_met(
+    policy: &ReadinessPolicy,
+    zones: &BTreeMap<&str, (usize, usize)>,
+    ready: usize,
+    live: usize,
+) -> bool {
+    if live == 0 {
+        false
+    } else if policy.per_zone {
+        zones
+            .values()
+            .all(|(ready, total)| *ready >= policy.quorum.required(*total))
+    } else {
+        ready >= policy.quorum.required(live)
+    }
 }
 
 #[cfg(test)]

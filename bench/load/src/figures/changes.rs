@@ -62,6 +62,16 @@ pub async fn latencies(ctx: &mut Context, count: usize) -> anyhow::Result<ApplyT
         .map_err(|e| anyhow::anyhow!("{name} not Ready at generation {generation}: {e}"))?;
         ready.push(t0.elapsed());
     }
+    // In order: where the slowest fell (the first change after a phase,
+    // or one amid the leader's own work) says what to look at.
+    let in_order: Vec<String> = ready
+        .iter()
+        .map(|d| format!("{:.1}", d.as_secs_f64() * 1000.0))
+        .collect();
+    ctx.notes.push(format!(
+        "apply → Ready of each change, in order (ms): {}",
+        in_order.join(", ")
+    ));
     Ok(ApplyToReady {
         ready: Latencies::of(ready),
         committed: Latencies::of(committed),

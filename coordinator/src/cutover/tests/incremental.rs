@@ -289,6 +289,17 @@ fn evidence_named_by_a_digest_another_proxy_was_asked_for_is_awaited_then_taken(
     for p in ["p2", "p0"] {
         let taken = report(&mut e, p, named(), late + 30);
         assert_eq!((taken.held_seq, taken.awaits_set), (1, false), "{p}");
+        if p == "p2" {
+            // p1 and p2 hold one set between them; each counts.
+            let verdict = e.verdict(&s, &r(), late + 30).expect("pending");
+            assert!(
+                verdict
+                    .summary
+                    .contains("2 of 3 proxies ready (a 0/1, b 1/1, c 1/1)"),
+                "{}",
+                verdict.summary
+            );
+        }
     }
     let decisions = e.decide(&s, late + 40);
     assert!(

@@ -282,3 +282,85 @@ fn a_report_listing_more_backends_than_routes_pending_widens_the_pass_instead() 
     assert!(report(&mut e, &s, "p0", many, 30));
     assert_eq!(loop_turn(&mut e, &s, 30).expect("evidence").evaluated, 3);
 }
+
+/// While some live proxy has no evidence yet or an empty set (a fleet
+/// coming up), a pass
+/// finds every route whose policy those without it decide waiting
+/// without reading any evidence; a policy the proxies with evidence could
+/// meet, a route needing no backend and a route timing out are judged in
+/// full, and once the last proxy reports nothing is found by the bound.
+#[test]
+fn a_pass_finds_routes_waiting_on_proxies_without_evidence_by_the_bound() {
+    let mut s = world(&["a", "a", "b"], "all", "keep-old");
+    let mut no_backend = route("n", "green", "all", "keep-old");
+    if let Resource::HttpRoute(route) = &mut no_backend {
+        route.rules[0].backend_refs.clear();
+    }
+    next(
+        &mut s,
+        apply(vec![
+            route("m", "green", "majority", "keep-old"),
+            no_backend,
+        ]),
+    );
+    // p0 and p1 have green ready; p2 is live and has warmed nothing yet.
+    let mut e = engine_with_ready(&s, &[0, 1]);
+    report(&mut e, &s, "p2", Vec::new(), 15);
+    let judgement = e.judge(&s, 20);
+    assert_eq!(judgement.evaluated, 3);
+    assert_eq!(judgement.bounded, 1, "only r (all) waits by the bound");
+    let committed: Vec<&str> = judgement
+        .decisions
+        .iter()
+        .filter_map(|d| match d {
+            Decision::Commit { route, summary, .. } => {
+                assert!(summary.contains("of 3 proxies ready"), "{summary}");
+                Some(route.name.as_str())
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(committed, ["m", "n"], "majority met by two, n needs no one");
+    assert!(judgement.next_timeout_ms.is_some(), "r still times out");
+
+    // At r's timeout, with p2 still without evidence, r gets its full
+    // verdict in the decision.
+    for id in ["p0", "p1", "p2"] {
+        heartbeat(&mut e, &s, id, Default::default(), 9_900);
+    }
+    for id in ["p0", "p1"] {
+        report(&mut e, &s, id, green_ready(&s), 9_900);
+    }
+    let timed_out = e.judge(&s, 10_000);
+    assert_eq!(timed_out.bounded, 0, "a route timing out is judged in full");
+    let reasons: Vec<&str> = timed_out
+        .decisions
+        .iter()
+        .filter_map(|d| match d {
+            Decision::Abandon { route, reason, .. } if route.name == "r" => Some(reason.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(reasons.len(), 1, "{:?}", timed_out.decisions);
+    assert!(
+        reasons[0].contains("2 of 3 proxies ready (a 2/2, b 0/1)"),
+        "{}",
+        reasons[0]
+    );
+
+    // Before the timeout, p2's evidence arriving ends the bound.
+    let mut e = engine_with_ready(&s, &[0, 1]);
+    assert!(report(&mut e, &s, "p2", green_ready(&s), 20));
+    let judgement = e.judge(&s, 30);
+    assert_eq!(judgement.bounded, 0);
+    assert_eq!(
+        judgement
+            .decisions
+            .iter()
+            .filter(|d| matches!(d, Decision::Commit { forced: false, .. }))
+            .count(),
+        3,
+        "{:?}",
+        judgement.decisions
+    );
+}
