@@ -9,11 +9,11 @@
 //! (`super::pass`) or the soft state it reads (`super`).
 
 use super::pass::Scope;
-use super::verdict::could_be_met;
-use super::{BackendEvidence, CutoverEngine, Decision, Verdict, evaluate};
+use super::verdict::{Tally, Zones};
+use super::{BackendEvidence, CutoverEngine, Decision, Verdict};
 use crate::state::{DecisionBasis, ReplicatedState};
 use imbl::OrdMap;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use switchyard_proto::model::{
     BackendKey, HttpRoute, ObjectName, OnTimeout, ReadinessPolicy, RouteRecord, Transition,
@@ -73,15 +73,13 @@ impl ApplyJudge<'_> {
             if self.engine.may_bound() && self.view.cannot_meet(&pending.settings.policy, &needed) {
                 continue;
             }
-            let generation = pending.target.generation;
-            let verdict = self
-                .engine
-                .verdict_on(&mut self.view, state, pending, &needed);
-            if verdict.met {
+            let (met, tally) = weigh(&mut self.view, pending, &needed);
+            if met {
+                let summary = summary(&self.view, state, pending, &needed, &tally);
                 commits.push(self.engine.commit_on_evidence(
                     name,
-                    generation,
-                    verdict.summary,
+                    pending.target.generation,
+                    summary,
                     needed,
                 ));
             }
@@ -98,6 +96,8 @@ const SETS_SEARCHED: usize = 8;
 struct FleetView<'a> {
     /// Live proxies, id to zone.
     live: BTreeMap<&'a str, &'a str>,
+    /// `live` counted per zone.
+    zones: Zones<'a>,
     /// Live proxies whose evidence is current and names some backend (the
     /// only ones that can be ready for a backend), in proxy order, each
     /// with the index of its evidence set in `sets`.
@@ -149,6 +149,7 @@ impl<'a> FleetView<'a> {
             current.push((id.as_str(), set));
         }
         FleetView {
+            zones: Zones::of(&live),
             live,
             current,
             sets,
@@ -176,8 +177,8 @@ impl<'a> FleetView<'a> {
         let could = match self.could_meet.iter().find(|(p, _)| p == policy) {
             Some((_, could)) => *could,
             None => {
-                let could =
-                    could_be_met(policy, &self.live, self.current.iter().map(|(id, _)| *id));
+                let could = Tally::of(&self.live, self.current.iter().map(|(id, _)| *id))
+                    .meets(policy, &self.zones);
                 self.could_meet.push((*policy, could));
                 could
             }
@@ -190,11 +191,11 @@ impl<'a> FleetView<'a> {
     /// O(backends × proxies with current evidence), each backend looked
     /// up once per pass in each distinct evidence set. Kept in proxy
     /// order throughout, so the set is built from sorted ids.
-    fn ready(&mut self, needed: &BTreeMap<BackendKey, Option<u64>>) -> BTreeSet<&'a str> {
+    fn ready(&mut self, needed: &BTreeMap<BackendKey, Option<u64>>) -> Vec<&'a str> {
         let mut ready: Option<Vec<(&'a str, usize)>> = None;
         for (backend, generation) in needed {
             let Some(generation) = *generation else {
-                return BTreeSet::new();
+                return Vec::new();
             };
             if !self.by_backend.contains_key(backend) {
                 let found = self.sets.iter().map(|set| set.get(backend)).collect();
@@ -289,15 +290,11 @@ impl CutoverEngine {
         pending: &Transition,
         needed: &BTreeMap<BackendKey, Option<u64>>,
     ) -> Verdict {
-        let problems: Vec<String> = needed
-            .iter()
-            .filter_map(|(backend, generation)| match generation {
-                None => state.backend_problem(backend),
-                Some(_) => state.backend_transport_problem(backend),
-            })
-            .collect();
-        let ready = view.ready(needed);
-        evaluate(&pending.settings.policy, &view.live, &ready, &problems)
+        let (met, tally) = weigh(view, pending, needed);
+        Verdict {
+            met,
+            summary: summary(view, state, pending, needed, &tally),
+        }
     }
 
     /// The commit of `route`'s pending `generation` on the evidence a
@@ -450,19 +447,16 @@ impl CutoverEngine {
                 }
                 continue;
             }
-            let verdict = self.verdict_on(&mut view, state, pending, &needed);
+            let (met, tally) = weigh(&mut view, pending, &needed);
             let generation = pending.target.generation;
-            let met = verdict.met;
             // Test-only faults: commit without evidence / block globally.
             #[cfg(feature = "fault-injection")]
             let met = (met || self.faults.commit_without_evidence) && !blocked;
             if met && !grace {
-                judgement.decisions.push(self.commit_on_evidence(
-                    name,
-                    generation,
-                    verdict.summary,
-                    needed,
-                ));
+                let summary = summary(&view, state, pending, &needed, &tally);
+                judgement
+                    .decisions
+                    .push(self.commit_on_evidence(name, generation, summary, needed));
             } else if timed_out {
                 judgement.decisions.push(timeout_decision(
                     name,
@@ -470,7 +464,7 @@ impl CutoverEngine {
                     pending.settings.on_timeout,
                     timeout,
                     &pending.settings.policy.to_string(),
-                    verdict.summary,
+                    summary(&view, state, pending, &needed, &tally),
                     self.term,
                 ));
             } else if anybody_live {
@@ -490,6 +484,38 @@ impl CutoverEngine {
         }
         true
     }
+}
+
+/// Whether `pending`'s policy is met by the proxies ready for `needed`,
+/// with their count: the verdict without its summary, which only a
+/// decision needs. O(backends × proxies with current evidence).
+fn weigh<'a>(
+    view: &mut FleetView<'a>,
+    pending: &Transition,
+    needed: &BTreeMap<BackendKey, Option<u64>>,
+) -> (bool, Tally<'a>) {
+    let ready = view.ready(needed);
+    let tally = Tally::of(&view.live, ready.into_iter());
+    (tally.meets(&pending.settings.policy, &view.zones), tally)
+}
+
+/// The verdict's summary: the count per zone, then why a needed backend
+/// cannot be ready anywhere, if one cannot.
+fn summary(
+    view: &FleetView<'_>,
+    state: &ReplicatedState,
+    pending: &Transition,
+    needed: &BTreeMap<BackendKey, Option<u64>>,
+    tally: &Tally<'_>,
+) -> String {
+    let problems: Vec<String> = needed
+        .iter()
+        .filter_map(|(backend, generation)| match generation {
+            None => state.backend_problem(backend),
+            Some(_) => state.backend_transport_problem(backend),
+        })
+        .collect();
+    tally.summary(&pending.settings.policy, &view.zones, &problems)
 }
 
 /// What a timed-out transition gets: forced or abandoned, as it asked.

@@ -24,85 +24,108 @@ pub fn evaluate(
     ready: &BTreeSet<&str>,
     problems: &[String],
 ) -> Verdict {
-    let zones = tally(live, ready.iter().copied());
-    let met = policy_met(policy, &zones, ready.len(), live.len());
-
-    let per_zone: Vec<String> = zones
-        .iter()
-        .map(|(zone, (r, t))| format!("{zone} {r}/{t}"))
-        .collect();
-    let mut summary = if live.is_empty() {
-        format!(
-            "0 live proxies; policy {policy} needs at least one (the cutover timeout starts once one is live)"
-        )
-    } else {
-        format!(
-            "{} of {} proxies ready ({}); policy {policy}",
-            ready.len(),
-            live.len(),
-            per_zone.join(", ")
-        )
-    };
-    for problem in problems {
-        summary.push_str("; ");
-        summary.push_str(problem);
+    let zones = Zones::of(live);
+    let tally = Tally::of(live, ready.iter().copied());
+    Verdict {
+        met: tally.meets(policy, &zones),
+        summary: tally.summary(policy, &zones, problems),
     }
-    Verdict { met, summary }
 }
 
-/// Whether `policy` could be met if every one of `candidates` (live
-/// proxies, sorted by id) were ready: false means it is not met by any
-/// subset of them, so a pass whose ready proxies can only come from
-/// `candidates` (those with current evidence) need not look at a route's
-/// evidence to know it waits. Every policy is monotone: one more ready
-/// proxy never unmeets it. O(P).
-pub fn could_be_met(
-    policy: &ReadinessPolicy,
-    live: &BTreeMap<&str, &str>,
-    candidates: impl Iterator<Item = impl AsRef<str>>,
-) -> bool {
-    let zones = tally(live, candidates);
-    let count = zones.values().map(|(ready, _)| ready).sum();
-    policy_met(policy, &zones, count, live.len())
+/// The live proxies counted per zone: the same for every verdict of a
+/// pass, so counted once for all of them.
+#[derive(Debug, Default)]
+pub struct Zones<'a> {
+    /// Zone to live proxies in it.
+    total: BTreeMap<&'a str, usize>,
+    /// Live proxies in all.
+    live: usize,
 }
 
-/// Per zone of the `live` proxies, (ready, total), with `ready` walked in
-/// id order: both sorted by id, one walk over the two rather than a
-/// lookup per proxy (with 200 proxies and an apply judged per client, the
-/// lookups' string comparisons were a visible share of a busy leader).
-fn tally<'l>(
-    live: &BTreeMap<&str, &'l str>,
-    ready: impl Iterator<Item = impl AsRef<str>>,
-) -> BTreeMap<&'l str, (usize, usize)> {
-    let mut zones: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
-    let mut ready_ids = ready.peekable();
-    for (proxy, zone) in live {
-        while ready_ids.next_if(|id| id.as_ref() < *proxy).is_some() {}
-        let is_ready = ready_ids.next_if(|id| id.as_ref() == *proxy).is_some();
-        let entry = zones.entry(zone).or_default();
-        entry.1 += 1;
-        if is_ready {
-            entry.0 += 1;
+impl<'a> Zones<'a> {
+    /// O(P).
+    pub fn of(live: &BTreeMap<&str, &'a str>) -> Zones<'a> {
+        let mut total: BTreeMap<&str, usize> = BTreeMap::new();
+        for zone in live.values() {
+            *total.entry(zone).or_default() += 1;
+        }
+        Zones {
+            total,
+            live: live.len(),
         }
     }
-    zones
 }
 
-/// The policy's rule over a tally: never met with no live proxy.
-fn policy_met(
-    policy: &ReadinessPolicy,
-    zones: &BTreeMap<&str, (usize, usize)>,
-    ready: usize,
-    live: usize,
-) -> bool {
-    if live == 0 {
-        false
-    } else if policy.per_zone {
-        zones
-            .values()
-            .all(|(ready, total)| *ready >= policy.quorum.required(*total))
-    } else {
-        ready >= policy.quorum.required(live)
+/// Ready proxies counted per zone: what a verdict rests on, before (and
+/// without, when nothing is decided) writing its summary.
+#[derive(Debug, Default)]
+pub struct Tally<'a> {
+    /// Zone to ready proxies in it (zones without any left out).
+    ready: BTreeMap<&'a str, usize>,
+    /// Ready proxies in all.
+    count: usize,
+}
+
+impl<'a> Tally<'a> {
+    /// The `ready` ids among the `live` proxies. O(R log P) for R ready,
+    /// whatever the fleet's size.
+    pub fn of<'r>(live: &BTreeMap<&str, &'a str>, ready: impl Iterator<Item = &'r str>) -> Self {
+        let mut tally = Tally::default();
+        for id in ready {
+            if let Some(zone) = live.get(id) {
+                *tally.ready.entry(zone).or_default() += 1;
+                tally.count += 1;
+            }
+        }
+        tally
+    }
+
+    /// Whether `policy` is met; never with no live proxy. O(zones).
+    pub fn meets(&self, policy: &ReadinessPolicy, zones: &Zones<'_>) -> bool {
+        if zones.live == 0 {
+            false
+        } else if policy.per_zone {
+            zones.total.iter().all(|(zone, total)| {
+                self.ready.get(zone).copied().unwrap_or(0) >= policy.quorum.required(*total)
+            })
+        } else {
+            self.count >= policy.quorum.required(zones.live)
+        }
+    }
+
+    /// E.g. `2 of 3 proxies ready (zone-a 1/1, zone-b 1/2); policy all`,
+    /// then each of `problems`. O(zones).
+    pub fn summary(
+        &self,
+        policy: &ReadinessPolicy,
+        zones: &Zones<'_>,
+        problems: &[String],
+    ) -> String {
+        let mut summary = if zones.live == 0 {
+            format!(
+                "0 live proxies; policy {policy} needs at least one (the cutover timeout starts once one is live)"
+            )
+        } else {
+            let per_zone: Vec<String> = zones
+                .total
+                .iter()
+                .map(|(zone, total)| {
+                    let ready = self.ready.get(zone).copied().unwrap_or(0);
+                    format!("{zone} {ready}/{total}")
+                })
+                .collect();
+            format!(
+                "{} of {} proxies ready ({}); policy {policy}",
+                self.count,
+                zones.live,
+                per_zone.join(", ")
+            )
+        };
+        for problem in problems {
+            summary.push_str("; ");
+            summary.push_str(problem);
+        }
+        summary
     }
 }
 
