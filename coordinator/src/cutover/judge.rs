@@ -92,6 +92,15 @@ impl ApplyJudge<'_> {
 /// compared with before it counts as a new one.
 const SETS_SEARCHED: usize = 8;
 
+/// A live proxy with current evidence, as a pass sees it.
+#[derive(Debug, Clone, Copy)]
+struct Holder<'a> {
+    id: &'a str,
+    zone: &'a str,
+    /// Its evidence set's index in [`FleetView::sets`].
+    set: usize,
+}
+
 /// The fleet as one pass sees it.
 struct FleetView<'a> {
     /// Live proxies, id to zone.
@@ -99,9 +108,8 @@ struct FleetView<'a> {
     /// `live` counted per zone.
     zones: Zones<'a>,
     /// Live proxies whose evidence is current and names some backend (the
-    /// only ones that can be ready for a backend), in proxy order, each
-    /// with the index of its evidence set in `sets`.
-    current: Vec<(&'a str, usize)>,
+    /// only ones that can be ready for a backend), in proxy order.
+    current: Vec<Holder<'a>>,
     /// The distinct evidence sets of `current`. Proxies that took the same
     /// whole set share one (a fleet warmed on one configuration reports
     /// the same set, taken by digest), so a backend is looked up once per
@@ -125,7 +133,7 @@ impl<'a> FleetView<'a> {
         // In proxy order, as `live` is.
         let mut sets: Vec<&OrdMap<Arc<BackendKey>, BackendEvidence>> = Vec::new();
         let mut current = Vec::new();
-        for proxy in live.keys() {
+        for (proxy, zone) in &live {
             let Some((id, report)) = engine.evidence.get_key_value(*proxy) else {
                 continue;
             };
@@ -146,7 +154,11 @@ impl<'a> FleetView<'a> {
                     sets.push(backends);
                     sets.len() - 1
                 });
-            current.push((id.as_str(), set));
+            current.push(Holder {
+                id: id.as_str(),
+                zone,
+                set,
+            });
         }
         FleetView {
             zones: Zones::of(&live),
@@ -177,8 +189,8 @@ impl<'a> FleetView<'a> {
         let could = match self.could_meet.iter().find(|(p, _)| p == policy) {
             Some((_, could)) => *could,
             None => {
-                let could = Tally::of(&self.live, self.current.iter().map(|(id, _)| *id))
-                    .meets(policy, &self.zones);
+                let could =
+                    Tally::of_zones(self.current.iter().map(|h| h.zone)).meets(policy, &self.zones);
                 self.could_meet.push((*policy, could));
                 could
             }
@@ -187,12 +199,12 @@ impl<'a> FleetView<'a> {
     }
 
     /// The live proxies ready for every backend in `needed` (each at its
-    /// endpoint generation; one that does not exist is ready nowhere).
-    /// O(backends × proxies with current evidence), each backend looked
-    /// up once per pass in each distinct evidence set. Kept in proxy
-    /// order throughout, so the set is built from sorted ids.
-    fn ready(&mut self, needed: &BTreeMap<BackendKey, Option<u64>>) -> Vec<&'a str> {
-        let mut ready: Option<Vec<(&'a str, usize)>> = None;
+    /// endpoint generation; one that does not exist is ready nowhere),
+    /// each with its zone, in proxy order. O(backends × proxies with
+    /// current evidence), each backend looked up once per pass in each
+    /// distinct evidence set.
+    fn ready(&mut self, needed: &BTreeMap<BackendKey, Option<u64>>) -> Vec<(&'a str, &'a str)> {
+        let mut ready: Option<Vec<Holder<'a>>> = None;
         for (backend, generation) in needed {
             let Some(generation) = *generation else {
                 return Vec::new();
@@ -208,21 +220,21 @@ impl<'a> FleetView<'a> {
                     ready = Some(
                         self.current
                             .iter()
-                            .filter(|(_, set)| ready_in(*set))
+                            .filter(|h| ready_in(h.set))
                             .copied()
                             .collect(),
                     );
                 }
-                Some(list) => list.retain(|(_, set)| ready_in(*set)),
+                Some(list) => list.retain(|h| ready_in(h.set)),
             }
             if ready.as_ref().is_some_and(Vec::is_empty) {
                 break;
             }
         }
         match ready {
-            Some(ready) => ready.into_iter().map(|(proxy, _)| proxy).collect(),
+            Some(ready) => ready.into_iter().map(|h| (h.id, h.zone)).collect(),
             // Nothing needed: every live proxy is ready.
-            None => self.live.keys().copied().collect(),
+            None => self.live.iter().map(|(id, zone)| (*id, *zone)).collect(),
         }
     }
 }
@@ -495,7 +507,7 @@ fn weigh<'a>(
     needed: &BTreeMap<BackendKey, Option<u64>>,
 ) -> (bool, Tally<'a>) {
     let ready = view.ready(needed);
-    let tally = Tally::of(&view.live, ready.into_iter());
+    let tally = Tally::of_zones(ready.into_iter().map(|(_, zone)| zone));
     (tally.meets(&pending.settings.policy, &view.zones), tally)
 }
 

@@ -70,12 +70,27 @@ impl<'a> Tally<'a> {
     /// The `ready` ids among the `live` proxies. O(R log P) for R ready,
     /// whatever the fleet's size.
     pub fn of<'r>(live: &BTreeMap<&str, &'a str>, ready: impl Iterator<Item = &'r str>) -> Self {
+        Tally::of_zones(ready.filter_map(|id| live.get(id).copied()))
+    }
+
+    /// The ready proxies given by their zones, one zone per proxy. O(R).
+    pub fn of_zones(zones: impl Iterator<Item = &'a str>) -> Self {
         let mut tally = Tally::default();
-        for id in ready {
-            if let Some(zone) = live.get(id) {
-                *tally.ready.entry(zone).or_default() += 1;
-                tally.count += 1;
+        let mut last: Option<(&str, usize)> = None;
+        for zone in zones {
+            // Runs of one zone counted before a map entry is touched.
+            match &mut last {
+                Some((z, n)) if *z == zone => *n += 1,
+                _ => {
+                    if let Some((z, n)) = last.replace((zone, 1)) {
+                        *tally.ready.entry(z).or_default() += n;
+                    }
+                }
             }
+            tally.count += 1;
+        }
+        if let Some((z, n)) = last {
+            *tally.ready.entry(z).or_default() += n;
         }
         tally
     }
@@ -161,6 +176,31 @@ mod tests {
             zone_one.summary.contains("z1 2/2, z2 0/2"),
             "{}",
             zone_one.summary
+        );
+    }
+
+    #[test]
+    fn ready_proxies_counted_by_zone_in_any_order() {
+        let live: BTreeMap<&str, &str> =
+            [("a", "z1"), ("b", "z2"), ("c", "z1"), ("d", "z1")].into();
+        let zones = Zones::of(&live);
+        let tally = Tally::of_zones(["z1", "z1", "z2", "z1"].into_iter());
+        let all_per_zone = policy(Quorum::All, true);
+        assert_eq!(
+            tally.summary(&all_per_zone, &zones, &[]),
+            format!("4 of 4 proxies ready (z1 3/3, z2 1/1); policy {all_per_zone}")
+        );
+        assert!(tally.meets(&all_per_zone, &zones));
+        let by_id = Tally::of(&live, ["a", "b", "x"].into_iter());
+        assert!(
+            !by_id.meets(&policy(Quorum::Count(2), true), &zones),
+            "z1 has one"
+        );
+        assert!(by_id.meets(&policy(Quorum::Count(1), true), &zones));
+        assert!(
+            by_id
+                .summary(&policy(Quorum::Majority, false), &zones, &["why".into()])
+                .starts_with("2 of 4 proxies ready (z1 1/3, z2 1/1); policy ")
         );
     }
 }
