@@ -62,7 +62,27 @@ pub(super) async fn run(
         let Some((snapshot, generations)) = current.clone() else {
             continue;
         };
-        step(&shared, &mut guard, &snapshot, &generations, new_snapshot);
+        // On a blocking thread: installing a store of 10,000 routes takes
+        // a second or more, which on the runtime's thread would hold up
+        // serving and the heartbeats that keep this proxy's lease.
+        let shared_for_step = Arc::clone(&shared);
+        let stepped = tokio::task::spawn_blocking(move || {
+            step(
+                &shared_for_step,
+                &mut guard,
+                &snapshot,
+                &generations,
+                new_snapshot,
+            );
+            guard
+        })
+        .await;
+        guard = match stepped {
+            Ok(guard) => guard,
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            // Cancelled: the runtime is shutting down.
+            Err(_) => return,
+        };
     }
 }
 
