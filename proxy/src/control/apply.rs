@@ -53,36 +53,38 @@ pub(super) async fn run(
             }
             _ = tokio::time::sleep(WAIT_LIMIT_TICK) => false,
         };
-        if new_snapshot {
-            current = snapshots
-                .borrow_and_update()
-                .clone()
-                .map(|s| (Arc::clone(&s), Arc::new(BackendGenerations::new(&s))));
+        if !new_snapshot {
+            // A readiness change or a tick: the guard's decision and at
+            // most the routes it let through compiled, here.
+            if let Some((snapshot, generations)) = &current {
+                step(&shared, &mut guard, snapshot, generations, false);
+            }
+            continue;
         }
-        let Some((snapshot, generations)) = current.clone() else {
+        let Some(snapshot) = snapshots.borrow_and_update().clone() else {
+            current = None;
             continue;
         };
-        // On a blocking thread: installing a store of 10,000 routes takes
-        // a second or more, which on the runtime's thread would hold up
+        // A new snapshot, on a blocking thread: its endpoint generations
+        // and its install cost O(routes), a second or more for 10,000 on
+        // a busy machine, which on the runtime's thread would hold up
         // serving and the heartbeats that keep this proxy's lease.
         let shared_for_step = Arc::clone(&shared);
         let stepped = tokio::task::spawn_blocking(move || {
-            step(
-                &shared_for_step,
-                &mut guard,
-                &snapshot,
-                &generations,
-                new_snapshot,
-            );
-            guard
+            let generations = Arc::new(BackendGenerations::new(&snapshot));
+            step(&shared_for_step, &mut guard, &snapshot, &generations, true);
+            (guard, snapshot, generations)
         })
         .await;
-        guard = match stepped {
-            Ok(guard) => guard,
+        match stepped {
+            Ok((stepped_guard, snapshot, generations)) => {
+                guard = stepped_guard;
+                current = Some((snapshot, generations));
+            }
             Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
             // Cancelled: the runtime is shutting down.
             Err(_) => return,
-        };
+        }
     }
 }
 
