@@ -92,10 +92,10 @@ impl ApplyJudge<'_> {
 /// compared with before it counts as a new one.
 const SETS_SEARCHED: usize = 8;
 
-/// A live proxy with current evidence, as a pass sees it.
+/// A live proxy with current evidence, as a pass sees it (by its zone:
+/// a verdict counts ready proxies per zone).
 #[derive(Debug, Clone, Copy)]
 struct Holder<'a> {
-    id: &'a str,
     zone: &'a str,
     /// Its evidence set's index in [`FleetView::sets`].
     set: usize,
@@ -134,7 +134,7 @@ impl<'a> FleetView<'a> {
         let mut sets: Vec<&OrdMap<Arc<BackendKey>, BackendEvidence>> = Vec::new();
         let mut current = Vec::new();
         for (proxy, zone) in &live {
-            let Some((id, report)) = engine.evidence.get_key_value(*proxy) else {
+            let Some(report) = engine.evidence.get(*proxy) else {
                 continue;
             };
             let backends = report.backends.map();
@@ -154,11 +154,7 @@ impl<'a> FleetView<'a> {
                     sets.push(backends);
                     sets.len() - 1
                 });
-            current.push(Holder {
-                id: id.as_str(),
-                zone,
-                set,
-            });
+            current.push(Holder { zone, set });
         }
         FleetView {
             zones: Zones::of(&live),
@@ -200,14 +196,13 @@ impl<'a> FleetView<'a> {
 
     /// The live proxies ready for every backend in `needed` (each at its
     /// endpoint generation; one that does not exist is ready nowhere),
-    /// each with its zone, in proxy order. O(backends × proxies with
-    /// current evidence), each backend looked up once per pass in each
-    /// distinct evidence set.
-    fn ready(&mut self, needed: &BTreeMap<BackendKey, Option<u64>>) -> Vec<(&'a str, &'a str)> {
+    /// tallied by zone. O(backends × proxies with current evidence), each
+    /// backend looked up once per pass in each distinct evidence set.
+    fn ready(&mut self, needed: &BTreeMap<BackendKey, Option<u64>>) -> Tally<'a> {
         let mut ready: Option<Vec<Holder<'a>>> = None;
         for (backend, generation) in needed {
             let Some(generation) = *generation else {
-                return Vec::new();
+                return Tally::default();
             };
             if !self.by_backend.contains_key(backend) {
                 let found = self.sets.iter().map(|set| set.get(backend)).collect();
@@ -232,9 +227,9 @@ impl<'a> FleetView<'a> {
             }
         }
         match ready {
-            Some(ready) => ready.into_iter().map(|h| (h.id, h.zone)).collect(),
+            Some(ready) => Tally::of_zones(ready.iter().map(|h| h.zone)),
             // Nothing needed: every live proxy is ready.
-            None => self.live.iter().map(|(id, zone)| (*id, *zone)).collect(),
+            None => Tally::of_zones(self.live.values().copied()),
         }
     }
 }
@@ -289,24 +284,9 @@ impl CutoverEngine {
     ) -> Option<(Verdict, BTreeMap<BackendKey, Option<u64>>)> {
         let pending = record.pending.as_ref()?;
         let needed = self.required_backends(state, &pending.target.spec);
-        let verdict = self.verdict_on(view, state, pending, &needed);
-        Some((verdict, needed))
-    }
-
-    /// The verdict on `pending`, which needs `needed`, within one pass's
-    /// view of the fleet.
-    fn verdict_on(
-        &self,
-        view: &mut FleetView<'_>,
-        state: &ReplicatedState,
-        pending: &Transition,
-        needed: &BTreeMap<BackendKey, Option<u64>>,
-    ) -> Verdict {
-        let (met, tally) = weigh(view, pending, needed);
-        Verdict {
-            met,
-            summary: summary(view, state, pending, needed, &tally),
-        }
+        let (met, tally) = weigh(view, pending, &needed);
+        let summary = summary(view, state, pending, &needed, &tally);
+        Some((Verdict { met, summary }, needed))
     }
 
     /// The commit of `route`'s pending `generation` on the evidence a
@@ -506,8 +486,7 @@ fn weigh<'a>(
     pending: &Transition,
     needed: &BTreeMap<BackendKey, Option<u64>>,
 ) -> (bool, Tally<'a>) {
-    let ready = view.ready(needed);
-    let tally = Tally::of_zones(ready.into_iter().map(|(_, zone)| zone));
+    let tally = view.ready(needed);
     (tally.meets(&pending.settings.policy, &view.zones), tally)
 }
 

@@ -57,7 +57,7 @@ pub use faults::EngineFaults;
 pub use judge::Judgement;
 pub use leases::Leases;
 pub use sockets::FleetSockets;
-pub use verdict::{Verdict, evaluate};
+pub use verdict::Verdict;
 pub use with_apply::MAX_ROUTES_JUDGED_WITH_APPLY;
 
 use crate::state::ReplicatedState;

@@ -1,7 +1,7 @@
 //! Policy over evidence: is a transition's readiness policy met, and a
 //! one-line summary of why or why not.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use switchyard_proto::model::ReadinessPolicy;
 
 /// The outcome of evaluating a policy.
@@ -11,25 +11,6 @@ pub struct Verdict {
     pub met: bool,
     /// E.g. `2 of 3 proxies ready (zone-a 1/1, zone-b 1/2); policy all`.
     pub summary: String,
-}
-
-/// Evaluates `policy` over the `live` proxies (id to zone), of which
-/// `ready` are ready: each has evidence showing every backend the
-/// transition needs healthy at (or past) its endpoint generation (a
-/// backend that does not exist is ready nowhere, and `problems` say why in
-/// the summary). With no live proxy the policy is never met. Cost: O(P).
-pub fn evaluate(
-    policy: &ReadinessPolicy,
-    live: &BTreeMap<&str, &str>,
-    ready: &BTreeSet<&str>,
-    problems: &[String],
-) -> Verdict {
-    let zones = Zones::of(live);
-    let tally = Tally::of(live, ready.iter().copied());
-    Verdict {
-        met: tally.meets(policy, &zones),
-        summary: tally.summary(policy, &zones, problems),
-    }
 }
 
 /// The live proxies counted per zone: the same for every verdict of a
@@ -67,30 +48,13 @@ pub struct Tally<'a> {
 }
 
 impl<'a> Tally<'a> {
-    /// The `ready` ids among the `live` proxies. O(R log P) for R ready,
-    /// whatever the fleet's size.
-    pub fn of<'r>(live: &BTreeMap<&str, &'a str>, ready: impl Iterator<Item = &'r str>) -> Self {
-        Tally::of_zones(ready.filter_map(|id| live.get(id).copied()))
-    }
-
-    /// The ready proxies given by their zones, one zone per proxy. O(R).
+    /// The ready proxies given by their zones, one zone per proxy. O(R
+    /// log zones) for R ready, whatever the fleet's size.
     pub fn of_zones(zones: impl Iterator<Item = &'a str>) -> Self {
         let mut tally = Tally::default();
-        let mut last: Option<(&str, usize)> = None;
         for zone in zones {
-            // Runs of one zone counted before a map entry is touched.
-            match &mut last {
-                Some((z, n)) if *z == zone => *n += 1,
-                _ => {
-                    if let Some((z, n)) = last.replace((zone, 1)) {
-                        *tally.ready.entry(z).or_default() += n;
-                    }
-                }
-            }
+            *tally.ready.entry(zone).or_default() += 1;
             tally.count += 1;
-        }
-        if let Some((z, n)) = last {
-            *tally.ready.entry(z).or_default() += n;
         }
         tally
     }
@@ -147,7 +111,29 @@ impl<'a> Tally<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeSet;
     use switchyard_proto::model::Quorum;
+
+    /// The `ready` ids among the `live` proxies, tallied by zone.
+    fn tally_of<'a>(live: &BTreeMap<&str, &'a str>, ready: &[&str]) -> Tally<'a> {
+        Tally::of_zones(ready.iter().filter_map(|id| live.get(id).copied()))
+    }
+
+    /// The verdict a pass reaches on these counts.
+    fn evaluate(
+        policy: &ReadinessPolicy,
+        live: &BTreeMap<&str, &str>,
+        ready: &BTreeSet<&str>,
+        problems: &[String],
+    ) -> Verdict {
+        let zones = Zones::of(live);
+        let ready: Vec<&str> = ready.iter().copied().collect();
+        let tally = tally_of(live, &ready);
+        Verdict {
+            met: tally.meets(policy, &zones),
+            summary: tally.summary(policy, &zones, problems),
+        }
+    }
 
     fn policy(quorum: Quorum, per_zone: bool) -> ReadinessPolicy {
         ReadinessPolicy { quorum, per_zone }
@@ -191,7 +177,7 @@ mod tests {
             format!("4 of 4 proxies ready (z1 3/3, z2 1/1); policy {all_per_zone}")
         );
         assert!(tally.meets(&all_per_zone, &zones));
-        let by_id = Tally::of(&live, ["a", "b", "x"].into_iter());
+        let by_id = tally_of(&live, &["a", "b", "x"]);
         assert!(
             !by_id.meets(&policy(Quorum::Count(2), true), &zones),
             "z1 has one"

@@ -13,9 +13,16 @@ pub(super) use switchyard_proto::watch::{Assembler, Decoded, Whole};
 #[cfg(test)]
 pub(super) use switchyard_proto::watch::{Encoded, Payload};
 
+/// Payloads at least this large are decoded on a blocking thread.
+const DECODED_ASIDE_FROM: usize = 64 * 1024;
+
 /// Reads one whole update from `coordinator` without applying it; see
-/// [`switchyard_proto::watch::decode`].
-pub(super) fn decode(
+/// [`switchyard_proto::watch::decode`]. A large payload is decoded on a
+/// blocking thread: a whole store (15 MB of JSON at 10,000 routes) takes
+/// a second or more to decode, and on the runtime's thread it would hold
+/// up serving and the heartbeats that keep this proxy's lease (a proxy
+/// whose lease runs out meanwhile stops counting toward readiness).
+pub(super) async fn decode(
     coordinator: &str,
     held: u64,
     holding: bool,
@@ -23,39 +30,22 @@ pub(super) fn decode(
     update: Whole,
 ) -> Result<Decoded, ControlError> {
     let version = update.version;
-    switchyard_proto::watch::decode(held, holding, resync, update)
-        .map_err(|refused| refusal(coordinator, version, refused))
-}
-
-/// Payloads at least this large are decoded on a blocking thread.
-const DECODED_ASIDE_FROM: usize = 64 * 1024;
-
-/// [`decode`], on a blocking thread when the payload is large: a whole
-/// store (15 MB of JSON at 10,000 routes) takes a second or more to
-/// decode, and on the runtime's thread it would hold up serving and the
-/// heartbeats that keep this proxy's lease (a proxy whose lease runs out
-/// meanwhile stops counting toward readiness).
-pub(super) async fn decode_aside(
-    coordinator: &str,
-    held: u64,
-    holding: bool,
-    resync: bool,
-    update: Whole,
-) -> Result<Decoded, ControlError> {
     let large = update
         .payload
         .as_ref()
         .is_some_and(|(_, encoded)| encoded.bytes.len() >= DECODED_ASIDE_FROM);
-    if !large {
-        return decode(coordinator, held, holding, resync, update);
-    }
-    let owned = coordinator.to_string();
-    match tokio::task::spawn_blocking(move || decode(&owned, held, holding, resync, update)).await {
-        Ok(decoded) => decoded,
-        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-        // Cancelled: the runtime is shutting down and drops this task.
-        Err(_) => std::future::pending().await,
-    }
+    let decoded = if large {
+        let aside = move || switchyard_proto::watch::decode(held, holding, resync, update);
+        match tokio::task::spawn_blocking(aside).await {
+            Ok(decoded) => decoded,
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            // Cancelled: the runtime is shutting down and drops this task.
+            Err(_) => std::future::pending().await,
+        }
+    } else {
+        switchyard_proto::watch::decode(held, holding, resync, update)
+    };
+    decoded.map_err(|refused| refusal(coordinator, version, refused))
 }
 
 /// Applies `delta` (checked by [`decode`]) on `working`, all or nothing:

@@ -16,7 +16,7 @@
 //! leader, which only the heartbeats' answers show.
 
 use super::Shared;
-use super::assembly::{Assembler, Decoded, apply_delta, decode_aside};
+use super::assembly::{Assembler, Decoded, apply_delta, decode};
 use super::backoff::Backoff;
 use super::error::{Call, ControlError, log_error};
 use futures::FutureExt;
@@ -323,7 +323,7 @@ async fn take_updates(
             })?;
         // A chunk: nothing is used before the last one of its payload.
         if let Some(whole) = whole {
-            let received = decode_aside(address, *held, working.is_some(), *resync, whole).await?;
+            let received = decode(address, *held, working.is_some(), *resync, whole).await?;
             // This coordinator serves: the next failure starts the
             // back-off over. (Not before decoding: one that keeps sending
             // what this proxy cannot read is retried ever more slowly.)
