@@ -9,7 +9,7 @@ use switchyard::client::WaitError;
 use switchyard::demo::fleet::{Fleet, FleetOptions};
 use switchyard::demo::manifests;
 use switchyard::demo::prober::Prober;
-use switchyard::demo::{DemoOptions, render, run, start_serving};
+use switchyard::demo::{DemoOptions, render, run, run_on, start_serving};
 use switchyard_harness::http_get;
 
 mod scenario;
@@ -84,6 +84,61 @@ async fn leader_killed_during_cutovers_drops_nothing() -> anyhow::Result<()> {
         killed,
         rounds(9) / 3,
         "the leader was to be killed during cutovers 3, 6 and 9"
+    );
+    Ok(())
+}
+
+/// A proxy that joins late — here stopped for 3 s from its start; at
+/// 10,000 routes, one whose lease ran out while it installed the store —
+/// is neither counted when the first route commits nor serving when the
+/// prober starts. The sequence waits for it to be counted, and to serve
+/// the first route, before it probes: its connections would otherwise be
+/// refused (a proxy listens only once configured), every one a failure.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_proxy_late_to_join_is_waited_for_before_probing() -> anyhow::Result<()> {
+    let _serial = SERIAL.lock().await;
+    let started = std::time::Instant::now();
+    let mut fleet =
+        tokio::task::block_in_place(|| Fleet::start(FleetOptions::three_zones(binary())))?;
+    fleet.proxies[2].pause();
+    let late = fleet.proxies[2]
+        .pid()
+        .ok_or_else(|| anyhow::anyhow!("proxy-c has no pid"))?;
+    // By PID, from another thread: the sequence holds the fleet meanwhile.
+    let resume = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_secs(3));
+        std::process::Command::new("kill")
+            .args(["-CONT", &late.to_string()])
+            .status()
+    });
+    let mut options = DemoOptions::acceptance(binary());
+    options.header_updates = 2;
+    options.backend_swaps = 2;
+    let outcome = run_on(&mut fleet, &options).await;
+    let resumed = resume
+        .join()
+        .map_err(|_| anyhow::anyhow!("the resuming thread panicked"))??;
+    assert!(resumed.success(), "kill -CONT {late}: {resumed}");
+    let report = outcome?;
+    scenario::report(
+        "acceptance",
+        "a proxy late to join is waited for before probing",
+        &report.probe,
+        report.cutovers.len(),
+        "proxy SIGSTOP from its start, SIGCONT after 3 s",
+        started,
+    );
+    assert_eq!(
+        report.probe.failed, 0,
+        "failed requests: {:?}",
+        report.probe.failures
+    );
+    assert_eq!(report.cutovers.len(), 4);
+    let status = fleet.client().fetch_status().await?;
+    assert!(
+        status.proxies.iter().any(|p| p.id == "proxy-c" && p.live),
+        "the late proxy is not counted: {:?}",
+        status.proxies
     );
     Ok(())
 }

@@ -110,6 +110,11 @@ pub async fn run_on(fleet: &mut Fleet, options: &DemoOptions) -> anyhow::Result<
 
 async fn sequence(fleet: &mut Fleet, options: &DemoOptions) -> anyhow::Result<DemoReport> {
     fleet.wait_leader(Duration::from_secs(20)).await?;
+    // Every proxy counted before the first route: a proxy not registered
+    // yet (or whose lease ran out while it installed a large store) does
+    // not hold the route's commit back, and would not serve it when the
+    // prober starts.
+    fleet.wait_proxies_live(Duration::from_secs(60)).await?;
     let first = "v1".to_string();
     let address = tokio::task::block_in_place(|| fleet.start_backend(&first, &[]))?;
     let yaml = format!(
@@ -124,6 +129,16 @@ async fn sequence(fleet: &mut Fleet, options: &DemoOptions) -> anyhow::Result<De
         .wait_ready(&targets, index, Duration::from_secs(60), |_| {})
         .await
         .context("the first route never became Ready")?;
+    // The starting point: every proxy serves the first route. A proxy whose
+    // lease ran out after it was counted (its first install of a large
+    // store kept its heartbeats back) is not counted, nor serving, when the
+    // route is Ready.
+    prober::wait_serving(
+        &fleet.proxy_urls()?,
+        VERSION_HEADER,
+        Duration::from_secs(60),
+    )
+    .await?;
 
     let prober = Prober::start(
         fleet.proxy_urls()?,
@@ -261,6 +276,7 @@ pub async fn start_serving(
     } else {
         probe_proxies.iter().map(|i| urls[*i].clone()).collect()
     };
+    prober::wait_serving(&urls, VERSION_HEADER, Duration::from_secs(60)).await?;
     let prober = Prober::start(urls, 4, VERSION_HEADER, Duration::from_secs(300));
     Ok((fleet, prober))
 }

@@ -164,6 +164,36 @@ impl Prober {
     }
 }
 
+/// Waits (up to `timeout`) until a request through each of `urls` is
+/// answered by a backend, as a load balancer's health check would before
+/// sending a proxy traffic. A proxy not serving yet refuses connections (it
+/// listens only once its configuration is installed) or answers 404 for a
+/// route it has not applied; a proxy whose lease ran out while it installed
+/// a large store is such a proxy, and a cutover may have been committed
+/// without it. On timeout, says which proxy did not answer and why.
+pub async fn wait_serving(
+    urls: &[String],
+    version_header: &str,
+    timeout: Duration,
+) -> anyhow::Result<()> {
+    let client: Client<HttpConnector, Empty<Bytes>> =
+        Client::builder(TokioExecutor::new()).build_http();
+    let deadline = Instant::now() + timeout;
+    for url in urls {
+        let uri = format!("{url}/probe?serving");
+        loop {
+            match probe_once(&client, &uri, version_header).await {
+                Ok(_) => break,
+                Err(reason) if Instant::now() >= deadline => {
+                    anyhow::bail!("{url} does not serve the route after {timeout:?}: {reason}")
+                }
+                Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+            }
+        }
+    }
+    Ok(())
+}
+
 async fn probe_once(
     client: &Client<HttpConnector, Empty<Bytes>>,
     uri: &str,

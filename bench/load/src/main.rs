@@ -69,7 +69,8 @@ struct Args {
     /// Needs coordinators started here, without --tls.
     #[arg(long)]
     acceptance: bool,
-    /// Write each started coordinator's whole log into DIR at the end (coordinator-<id>.log);
+    /// Write each started coordinator's whole log into DIR at the end (coordinator-<id>.log),
+    /// and the acceptance sequence's real proxies' and backends' (acceptance.log);
     /// the coordinators then log at info, not only their warnings.
     #[arg(long, value_name = "DIR")]
     keep_logs: Option<PathBuf>,

@@ -27,6 +27,8 @@ pub struct Acceptance {
     pub sent: u64,
     /// Requests that failed.
     pub failed: u64,
+    /// The first few failures, with what went wrong.
+    pub first_failures: Vec<String>,
     /// Cutovers done (each Ready before the next).
     pub cutovers: usize,
     /// Apply → Ready of each cutover (every live proxy: the agents and the
@@ -413,7 +415,12 @@ impl Report {
                     (
                         format!("{} failed of {}", a.failed, a.sent),
                         format!(
-                            "{} cutovers through 3 real proxies with the agents connected; apply → Ready p50 {}, max {}; {} WARN/ERROR lines of proxies and backends{}; one real proxy: RSS {} (peak {}) with {} routes, route table installed whole p50 {} ({} installs), updated p50 {} / max {} ({} installs)",
+                            "{}{} cutovers through 3 real proxies with the agents connected; apply → Ready p50 {}, max {}; {} WARN/ERROR lines of proxies and backends{}; one real proxy: RSS {} (peak {}) with {} routes, route table installed whole p50 {} ({} installs), updated p50 {} / max {} ({} installs)",
+                            if a.first_failures.is_empty() {
+                                String::new()
+                            } else {
+                                format!("first failures: {}; ", a.first_failures.join("; "))
+                            },
                             a.cutovers,
                             ms(a.ready.p50),
                             ms(a.ready.max),

@@ -20,7 +20,7 @@ use crate::cluster::{ClusterSpec, proc_stats};
 use crate::report::{Acceptance, Latencies, RealProxies};
 use anyhow::{Context as _, bail};
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 use switchyard::demo::fleet::{Fleet, FleetOptions};
 use switchyard::demo::{DemoOptions, run_on};
@@ -64,8 +64,13 @@ pub fn binary(spec: &ClusterSpec) -> Option<PathBuf> {
 }
 
 /// Runs the sequence through three real proxies on this run's
-/// coordinators.
-pub async fn run(ctx: &Context, binary: PathBuf) -> anyhow::Result<Acceptance> {
+/// coordinators; with `keep_logs`, writes their logs (and the backends')
+/// there as `acceptance.log`.
+pub async fn run(
+    ctx: &Context,
+    binary: PathBuf,
+    keep_logs: Option<&Path>,
+) -> anyhow::Result<Acceptance> {
     let mut options = FleetOptions::three_zones(binary.clone());
     options.tls = false;
     options.external_coordinators = Some(ctx.cluster.addresses.clone());
@@ -73,6 +78,12 @@ pub async fn run(ctx: &Context, binary: PathBuf) -> anyhow::Result<Acceptance> {
     let demo = DemoOptions::acceptance(binary);
     let outcome = run_on(&mut fleet, &demo).await;
     let real = real_proxies(&fleet.proxies);
+    if let Some(dir) = keep_logs {
+        let path = dir.join("acceptance.log");
+        std::fs::create_dir_all(dir)
+            .and_then(|()| std::fs::write(&path, fleet.logs()))
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
     // Gracefully, as pods are deleted: each proxy deregisters, so no lease
     // is left to expire (and to hold up the next phase's cutovers).
     tokio::task::block_in_place(|| {
@@ -103,6 +114,7 @@ pub async fn run(ctx: &Context, binary: PathBuf) -> anyhow::Result<Acceptance> {
     Ok(Acceptance {
         sent: report.probe.sent,
         failed: report.probe.failed,
+        first_failures: report.probe.failures.into_iter().take(3).collect(),
         cutovers: report.cutovers.len(),
         ready: crate::report::Latencies::of(ready),
         warnings: warnings.len(),

@@ -510,7 +510,11 @@ pub async fn run(options: &Options) -> anyhow::Result<Report> {
         Some(binary) => {
             progress("acceptance sequence through real proxies");
             refresh_leader(&mut ctx).await;
-            Some(acceptance::run(&ctx, binary).await.or_else(failed))
+            Some(
+                acceptance::run(&ctx, binary, options.keep_logs.as_deref())
+                    .await
+                    .or_else(failed),
+            )
         }
         None => None,
     };
