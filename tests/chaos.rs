@@ -228,7 +228,18 @@ async fn a_paused_proxy_stops_counting_and_warms_before_serving_when_back() -> a
         "requests through the resumed proxy failed: {:?}",
         resumed.failures
     );
+    // It knew it had been dropped, and said so on /ready until it served
+    // every committed generation (a load balancer took it out meanwhile).
+    let log = fleet.proxies[2].log_text();
+    let dropped = log
+        .find("/ready answers 503 until it serves every committed generation")
+        .expect("the resumed proxy did not learn its lease had run out");
+    let back_in = log
+        .find("/ready answers 200 again")
+        .expect("the resumed proxy did not say it was counted and caught up");
+    assert!(dropped < back_in, "{log}");
     let metrics = fleet.proxies[2].address("admin")?;
+    assert_eq!(http_get(&metrics, "/ready")?, "ready\n");
     let text = http_get(&metrics, "/metrics")?;
     assert!(
         text.lines()

@@ -26,6 +26,7 @@ use prometheus_client::registry::Registry;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::future::Future;
 use std::io;
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 use switchyard_proto::model::{BackendKey, ConfigSnapshot, HttpRoute, ListenerBinding, RouteKind};
@@ -64,6 +65,19 @@ struct ControlState {
     grpc: HashSet<BackendKey>,
 }
 
+/// Whether the leader counts this proxy, as far as the proxy knows.
+#[repr(u8)]
+enum Standing {
+    /// Registered, or never told otherwise: a proxy that cannot reach any
+    /// coordinator keeps serving what it has.
+    Counted,
+    /// The leader answered that it does not know this registration.
+    Dropped,
+    /// Registered again after being dropped; counted once it serves every
+    /// route at its committed generation.
+    Rejoined,
+}
+
 /// The data plane. Create with [`DataPlane::new`], feed with
 /// [`DataPlane::install`], run with [`DataPlane::serve`].
 #[derive(Debug)]
@@ -77,6 +91,9 @@ pub struct DataPlane {
     /// [`DataPlane::mark_synced`]); a watch so that sockets waiting to
     /// listen ([`Listeners::bind`]) learn of it.
     synced: watch::Sender<bool>,
+    /// Whether the leader counts this proxy, as far as this proxy knows
+    /// ([`Standing`]).
+    standing: AtomicU8,
     /// Which listener sockets `serve` bound.
     sockets: SocketTable,
     /// The access log, once opened; read per request.
@@ -103,6 +120,7 @@ impl DataPlane {
             control: Mutex::new(ControlState::default()),
             mirrors,
             synced: watch::Sender::new(false),
+            standing: AtomicU8::new(Standing::Counted as u8),
             sockets: SocketTable::default(),
             access_log: OnceLock::new(),
         })
@@ -243,17 +261,57 @@ impl DataPlane {
     /// proxy is ready for traffic. It stays ready through later cutovers,
     /// during which the previous generation keeps serving.
     /// Called only with a configuration installed.
-    pub fn mark_synced(&self) {
+    ///
+    /// A proxy registered again after the leader dropped it is counted
+    /// again from here ([`DataPlane::mark_dropped`]); returns true then.
+    pub fn mark_synced(&self) -> bool {
         // Called after every apply round; only the first one is news.
         self.synced
             .send_if_modified(|synced| !std::mem::replace(synced, true));
+        self.standing
+            .compare_exchange(
+                Standing::Rejoined as u8,
+                Standing::Counted as u8,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            )
+            .is_ok()
+    }
+
+    /// Records that the leader answered that it does not know this
+    /// proxy's registration: its lease ran out (a long pause, an overloaded
+    /// node), so cutovers may have been committed without its evidence, and
+    /// routes it still serves at their previous generation may point at
+    /// backends already gone. `/ready` answers 503 — a load balancer takes
+    /// the proxy out — until it is registered again
+    /// ([`DataPlane::mark_rejoined`]) and serves every route at its
+    /// committed generation ([`DataPlane::mark_synced`]).
+    pub fn mark_dropped(&self) {
+        self.standing
+            .store(Standing::Dropped as u8, Ordering::Release);
+    }
+
+    /// Records that a proxy the leader had dropped is registered again.
+    pub fn mark_rejoined(&self) {
+        let _ = self.standing.compare_exchange(
+            Standing::Dropped as u8,
+            Standing::Rejoined as u8,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        );
     }
 
     /// What `/ready` answers: a configuration is installed and, at least
     /// once, every route in it was served — so a proxy started while routes
-    /// exist never says ready and then answers 404 for one of them.
+    /// exist never says ready and then answers 404 for one of them — and
+    /// the leader has not dropped this proxy since (or it caught up after:
+    /// [`DataPlane::mark_dropped`]). Coordinators that cannot be reached
+    /// change nothing here: with all of them down, no cutover can commit,
+    /// and the proxies keep serving (static stability).
     pub fn is_ready(&self) -> bool {
-        self.has_config() && *self.synced.borrow()
+        self.has_config()
+            && *self.synced.borrow()
+            && self.standing.load(Ordering::Acquire) == Standing::Counted as u8
     }
 
     /// Resolves once [`is_ready`](Self::is_ready) holds (it then holds

@@ -144,7 +144,12 @@ fn step(
     if report.waiting.is_empty() {
         // Every route of this configuration is served at its committed
         // generation: `/ready` may say so.
-        dataplane.mark_synced();
+        if dataplane.mark_synced() {
+            tracing::info!(
+                version = snapshot.version,
+                "registered again and serving every route at its committed generation: /ready answers 200 again"
+            );
+        }
     }
 }
 

@@ -1,7 +1,9 @@
 //! This proxy's membership of the fleet, all with the leader: register,
 //! then report readiness evidence and heartbeat the generations served,
-//! register again when the leader no longer knows this registration,
-//! deregister on shutdown.
+//! register again when the leader no longer knows this registration (the
+//! data plane's `/ready` answers 503 until the proxy is registered again
+//! and caught up: [`crate::DataPlane::mark_dropped`]), deregister on
+//! shutdown.
 //!
 //! Evidence and applied generations go whole once, then as the changes
 //! since what the leader acknowledged ([`switchyard_proto::incremental`]):
@@ -86,6 +88,9 @@ pub(super) async fn run(shared: Arc<Shared>) {
         let interval = match register(&shared).await {
             Ok(reply) => {
                 backoff.reset();
+                // Counted again once it serves every committed generation
+                // (the apply loop says when).
+                shared.dataplane.mark_rejoined();
                 Duration::from_millis(reply.heartbeat_interval_ms).max(MIN_HEARTBEAT_INTERVAL)
             }
             Err(e) => {
@@ -178,10 +183,13 @@ pub(super) async fn run(shared: Arc<Shared>) {
                     Duration::ZERO
                 }
                 Err(RoundFailed { error: e, .. }) if e.is_unknown_registration() => {
+                    // Cutovers may have been committed without this proxy:
+                    // out of its load balancer until it has caught up.
+                    shared.dataplane.mark_dropped();
                     log_error!(
                         e.level(),
                         &e,
-                        "the leader does not know this proxy (lease expired or new leader); registering again"
+                        "the leader does not know this proxy (lease expired or new leader); registering again, /ready answers 503 until it serves every committed generation"
                     );
                     unregistered_since = Instant::now();
                     continue 'register;

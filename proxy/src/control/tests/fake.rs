@@ -180,6 +180,17 @@ impl Fake {
         self.script().refuse_registers = Some(status);
     }
 
+    /// Refuses every register as a coordinator that knows no leader
+    /// would, until [`Fake::accept_registrations`].
+    pub fn refuse_registrations(&self) {
+        self.script().refuse_registers = Some(Status::unavailable("no leader known"));
+    }
+
+    /// Answers registers again, as a healthy leader.
+    pub fn accept_registrations(&self) {
+        self.script().refuse_registers = None;
+    }
+
     /// Answers the next register with `registration`.
     pub fn answer_next_register(&self, registration: u64) {
         let mut script = self.script();

@@ -2,7 +2,7 @@
 //! fake coordinators.
 
 use super::fake::Fake;
-use super::{Logs, Proxy, served};
+use super::{Logs, Proxy, served, waiting, within};
 use std::time::Duration;
 
 #[tokio::test]
@@ -229,4 +229,87 @@ async fn a_new_leader_named_on_the_watch_stream_gets_both_sets_at_once() {
     proxy.stop().await;
     new.next_deregister().await;
     assert_eq!(logs.warnings(), Vec::<String>::new());
+}
+
+/// Waits until the proxy's `/ready` answer is `ready`.
+async fn ready_is(proxy: &Proxy, ready: bool) {
+    within(&format!("/ready to be {ready}"), async {
+        while proxy.dataplane.is_ready() != ready {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_proxy_the_leader_dropped_is_not_ready_until_registered_again_and_caught_up() {
+    let logs = Logs::capture();
+    let mut coordinator = Fake::start().await;
+    let proxy = Proxy::against(&coordinator);
+    coordinator.next_register().await;
+    let watch = coordinator.next_watch().await;
+    watch.send_snapshot(1, &served(1, &["r1"], 1)).await;
+    ready_is(&proxy, true).await;
+
+    // The leader lost this proxy's lease; registering again fails for now
+    // (an election, say): cutovers may be committed without this proxy.
+    coordinator.refuse_registrations();
+    coordinator.forget_next_heartbeat();
+    ready_is(&proxy, false).await;
+    // Committed meanwhile: generation 2, to a backend not warm here.
+    watch.send_snapshot(2, &waiting(2, "r1", 2)).await;
+    coordinator.accept_registrations();
+    let again = coordinator.heartbeat_where(|b| b.registration > 1).await;
+    // Registered again, and a heartbeat (after it the apply loop has
+    // ticked) says route r1 is served below its committed generation:
+    // still behind, so still out.
+    coordinator
+        .heartbeat_where(|b| b.registration == again.registration && b.config_version == 2)
+        .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        !proxy.dataplane.is_ready(),
+        "ready while serving r1 below its committed generation"
+    );
+
+    // Generation 3 needs nothing warm: every route is served at its
+    // committed generation, the proxy is counted and caught up.
+    watch.send_snapshot(3, &served(3, &["r1"], 3)).await;
+    ready_is(&proxy, true).await;
+    assert_eq!(
+        logs.at(
+            "WARN",
+            "/ready answers 503 until it serves every committed generation"
+        )
+        .len(),
+        1,
+        "{:#?}",
+        logs.lines()
+    );
+    proxy.stop().await;
+}
+
+#[tokio::test]
+async fn a_proxy_that_reaches_no_coordinator_stays_ready() {
+    let mut coordinator = Fake::start().await;
+    let proxy = Proxy::against(&coordinator);
+    coordinator.next_register().await;
+    let watch = coordinator.next_watch().await;
+    watch.send_snapshot(1, &served(1, &["r1"], 1)).await;
+    ready_is(&proxy, true).await;
+    // Every coordinator down: no cutover can commit, and what this proxy
+    // serves stays right (static stability).
+    drop(watch);
+    drop(coordinator);
+    within("calls to the stopped coordinator to fail", async {
+        while proxy.coordinator_errors() < 3.0 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+    assert!(
+        proxy.dataplane.is_ready(),
+        "not ready with the coordinators down"
+    );
+    proxy.stop().await;
 }

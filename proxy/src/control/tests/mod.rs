@@ -20,7 +20,7 @@ mod watch;
 
 use super::coordinators::CoordinatorAddress;
 use super::{ControlConfig, ControlMetrics};
-use crate::router::testkit::{INFRA, World, prefix, route, rule};
+use crate::router::testkit::{INFRA, World, prefix, route, rule, svc};
 use crate::{DataPlane, DataPlaneSettings};
 use fake::Fake;
 use prometheus_client::registry::Registry;
@@ -189,6 +189,25 @@ pub(super) fn served(version: u64, routes: &[&str], generation: u64) -> ConfigSn
     for name in routes {
         world.route(route(INFRA, name, vec![rule(prefix("/"), vec![])]));
     }
+    committed(&world, version, generation)
+}
+
+/// Route `name` sending everything to Service `cold`, which has no
+/// endpoints: a proxy never warms it, so a generation of the route waits.
+pub(super) fn waiting(version: u64, name: &str, generation: u64) -> ConfigSnapshot {
+    let mut world = World::new();
+    world.service(INFRA, "cold", &[8080]);
+    world.route(route(
+        INFRA,
+        name,
+        vec![rule(prefix("/"), vec![svc("cold", 1)])],
+    ));
+    committed(&world, version, generation)
+}
+
+/// `world` as configuration `version`, every route committed at
+/// `generation`.
+fn committed(world: &World, version: u64, generation: u64) -> ConfigSnapshot {
     let mut snapshot = world.snapshot.clone();
     snapshot.version = version;
     snapshot.routes = world
