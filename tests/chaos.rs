@@ -230,6 +230,16 @@ async fn a_paused_proxy_stops_counting_and_warms_before_serving_when_back() -> a
     );
     // It knew it had been dropped, and said so on /ready until it served
     // every committed generation (a load balancer took it out meanwhile).
+    let metrics = fleet.proxies[2].address("admin")?;
+    eventually(
+        "the resumed proxy to be counted and caught up",
+        Duration::from_secs(10),
+        async || {
+            let ready = http_get(&metrics, "/ready").unwrap_or_default();
+            holds(ready == "ready\n", || format!("/ready: {ready:?}"))
+        },
+    )
+    .await?;
     let log = fleet.proxies[2].log_text();
     let dropped = log
         .find("/ready answers 503 until it serves every committed generation")
@@ -238,8 +248,6 @@ async fn a_paused_proxy_stops_counting_and_warms_before_serving_when_back() -> a
         .find("/ready answers 200 again")
         .expect("the resumed proxy did not say it was counted and caught up");
     assert!(dropped < back_in, "{log}");
-    let metrics = fleet.proxies[2].address("admin")?;
-    assert_eq!(http_get(&metrics, "/ready")?, "ready\n");
     let text = http_get(&metrics, "/metrics")?;
     assert!(
         text.lines()
