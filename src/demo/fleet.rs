@@ -406,7 +406,13 @@ impl Fleet {
                 .fetch_status_of(Some(&std::collections::BTreeSet::new()))
                 .await
             {
-                live = status.proxies.iter().filter(|p| p.live).count();
+                // Only this fleet's: other proxies (a load tool's agents)
+                // may share the coordinators.
+                live = status
+                    .proxies
+                    .iter()
+                    .filter(|p| p.live && self.options.proxies.iter().any(|(id, _)| *id == p.id))
+                    .count();
                 if live == self.proxies.len() {
                     return Ok(());
                 }
