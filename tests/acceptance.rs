@@ -277,3 +277,27 @@ async fn a_backend_that_answers_503_at_first_is_waited_for() -> anyhow::Result<(
     );
     Ok(())
 }
+
+/// The sequence's wait for every proxy to serve gives up at its bound and
+/// names the proxy and why (here: nothing listens where it should).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiting_for_a_proxy_that_never_serves_names_it_and_why() {
+    let silent = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+        listener.local_addr().expect("its address")
+    };
+    let url = format!("http://{silent}");
+    let error = switchyard::demo::prober::wait_serving(
+        std::slice::from_ref(&url),
+        manifests::VERSION_HEADER,
+        Duration::from_millis(300),
+    )
+    .await
+    .expect_err("nothing listens there");
+    let message = format!("{error:#}");
+    assert!(
+        message.contains(&format!("{url} does not serve the route after 300ms"))
+            && message.contains("transport error"),
+        "{message}"
+    );
+}
