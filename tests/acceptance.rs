@@ -287,7 +287,7 @@ async fn waiting_for_a_proxy_that_never_serves_names_it_and_why() {
         listener.local_addr().expect("its address")
     };
     let url = format!("http://{silent}");
-    let error = switchyard::demo::prober::wait_serving(
+    let error = switchyard::demo::prober::wait_until_each_answers(
         std::slice::from_ref(&url),
         manifests::VERSION_HEADER,
         Duration::from_millis(300),

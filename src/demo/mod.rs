@@ -109,39 +109,10 @@ pub async fn run_on(fleet: &mut Fleet, options: &DemoOptions) -> anyhow::Result<
 }
 
 async fn sequence(fleet: &mut Fleet, options: &DemoOptions) -> anyhow::Result<DemoReport> {
-    fleet.wait_leader(Duration::from_secs(20)).await?;
-    // Every proxy counted before the first route: a proxy not registered
-    // yet (or whose lease ran out while it installed a large store) does
-    // not hold the route's commit back, and would not serve it when the
-    // prober starts.
-    fleet.wait_proxies_live(Duration::from_secs(60)).await?;
-    let first = "v1".to_string();
-    let address = tokio::task::block_in_place(|| fleet.start_backend(&first, &[]))?;
-    let yaml = format!(
-        "{}{}{}",
-        manifests::base(),
-        manifests::backend(&first, address),
-        manifests::route(&first, "h0", "30s")
-    );
-    let (targets, index) = fleet.apply(&yaml).await?;
-    fleet
-        .client()
-        .wait_ready(&targets, index, Duration::from_secs(60), |_| {})
-        .await
-        .context("the first route never became Ready")?;
-    // The starting point: every proxy serves the first route. A proxy whose
-    // lease ran out after it was counted (its first install of a large
-    // store kept its heartbeats back) is not counted, nor serving, when the
-    // route is Ready.
-    prober::wait_serving(
-        &fleet.proxy_urls()?,
-        VERSION_HEADER,
-        Duration::from_secs(60),
-    )
-    .await?;
-
+    let urls = fleet.proxy_urls()?;
+    serve_first_route(fleet, &urls).await?;
     let prober = Prober::start(
-        fleet.proxy_urls()?,
+        urls,
         options.concurrency,
         VERSION_HEADER,
         Duration::from_secs(600),
@@ -159,8 +130,8 @@ async fn sequence(fleet: &mut Fleet, options: &DemoOptions) -> anyhow::Result<De
     };
 
     let mut cutovers = Vec::new();
-    let mut backend = first;
-    let mut version = "h0".to_string();
+    let mut backend = FIRST_BACKEND.to_string();
+    let mut version = FIRST_VERSION.to_string();
     for step in 1..=total {
         let swap = step > options.header_updates;
         let mut yaml = String::new();
@@ -247,6 +218,39 @@ async fn sequence(fleet: &mut Fleet, options: &DemoOptions) -> anyhow::Result<De
     })
 }
 
+/// The backend and header value route `demo/app` starts with.
+const FIRST_BACKEND: &str = "v1";
+const FIRST_VERSION: &str = "h0";
+
+/// The starting point of the sequence and of the fault scenarios: a
+/// leader, every proxy of `fleet` counted, route `demo/app` Ready on
+/// backend [`FIRST_BACKEND`], and each of `urls` answering for it.
+async fn serve_first_route(fleet: &mut Fleet, urls: &[String]) -> anyhow::Result<()> {
+    fleet.wait_leader(Duration::from_secs(20)).await?;
+    // Every proxy counted before the first route: a proxy not registered
+    // yet (or whose lease ran out while it installed a large store) does
+    // not hold the route's commit back, and would not serve it when the
+    // prober starts.
+    fleet.wait_proxies_live(Duration::from_secs(60)).await?;
+    let address = tokio::task::block_in_place(|| fleet.start_backend(FIRST_BACKEND, &[]))?;
+    let yaml = format!(
+        "{}{}{}",
+        manifests::base(),
+        manifests::backend(FIRST_BACKEND, address),
+        manifests::route(FIRST_BACKEND, FIRST_VERSION, "30s")
+    );
+    let (targets, index) = fleet.apply(&yaml).await?;
+    fleet
+        .client()
+        .wait_ready(&targets, index, Duration::from_secs(60), |_| {})
+        .await
+        .context("the first route never became Ready")?;
+    // A proxy whose lease ran out after it was counted (its first install
+    // of a large store kept its heartbeats back) is not counted, nor
+    // serving, when the route is Ready.
+    prober::wait_until_each_answers(urls, VERSION_HEADER, Duration::from_secs(60)).await
+}
+
 /// A fleet serving route `demo/app` from backend `v1` (already Ready), and
 /// a prober through `probe_proxies` of its proxies (all when empty): the
 /// starting point of the fault scenarios.
@@ -255,28 +259,13 @@ pub async fn start_serving(
     probe_proxies: &[usize],
 ) -> anyhow::Result<(Fleet, Prober)> {
     let mut fleet = tokio::task::block_in_place(|| Fleet::start(options))?;
-    fleet.wait_leader(Duration::from_secs(20)).await?;
-    fleet.wait_proxies_live(Duration::from_secs(20)).await?;
-    let address = tokio::task::block_in_place(|| fleet.start_backend("v1", &[]))?;
-    let yaml = format!(
-        "{}{}{}",
-        manifests::base(),
-        manifests::backend("v1", address),
-        manifests::route("v1", "h0", "30s")
-    );
-    let (targets, index) = fleet.apply(&yaml).await?;
-    fleet
-        .client()
-        .wait_ready(&targets, index, Duration::from_secs(60), |_| {})
-        .await
-        .context("the first route never became Ready")?;
     let urls = fleet.proxy_urls()?;
-    let urls = if probe_proxies.is_empty() {
+    let urls: Vec<String> = if probe_proxies.is_empty() {
         urls
     } else {
         probe_proxies.iter().map(|i| urls[*i].clone()).collect()
     };
-    prober::wait_serving(&urls, VERSION_HEADER, Duration::from_secs(60)).await?;
+    serve_first_route(&mut fleet, &urls).await?;
     let prober = Prober::start(urls, 4, VERSION_HEADER, Duration::from_secs(300));
     Ok((fleet, prober))
 }

@@ -171,7 +171,7 @@ impl Prober {
 /// route it has not applied; a proxy whose lease ran out while it installed
 /// a large store is such a proxy, and a cutover may have been committed
 /// without it. On timeout, says which proxy did not answer and why.
-pub async fn wait_serving(
+pub async fn wait_until_each_answers(
     urls: &[String],
     version_header: &str,
     timeout: Duration,

@@ -70,21 +70,18 @@ pub(super) async fn run(
         // a busy machine, which on the runtime's thread would hold up
         // serving and the heartbeats that keep this proxy's lease.
         let shared_for_step = Arc::clone(&shared);
-        let stepped = tokio::task::spawn_blocking(move || {
+        let stepped = super::aside(move || {
             let generations = Arc::new(BackendGenerations::new(&snapshot));
             step(&shared_for_step, &mut guard, &snapshot, &generations, true);
             (guard, snapshot, generations)
         })
         .await;
-        match stepped {
-            Ok((stepped_guard, snapshot, generations)) => {
-                guard = stepped_guard;
-                current = Some((snapshot, generations));
-            }
-            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-            // Cancelled: the runtime is shutting down.
-            Err(_) => return,
-        }
+        // None: the runtime is shutting down.
+        let Some((stepped_guard, snapshot, generations)) = stepped else {
+            return;
+        };
+        guard = stepped_guard;
+        current = Some((snapshot, generations));
     }
 }
 

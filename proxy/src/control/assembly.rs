@@ -35,12 +35,11 @@ pub(super) async fn decode(
         .as_ref()
         .is_some_and(|(_, encoded)| encoded.bytes.len() >= DECODED_ASIDE_FROM);
     let decoded = if large {
-        let aside = move || switchyard_proto::watch::decode(held, holding, resync, update);
-        match tokio::task::spawn_blocking(aside).await {
-            Ok(decoded) => decoded,
-            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-            // Cancelled: the runtime is shutting down and drops this task.
-            Err(_) => std::future::pending().await,
+        let decode = move || switchyard_proto::watch::decode(held, holding, resync, update);
+        match super::aside(decode).await {
+            Some(decoded) => decoded,
+            // The runtime is shutting down and drops this task.
+            None => std::future::pending().await,
         }
     } else {
         switchyard_proto::watch::decode(held, holding, resync, update)

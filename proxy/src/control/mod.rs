@@ -242,3 +242,18 @@ pub async fn run(
     membership.abort();
     membership::deregister(&shared).instrument(span).await;
 }
+
+/// Runs `work` on a blocking thread, in the current span (every line the
+/// client logs names the proxy), and returns what it returned: for work
+/// that grows with the store (decoding it, installing it), which on the
+/// runtime's threads would hold up serving and the heartbeats that keep
+/// this proxy's lease. A panic in `work` is raised again here; `None`
+/// when the runtime is shutting down and dropped the work.
+async fn aside<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+    let span = tracing::Span::current();
+    match tokio::task::spawn_blocking(move || span.in_scope(work)).await {
+        Ok(done) => Some(done),
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Err(_) => None,
+    }
+}
