@@ -26,7 +26,6 @@ use prometheus_client::registry::Registry;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::future::Future;
 use std::io;
-use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 use switchyard_proto::model::{BackendKey, ConfigSnapshot, HttpRoute, ListenerBinding, RouteKind};
@@ -66,16 +65,18 @@ struct ControlState {
 }
 
 /// Whether the leader counts this proxy, as far as the proxy knows.
-#[repr(u8)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Standing {
     /// Registered, or never told otherwise: a proxy that cannot reach any
     /// coordinator keeps serving what it has.
     Counted,
     /// The leader answered that it does not know this registration.
     Dropped,
-    /// Registered again after being dropped; counted once it serves every
-    /// route at its committed generation.
-    Rejoined,
+    /// Registered again after being dropped, by the log entry at
+    /// `registration`; counted once it serves every route at its committed
+    /// generation in a configuration at least that new
+    /// ([`DataPlane::mark_caught_up`]).
+    Rejoined { registration: u64 },
 }
 
 /// The data plane. Create with [`DataPlane::new`], feed with
@@ -93,7 +94,7 @@ pub struct DataPlane {
     synced: watch::Sender<bool>,
     /// Whether the leader counts this proxy, as far as this proxy knows
     /// ([`Standing`]).
-    standing: AtomicU8,
+    standing: Mutex<Standing>,
     /// Which listener sockets `serve` bound.
     sockets: SocketTable,
     /// The access log, once opened; read per request.
@@ -120,7 +121,7 @@ impl DataPlane {
             control: Mutex::new(ControlState::default()),
             mirrors,
             synced: watch::Sender::new(false),
-            standing: AtomicU8::new(Standing::Counted as u8),
+            standing: Mutex::new(Standing::Counted),
             sockets: SocketTable::default(),
             access_log: OnceLock::new(),
         })
@@ -261,21 +262,26 @@ impl DataPlane {
     /// proxy is ready for traffic. It stays ready through later cutovers,
     /// during which the previous generation keeps serving.
     /// Called only with a configuration installed.
-    ///
-    /// A proxy registered again after the leader dropped it is counted
-    /// again from here ([`DataPlane::mark_dropped`]); returns true then.
-    pub fn mark_synced(&self) -> bool {
+    pub fn mark_synced(&self) {
         // Called after every apply round; only the first one is news.
         self.synced
             .send_if_modified(|synced| !std::mem::replace(synced, true));
-        self.standing
-            .compare_exchange(
-                Standing::Rejoined as u8,
-                Standing::Counted as u8,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            )
-            .is_ok()
+    }
+
+    /// Records that a proxy registered again after the leader dropped it
+    /// ([`DataPlane::mark_rejoined`]) serves every route at its committed
+    /// generation in the configuration at version `through`: counted
+    /// again from here if that is at least as new as its registration.
+    /// Returns true when this is news (the proxy was waiting to catch up).
+    pub fn mark_caught_up(&self, through: u64) -> bool {
+        let mut standing = self.standing();
+        match *standing {
+            Standing::Rejoined { registration } if through >= registration => {
+                *standing = Standing::Counted;
+                true
+            }
+            _ => false,
+        }
     }
 
     /// Records that the leader answered that it does not know this
@@ -285,20 +291,23 @@ impl DataPlane {
     /// backends already gone. `/ready` answers 503 — a load balancer takes
     /// the proxy out — until it is registered again
     /// ([`DataPlane::mark_rejoined`]) and serves every route at its
-    /// committed generation ([`DataPlane::mark_synced`]).
+    /// committed generation in a configuration at least as new as that
+    /// registration ([`DataPlane::mark_caught_up`]).
     pub fn mark_dropped(&self) {
-        self.standing
-            .store(Standing::Dropped as u8, Ordering::Release);
+        *self.standing() = Standing::Dropped;
     }
 
-    /// Records that a proxy the leader had dropped is registered again.
-    pub fn mark_rejoined(&self) {
-        let _ = self.standing.compare_exchange(
-            Standing::Dropped as u8,
-            Standing::Rejoined as u8,
-            Ordering::AcqRel,
-            Ordering::Acquire,
-        );
+    /// Records that a proxy the leader had dropped is registered again, by
+    /// the log entry at `registration` (`RegisterReply.registration`).
+    pub fn mark_rejoined(&self, registration: u64) {
+        let mut standing = self.standing();
+        if *standing == Standing::Dropped {
+            *standing = Standing::Rejoined { registration };
+        }
+    }
+
+    fn standing(&self) -> std::sync::MutexGuard<'_, Standing> {
+        self.standing.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// What `/ready` answers: a configuration is installed and, at least
@@ -309,9 +318,7 @@ impl DataPlane {
     /// change nothing here: with all of them down, no cutover can commit,
     /// and the proxies keep serving (static stability).
     pub fn is_ready(&self) -> bool {
-        self.has_config()
-            && *self.synced.borrow()
-            && self.standing.load(Ordering::Acquire) == Standing::Counted as u8
+        self.has_config() && *self.synced.borrow() && *self.standing() == Standing::Counted
     }
 
     /// Resolves once [`is_ready`](Self::is_ready) holds (it then holds

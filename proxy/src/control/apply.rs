@@ -141,9 +141,12 @@ fn step(
     if report.waiting.is_empty() {
         // Every route of this configuration is served at its committed
         // generation: `/ready` may say so.
-        if dataplane.mark_synced() {
+        dataplane.mark_synced();
+        if let Some(through) = shared.served_through(snapshot)
+            && dataplane.mark_caught_up(through)
+        {
             tracing::info!(
-                version = snapshot.version,
+                version = through,
                 "registered again and serving every route at its committed generation: /ready answers 200 again"
             );
         }

@@ -89,8 +89,9 @@ pub(super) async fn run(shared: Arc<Shared>) {
             Ok(reply) => {
                 backoff.reset();
                 // Counted again once it serves every committed generation
+                // in a configuration at least as new as this registration
                 // (the apply loop says when).
-                shared.dataplane.mark_rejoined();
+                shared.dataplane.mark_rejoined(reply.registration);
                 Duration::from_millis(reply.heartbeat_interval_ms).max(MIN_HEARTBEAT_INTERVAL)
             }
             Err(e) => {

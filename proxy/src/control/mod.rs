@@ -51,7 +51,7 @@ use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use switchyard_proto::model::{BackendKey, ObjectName};
+use switchyard_proto::model::{BackendKey, ConfigSnapshot, ObjectName};
 use tokio::sync::{Notify, watch as channel};
 use tracing::Instrument;
 
@@ -160,9 +160,14 @@ struct Shared {
     /// new one at once: see [`Shared::leader_named`]).
     named_leader: Mutex<Option<String>>,
     leader_moved: AtomicBool,
-    /// Newest configuration version the watch stream has shown (watch
-    /// writes, heartbeats read).
+    /// Newest configuration version the watch stream has shown, bare
+    /// versions included (watch writes, heartbeats and apply read).
     held_version: AtomicU64,
+    /// Version of the newest configuration payload the watch stream took
+    /// (watch writes, apply reads): written before `held_version`, so that
+    /// a reader that sees a version in `held_version` sees its payload's
+    /// here ([`Shared::served_through`]).
+    payload_version: AtomicU64,
     /// This run's current registration (`RegisterReply.registration`), 0
     /// before the first. Heartbeats, reports and the goodbye name it.
     registration: AtomicU64,
@@ -193,6 +198,24 @@ impl Shared {
         }
     }
 
+    /// The newest version `snapshot`, the configuration the apply loop
+    /// serves from, stands for: the version the stream holds when it took
+    /// no payload after `snapshot` (bare versions after a payload move the
+    /// version without changing what a proxy sees); `None` while a newer
+    /// payload is on its way to the apply loop. A proxy the leader dropped
+    /// and that registered again by the log entry at R may have missed
+    /// cutovers committed before R: it is counted again only once it
+    /// serves every route of a configuration at least that new
+    /// ([`crate::DataPlane::mark_caught_up`]). O(1).
+    fn served_through(&self, snapshot: &ConfigSnapshot) -> Option<u64> {
+        // `held_version` first: the stream writes a payload's version
+        // before it (`watch::taken`), so a held version that came with a
+        // payload shows that payload here.
+        let held = self.held_version.load(Ordering::Acquire);
+        let payload = self.payload_version.load(Ordering::Acquire);
+        (payload == snapshot.version).then_some(held)
+    }
+
     /// Whether the watch stream named a new leader since the last call.
     fn take_leader_moved(&self) -> bool {
         self.leader_moved.swap(false, Ordering::Relaxed)
@@ -216,6 +239,7 @@ impl Shared {
             named_leader: Mutex::new(None),
             leader_moved: AtomicBool::new(false),
             held_version: AtomicU64::new(0),
+            payload_version: AtomicU64::new(0),
             registration: AtomicU64::new(0),
             lag: channel::Sender::new(watch::Lag::default()),
         }

@@ -368,6 +368,8 @@ fn taken(
     version: u64,
     unpublished: &mut bool,
 ) {
+    // Before the held version: see `Shared::served_through`.
+    shared.payload_version.store(version, Ordering::Release);
     note_version(shared, held, version);
     *unpublished = true;
     tracing::info!(
@@ -380,6 +382,6 @@ fn taken(
 
 fn note_version(shared: &Shared, held: &mut u64, version: u64) {
     *held = version;
-    shared.held_version.store(version, Ordering::Relaxed);
+    shared.held_version.store(version, Ordering::Release);
     shared.metrics.config_version.set(version as i64);
 }

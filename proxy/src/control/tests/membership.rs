@@ -297,6 +297,50 @@ async fn a_proxy_the_leader_dropped_is_not_ready_until_registered_again_and_caug
 }
 
 #[tokio::test]
+async fn a_proxy_registered_again_is_counted_only_through_a_configuration_as_new_as_its_registration()
+ {
+    let logs = Logs::capture();
+    let (mut coordinator, proxy, watch) = ready_with_route_r1().await;
+    coordinator.refuse_registrations();
+    coordinator.forget_next_heartbeat();
+    ready_is(&proxy, false).await;
+    // Registered again by the log entry at 10: whatever was committed
+    // before it — while this proxy was not counted — is in configurations
+    // up to version 10, and this proxy holds version 1.
+    coordinator.answer_next_register(10);
+    coordinator.accept_registrations();
+    coordinator
+        .heartbeat_where(|b| b.registration == 10 && b.config_version == 1)
+        .await;
+    // Several apply rounds (one per 100 ms at least), each finding every
+    // route of version 1 served.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        !proxy.dataplane.is_ready(),
+        "ready on a configuration older than its registration"
+    );
+    // Version 9, nothing waiting: still older than the registration.
+    watch.send_snapshot(9, &served(9, &["r1"], 1)).await;
+    coordinator
+        .heartbeat_where(|b| b.registration == 10 && b.config_version == 9)
+        .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        !proxy.dataplane.is_ready(),
+        "ready on version 9 after registering at 10"
+    );
+    // A bare version at 10: nothing a proxy sees changed from 9 to 10
+    // (the registration itself, say), so version 9's routes are those of
+    // 10, all served.
+    watch.send_version_only(10).await;
+    ready_is(&proxy, true).await;
+    let again = logs.at("INFO", "/ready answers 200 again");
+    assert_eq!(again.len(), 1, "{:#?}", logs.lines());
+    assert!(again[0].contains("version=10"), "{}", again[0]);
+    proxy.stop().await;
+}
+
+#[tokio::test]
 async fn a_proxy_that_reaches_no_coordinator_stays_ready() {
     let (coordinator, proxy, watch) = ready_with_route_r1().await;
     // Every coordinator down: no cutover can commit, and what this proxy
