@@ -241,6 +241,18 @@ async fn ready_is(proxy: &Proxy, ready: bool) {
     .await;
 }
 
+/// Once a heartbeat under registration `at.0` says version `at.1` (the
+/// apply loop has run on that version by then) and several apply rounds
+/// after it (one per 100 ms at least), the proxy is still not ready.
+async fn still_out_at(coordinator: &mut Fake, proxy: &Proxy, at: (u64, u64), why: &str) {
+    let (registration, version) = at;
+    coordinator
+        .heartbeat_where(|b| b.registration == registration && b.config_version == version)
+        .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!proxy.dataplane.is_ready(), "{why}");
+}
+
 /// A proxy registered with a fake leader, serving route r1 (version 1),
 /// ready.
 async fn ready_with_route_r1() -> (Fake, Proxy, Watch) {
@@ -270,14 +282,13 @@ async fn a_proxy_the_leader_dropped_is_not_ready_until_registered_again_and_caug
     // Registered again, and a heartbeat (after it the apply loop has
     // ticked) says route r1 is served below its committed generation:
     // still behind, so still out.
-    coordinator
-        .heartbeat_where(|b| b.registration == again.registration && b.config_version == 2)
-        .await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(
-        !proxy.dataplane.is_ready(),
-        "ready while serving r1 below its committed generation"
-    );
+    still_out_at(
+        &mut coordinator,
+        &proxy,
+        (again.registration, 2),
+        "ready while serving r1 below its committed generation",
+    )
+    .await;
 
     // Generation 3 needs nothing warm: every route is served at its
     // committed generation, the proxy is counted and caught up.
@@ -309,26 +320,23 @@ async fn a_proxy_registered_again_is_counted_only_through_a_configuration_as_new
     // up to version 10, and this proxy holds version 1.
     coordinator.answer_next_register(10);
     coordinator.accept_registrations();
-    coordinator
-        .heartbeat_where(|b| b.registration == 10 && b.config_version == 1)
-        .await;
-    // Several apply rounds (one per 100 ms at least), each finding every
-    // route of version 1 served.
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(
-        !proxy.dataplane.is_ready(),
-        "ready on a configuration older than its registration"
-    );
+    // Each apply round finds every route of version 1 served.
+    still_out_at(
+        &mut coordinator,
+        &proxy,
+        (10, 1),
+        "ready on a configuration older than its registration",
+    )
+    .await;
     // Version 9, nothing waiting: still older than the registration.
     watch.send_snapshot(9, &served(9, &["r1"], 1)).await;
-    coordinator
-        .heartbeat_where(|b| b.registration == 10 && b.config_version == 9)
-        .await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(
-        !proxy.dataplane.is_ready(),
-        "ready on version 9 after registering at 10"
-    );
+    still_out_at(
+        &mut coordinator,
+        &proxy,
+        (10, 9),
+        "ready on version 9 after registering at 10",
+    )
+    .await;
     // A bare version at 10: nothing a proxy sees changed from 9 to 10
     // (the registration itself, say), so version 9's routes are those of
     // 10, all served.
