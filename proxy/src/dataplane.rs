@@ -261,7 +261,9 @@ impl DataPlane {
     /// committed generation (none waits for warm-up): from here on the
     /// proxy is ready for traffic. It stays ready through later cutovers,
     /// during which the previous generation keeps serving.
-    /// Called only with a configuration installed.
+    /// Called only with a configuration installed; with coordinators, only
+    /// once that configuration is at least as new as the proxy's
+    /// registration (the control client's apply loop).
     pub fn mark_synced(&self) {
         // Called after every apply round; only the first one is news.
         self.synced

@@ -365,7 +365,7 @@ async fn register(shared: &Shared) -> Result<pb::RegisterReply, ControlError> {
     .await?;
     shared
         .registration
-        .store(reply.registration, Ordering::Relaxed);
+        .store(reply.registration, Ordering::Release);
     tracing::info!(coordinator = %address, registration = reply.registration, "registered with the coordinators");
     Ok(reply)
 }

@@ -349,6 +349,30 @@ async fn a_proxy_registered_again_is_counted_only_through_a_configuration_as_new
 }
 
 #[tokio::test]
+async fn a_starting_proxy_says_ready_only_on_a_configuration_as_new_as_its_registration() {
+    let mut coordinator = Fake::start().await;
+    // Registered by the log entry at 5: cutovers committed before it went
+    // without this proxy, in configurations up to version 5.
+    coordinator.answer_next_register(5);
+    let proxy = Proxy::against(&coordinator);
+    coordinator.heartbeat_where(|b| b.registration == 5).await;
+    let watch = coordinator.next_watch().await;
+    // Version 1 (a follower lagging behind, say), every route served.
+    watch.send_snapshot(1, &served(1, &["r1"], 1)).await;
+    still_out_at(
+        &mut coordinator,
+        &proxy,
+        (5, 1),
+        "ready on a configuration older than its registration",
+    )
+    .await;
+    // Nothing a proxy sees changed from 1 to 5.
+    watch.send_version_only(5).await;
+    ready_is(&proxy, true).await;
+    proxy.stop().await;
+}
+
+#[tokio::test]
 async fn a_proxy_that_reaches_no_coordinator_stays_ready() {
     let (coordinator, proxy, watch) = ready_with_route_r1().await;
     // Every coordinator down: no cutover can commit, and what this proxy
