@@ -64,19 +64,34 @@ struct ControlState {
     grpc: HashSet<BackendKey>,
 }
 
-/// Whether the leader counts this proxy, as far as the proxy knows.
+/// Whether the leader counts this proxy, as far as the proxy knows, and
+/// under which registration: the log index of its `Register` entry
+/// (`RegisterReply.registration`; 0 before the first, and with no
+/// coordinators). Cutovers committed before that entry went without this
+/// proxy, so it serves for readiness only a configuration at least that
+/// new ([`DataPlane::mark_served_through`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Standing {
     /// Registered, or never told otherwise: a proxy that cannot reach any
     /// coordinator keeps serving what it has.
-    Counted,
+    Counted { registration: u64 },
     /// The leader answered that it does not know this registration.
-    Dropped,
-    /// Registered again after being dropped, by the log entry at
-    /// `registration`; counted once it serves every route at its committed
-    /// generation in a configuration at least that new
-    /// ([`DataPlane::mark_caught_up`]).
+    Dropped { registration: u64 },
+    /// Registered again after being dropped; counted once it serves every
+    /// route at its committed generation in a configuration at least as
+    /// new as the registration.
     Rejoined { registration: u64 },
+}
+
+impl Standing {
+    /// The registration this standing is under.
+    fn registration(self) -> u64 {
+        match self {
+            Standing::Counted { registration }
+            | Standing::Dropped { registration }
+            | Standing::Rejoined { registration } => registration,
+        }
+    }
 }
 
 /// The data plane. Create with [`DataPlane::new`], feed with
@@ -121,7 +136,7 @@ impl DataPlane {
             control: Mutex::new(ControlState::default()),
             mirrors,
             synced: watch::Sender::new(false),
-            standing: Mutex::new(Standing::Counted),
+            standing: Mutex::new(Standing::Counted { registration: 0 }),
             sockets: SocketTable::default(),
             access_log: OnceLock::new(),
         })
@@ -261,29 +276,51 @@ impl DataPlane {
     /// committed generation (none waits for warm-up): from here on the
     /// proxy is ready for traffic. It stays ready through later cutovers,
     /// during which the previous generation keeps serving.
-    /// Called only with a configuration installed; with coordinators, only
-    /// once that configuration is at least as new as the proxy's
-    /// registration (the control client's apply loop).
+    /// Called only with a configuration installed: by a proxy without
+    /// coordinators directly, with them through
+    /// [`DataPlane::mark_served_through`].
     pub fn mark_synced(&self) {
         // Called after every apply round; only the first one is news.
         self.synced
             .send_if_modified(|synced| !std::mem::replace(synced, true));
     }
 
-    /// Records that a proxy registered again after the leader dropped it
-    /// ([`DataPlane::mark_rejoined`]) serves every route at its committed
-    /// generation in the configuration at version `through`: counted
-    /// again from here if that is at least as new as its registration.
-    /// Returns true when this is news (the proxy was waiting to catch up).
-    pub fn mark_caught_up(&self, through: u64) -> bool {
+    /// Records that every route of the configuration at version `through`
+    /// is served at its committed generation. Counts for readiness only
+    /// if that configuration is at least as new as the proxy's
+    /// registration ([`DataPlane::mark_registered`]): then the proxy is synced
+    /// ([`DataPlane::mark_synced`]) and, if it had registered again after
+    /// the leader dropped it, counted again — returns true then, which is
+    /// news.
+    pub fn mark_served_through(&self, through: u64) -> bool {
         let mut standing = self.standing();
+        let registration = standing.registration();
+        if through < registration {
+            return false;
+        }
+        self.mark_synced();
         match *standing {
-            Standing::Rejoined { registration } if through >= registration => {
-                *standing = Standing::Counted;
+            Standing::Rejoined { registration } => {
+                *standing = Standing::Counted { registration };
                 true
             }
-            _ => false,
+            // A dropped proxy waits to be registered again.
+            Standing::Dropped { .. } | Standing::Counted { .. } => false,
         }
+    }
+
+    /// Records that the proxy is registered, by the log entry at
+    /// `registration` (`RegisterReply.registration`): the least version a
+    /// configuration must have to count for readiness from here on. A
+    /// proxy the leader had dropped is registered again, not yet counted.
+    pub fn mark_registered(&self, registration: u64) {
+        let mut standing = self.standing();
+        *standing = match *standing {
+            Standing::Counted { .. } => Standing::Counted { registration },
+            Standing::Dropped { .. } | Standing::Rejoined { .. } => {
+                Standing::Rejoined { registration }
+            }
+        };
     }
 
     /// Records that the leader answered that it does not know this
@@ -292,20 +329,13 @@ impl DataPlane {
     /// routes it still serves at their previous generation may point at
     /// backends already gone. `/ready` answers 503 — a load balancer takes
     /// the proxy out — until it is registered again
-    /// ([`DataPlane::mark_rejoined`]) and serves every route at its
+    /// ([`DataPlane::mark_registered`]) and serves every route at its
     /// committed generation in a configuration at least as new as that
-    /// registration ([`DataPlane::mark_caught_up`]).
+    /// registration ([`DataPlane::mark_served_through`]).
     pub fn mark_dropped(&self) {
-        *self.standing() = Standing::Dropped;
-    }
-
-    /// Records that a proxy the leader had dropped is registered again, by
-    /// the log entry at `registration` (`RegisterReply.registration`).
-    pub fn mark_rejoined(&self, registration: u64) {
         let mut standing = self.standing();
-        if *standing == Standing::Dropped {
-            *standing = Standing::Rejoined { registration };
-        }
+        let registration = standing.registration();
+        *standing = Standing::Dropped { registration };
     }
 
     fn standing(&self) -> std::sync::MutexGuard<'_, Standing> {
@@ -320,7 +350,9 @@ impl DataPlane {
     /// change nothing here: with all of them down, no cutover can commit,
     /// and the proxies keep serving (static stability).
     pub fn is_ready(&self) -> bool {
-        self.has_config() && *self.synced.borrow() && *self.standing() == Standing::Counted
+        self.has_config()
+            && *self.synced.borrow()
+            && matches!(*self.standing(), Standing::Counted { .. })
     }
 
     /// Resolves once [`is_ready`](Self::is_ready) holds (it then holds

@@ -14,7 +14,6 @@ use super::{AppliedThrough, Shared};
 use crate::ServingConfig;
 use crate::upstream::discovery::BackendGenerations;
 use std::collections::BTreeSet;
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 use switchyard_proto::model::{BackendKey, ConfigSnapshot};
@@ -142,17 +141,13 @@ fn step(
     if report.waiting.is_empty() {
         // Every route of this configuration is served at its committed
         // generation: `/ready` may say so, once the configuration is at
-        // least as new as this proxy's registration (if it has one yet).
-        // Cutovers committed before the registration went without this
-        // proxy, and the backends they left may be gone.
+        // least as new as this proxy's registration (the data plane
+        // judges).
         let Some(through) = shared.served_through(snapshot) else {
             // A newer payload is on its way here.
             return;
         };
-        if through >= shared.registration.load(Ordering::Acquire) {
-            dataplane.mark_synced();
-        }
-        if dataplane.mark_caught_up(through) {
+        if dataplane.mark_served_through(through) {
             tracing::info!(
                 version = through,
                 "registered again and serving every route at its committed generation: /ready answers 200 again"

@@ -88,10 +88,10 @@ pub(super) async fn run(shared: Arc<Shared>) {
         let interval = match register(&shared).await {
             Ok(reply) => {
                 backoff.reset();
-                // Counted again once it serves every committed generation
-                // in a configuration at least as new as this registration
-                // (the apply loop says when).
-                shared.dataplane.mark_rejoined(reply.registration);
+                // Ready (again, after a drop) once it serves every
+                // committed generation in a configuration at least as new
+                // as this registration (the apply loop says when).
+                shared.dataplane.mark_registered(reply.registration);
                 Duration::from_millis(reply.heartbeat_interval_ms).max(MIN_HEARTBEAT_INTERVAL)
             }
             Err(e) => {
@@ -365,7 +365,7 @@ async fn register(shared: &Shared) -> Result<pb::RegisterReply, ControlError> {
     .await?;
     shared
         .registration
-        .store(reply.registration, Ordering::Release);
+        .store(reply.registration, Ordering::Relaxed);
     tracing::info!(coordinator = %address, registration = reply.registration, "registered with the coordinators");
     Ok(reply)
 }

@@ -206,7 +206,7 @@ impl Shared {
     /// and that registered again by the log entry at R may have missed
     /// cutovers committed before R: it is counted again only once it
     /// serves every route of a configuration at least that new
-    /// ([`crate::DataPlane::mark_caught_up`]). O(1).
+    /// ([`crate::DataPlane::mark_served_through`]). O(1).
     fn served_through(&self, snapshot: &ConfigSnapshot) -> Option<u64> {
         // `held_version` first: the stream writes a payload's version
         // before it (`watch::taken`), so a held version that came with a
